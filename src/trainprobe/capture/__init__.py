@@ -1,0 +1,1 @@
+"""Inside the training: save configs, collections, reductions, the framework hooks and profilers."""

@@ -1,0 +1,1 @@
+"""The ``trainprobe`` command: it parses arguments and calls the layers below."""

@@ -1,0 +1,1 @@
+"""The profiler report and the live dashboard."""
