@@ -56,6 +56,8 @@ class ConfigError(ValueError):
 
     def at(self, prefix: str) -> ConfigError:
         """The same error, with its field placed under ``prefix`` (e.g. a request path)."""
+        if not prefix:
+            return self
         field = f"{prefix}.{self.field}" if self.field else prefix
         return ConfigError(field, self.value, self.allowed, suggestion=self.suggestion)
 
