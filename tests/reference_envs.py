@@ -1,12 +1,13 @@
 """Virtual environments holding the reference implementations trainprobe is checked against.
 
-- the SageMaker Python SDK v2 (``sagemaker==2.257.7``): what ``sagemaker.debugger`` builds for the
-  same calls, compared with what ``trainprobe.debugger`` builds;
+- the SageMaker Python SDK v2 (``sagemaker==2.257.7``): what ``sagemaker.debugger`` builds for
+  the same calls, compared with what ``trainprobe.debugger`` builds;
 - smdebug 1.0.34 with the dependencies it forgot to declare: it must read trainprobe's output, and
   trainprobe must read what smdebug's own hook wrote.
 
 Each is built once into the test cache (``$TRAINPROBE_TEST_CACHE``, default ``.cache/`` in the
-repository) and reused; a test that needs one is skipped, with the reason, only if it cannot be built.
+repository) and reused; a test that needs one is skipped, with the reason, only if it cannot be
+built.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _build(name: str, requirements: tuple[str, ...]) -> Path:
 
 
 def reference_python(name: str) -> Path:
-    """The python of a reference environment (``"sagemaker"`` or ``"smdebug"``), or skip the test."""
+    """The python of a reference environment ("sagemaker" or "smdebug"), or skip the test."""
     requirements = {"sagemaker": SAGEMAKER_SDK, "smdebug": SMDEBUG}[name]
     try:
         return _build(name, requirements)
@@ -82,7 +83,9 @@ def run_reference(name: str, code: str, *, cwd: Path | None = None) -> object:
         text=True,
         cwd=cwd,
         timeout=600,
+        env={**os.environ, "SAGEMAKER_SUPPRESS_V2_WARNING": "1"},
     )
     if result.returncode != 0:
-        raise AssertionError(f"the {name} reference failed:\n{result.stderr[-4000:]}")
+        output = (result.stdout + result.stderr)[-4000:]
+        raise AssertionError(f"the {name} reference failed (exit {result.returncode}):\n{output}")
     return json.loads(result.stdout.strip().splitlines()[-1])

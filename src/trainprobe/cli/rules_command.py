@@ -1,0 +1,194 @@
+"""``trainprobe rules list`` and ``trainprobe rules show NAME``: the built-in rules, explained.
+
+Everything shown comes from the catalogue (``trainprobe.config.catalogue``); the examples are built
+with the same classes a user would call, so they are valid by construction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from trainprobe.config import catalogue, rule_configs
+from trainprobe.config.catalogue.model import format_value
+from trainprobe.config.errors import ConfigError
+from trainprobe.config.rules import ProfilerRule, Rule
+
+__all__ = ["register", "run_list", "run_show"]
+
+
+def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rules list`` and ``rules show`` to the command line."""
+    parser = subcommands.add_parser(
+        "rules",
+        help="list and explain the built-in rules",
+        description="List the built-in debugging and profiler rules, or explain one.",
+    )
+    actions = parser.add_subparsers(dest="rules_action", metavar="ACTION")
+    listing = actions.add_parser("list", help="a table of the built-in rules")
+    listing.add_argument("--kind", choices=("debugging", "profiler"), help="only this kind")
+    listing.add_argument(
+        "--framework", choices=catalogue.FRAMEWORKS, help="only rules for this framework"
+    )
+    listing.set_defaults(run=run_list)
+    show = actions.add_parser("show", help="a rule's parameters, defaults and examples")
+    show.add_argument("name", metavar="NAME", help="a rule name, e.g. VanishingGradient")
+    show.set_defaults(run=run_show)
+
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    parser.set_defaults(run=usage)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print one line per rule: name, kind, frameworks, description."""
+    specs = [
+        spec
+        for spec in catalogue.all_rules()
+        if (args.kind is None or spec.kind == args.kind)
+        and (args.framework is None or args.framework in spec.frameworks)
+    ]
+    rows = [("NAME", "KIND", "FRAMEWORKS", "DESCRIPTION")]
+    rows += [(s.name, s.kind, ",".join(s.frameworks), s.description) for s in specs]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), end=""
+        )
+        print("  " + row[3])
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Print everything about one rule; exit 2 with a suggestion when the name is unknown."""
+    try:
+        spec = catalogue.get(args.name, field="NAME")
+    except ConfigError as error:
+        print(f"trainprobe rules show: {error}", file=sys.stderr)
+        return 2
+    for line in describe(spec):
+        print(line)
+    return 0
+
+
+def describe(spec: catalogue.RuleSpec) -> list[str]:
+    """The text ``rules show`` prints for ``spec``."""
+    call = f"rule_configs.{spec.sdk_name}()"
+    lines = [
+        f"{spec.name} ({spec.kind} rule)",
+        f"  {spec.description}",
+        f"  Python:     {call}",
+        f"  Frameworks: {', '.join(spec.frameworks)}"
+        + (f" (rule group {spec.group})" if spec.group else ""),
+        "",
+    ]
+    lines += _parameters(spec)
+    if spec.one_of:
+        lines += [f"  Give at least one of: {', '.join(spec.one_of)}.", ""]
+    if spec.runs:
+        lines += [
+            "  Also takes <Rule>_<parameter> for the rules it runs (see `trainprobe rules show "
+            "<Rule>`):",
+            "    " + ", ".join(rule.name for rule in spec.runs),
+            "",
+        ]
+    if spec.collections:
+        lines.append("Collections it reads (saved with these parameters unless you say otherwise):")
+        for need in spec.collections:
+            parameters = ", ".join(f"{key}={value}" for key, value in need.parameters)
+            lines.append(f"  {need.name}" + (f"  ({parameters})" if parameters else ""))
+        lines.append("")
+    lines += ["Python example:", *_indent(_python_example(spec)), ""]
+    lines += ["JSON example (CreateTrainingJob request):", *_indent(_json_example(spec))]
+    return lines
+
+
+def _parameters(spec: catalogue.RuleSpec) -> list[str]:
+    if not spec.parameters:
+        return ["Parameters: none", ""]
+    lines = ["Parameters:"]
+    for parameter in spec.parameters:
+        required = "required" if parameter.required else f"default {parameter.default_text()}"
+        lines.append(f"  {parameter.name}  ({parameter.type.value}, {required})")
+        lines.append(f"      {parameter.meaning}")
+        lines.append(f"      valid: {parameter.allowed.removeprefix('expected ')}")
+        for alternative in parameter.alternatives:
+            value = format_value(alternative.value)
+            lines.append(f"      note: another default, {value}, from {alternative.source}")
+        if parameter.notes:
+            lines.append(f"      note: {parameter.notes}")
+        if not parameter.in_rulesconfig:
+            lines.append("      note: sent only when given (smdebug-rulesconfig does not send it)")
+        lines.append(f"      source: {parameter.source}")
+    lines.append("")
+    return lines
+
+
+def _example_parameters(spec: catalogue.RuleSpec) -> dict[str, str]:
+    values = {
+        parameter.name: parameter.default_text()
+        for parameter in spec.parameters
+        if parameter.default is not None and parameter.in_rulesconfig
+    }
+    values.update(dict(spec.example))
+    return values
+
+
+def _profiler_arguments(spec: catalogue.RuleSpec) -> dict[str, Any]:
+    if spec.runs:
+        # Show the override form with the first rule it runs, at that rule's own default.
+        first = spec.runs[0]
+        return {f"{first.name}_{first.parameters[0].name}": first.parameters[0].default}
+    return {
+        parameter.name: parameter.default
+        for parameter in spec.parameters
+        if parameter.in_rulesconfig
+    }
+
+
+def _python_example(spec: catalogue.RuleSpec) -> list[str]:
+    if spec.kind == "profiler":
+        arguments = ", ".join(f"{k}={v!r}" for k, v in _profiler_arguments(spec).items())
+        return [
+            "from trainprobe.debugger import ProfilerRule, rule_configs",
+            "",
+            f"rule = ProfilerRule.sagemaker(rule_configs.{spec.sdk_name}({arguments}))",
+        ]
+    lines = [
+        "from trainprobe.debugger import Rule, rule_configs",
+        "",
+        "rule = Rule.sagemaker(",
+        f"    rule_configs.{spec.sdk_name}(),",
+    ]
+    parameters = _example_parameters(spec)
+    if parameters:
+        lines.append("    rule_parameters={")
+        lines += [f"        {json.dumps(k)}: {json.dumps(v)}," for k, v in parameters.items()]
+        lines.append("    },")
+    lines.append(")")
+    return lines
+
+
+def _json_example(spec: catalogue.RuleSpec) -> list[str]:
+    request: dict[str, Any]
+    if spec.kind == "profiler":
+        config = getattr(rule_configs, spec.sdk_name)(**_profiler_arguments(spec))
+        profiler_rule = ProfilerRule.sagemaker(config)
+        request = {"ProfilerRuleConfigurations": [profiler_rule.to_profiler_rule_config_dict()]}
+    else:
+        rule = Rule.sagemaker(
+            rule_configs.base_config(spec.name), rule_parameters=_example_parameters(spec)
+        )
+        request = {"DebugRuleConfigurations": [rule.to_debugger_rule_config_dict()]}
+        if spec.collections:
+            collections = [need.to_request_dict() for need in spec.collections]
+            request["DebugHookConfig"] = {"CollectionConfigurations": collections}
+    return json.dumps(request, indent=2).splitlines()
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return [f"  {line}" if line else "" for line in lines]

@@ -1,0 +1,105 @@
+"""`trainprobe validate job.json`, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+RULES_IMAGE = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest"
+
+JOB = {
+    "TrainingJobName": "demo-1",
+    "DebugHookConfig": {
+        "S3OutputPath": "s3://bucket/debug",
+        "HookParameters": {"save_interval": "100"},
+        "CollectionConfigurations": [
+            {
+                "CollectionName": "losses",
+                "CollectionParameters": {"train.save_interval": "50", "eval.save_interval": "10"},
+            }
+        ],
+    },
+    "DebugRuleConfigurations": [
+        {
+            "RuleConfigurationName": "VanishingGradient",
+            "RuleEvaluatorImage": RULES_IMAGE,
+            "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "1e-5"},
+        }
+    ],
+    "ProfilerConfig": {
+        "ProfilingIntervalInMilliseconds": 1000,
+        "ProfilingParameters": {
+            "DetailedProfilingConfig": '{"StartStep": 5, "NumSteps": 3, }',
+            "PythonProfilingConfig": '{"StartStep": 9, "NumSteps": 3, "ProfilerName": '
+            '"cprofile", "cProfileTimer": "cpu_time", }',
+        },
+    },
+    "ProfilerRuleConfigurations": [
+        {
+            "RuleConfigurationName": "ProfilerReport",
+            "RuleEvaluatorImage": RULES_IMAGE,
+            "RuleParameters": {
+                "rule_to_invoke": "ProfilerReport",
+                "CPUBottleneck_cpu_threshold": "90",
+            },
+        }
+    ],
+}
+
+
+def validate(path: Path | str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", "validate", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_a_valid_request_prints_what_would_run(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(JOB))
+    result = validate(f"file://{path}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "demo-1: valid" in out
+    # The collection's schedule per mode: its own keys over the hook's.
+    assert "train    every 50 steps" in out
+    assert "eval     every 10 steps" in out
+    assert "predict  every 100 steps" in out
+    # Rules with their effective parameters: overrides and defaults.
+    assert "threshold = 1e-05" in out
+    assert "CPUBottleneck_cpu_threshold = 90" in out
+    # The profiling ranges, with SageMaker's defaults where nothing was said.
+    assert "every 1000 ms" in out
+    assert "detailed profiling: steps 5-7" in out
+    assert "Python profiling: steps 9-11" in out
+    assert "timer cpu_time" in out
+    assert "data loader profiling: off" in out
+    # VanishingGradient reads gradients, which this job does not save.
+    assert "reads collection gradients" in out
+
+
+def test_an_invalid_request_lists_every_problem_and_exits_1(tmp_path: Path) -> None:
+    job = json.loads(json.dumps(JOB))
+    job["TrainingJobName"] = "demo_1"
+    job["DebugRuleConfigurations"][0]["RuleParameters"]["rule_to_invoke"] = "VanishingGradients"
+    job["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] = 250
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    result = validate(path)
+    assert result.returncode == 1
+    out = result.stdout
+    assert "3 problem(s)" in out
+    assert "TrainingJobName" in out
+    assert "Did you mean 'VanishingGradient'" in out
+    assert "100, 200, 500, 1000, 5000, 60000" in out
+
+
+def test_malformed_json_points_at_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text('{\n  "TrainingJobName": "demo-1"\n  "HyperParameters": {}\n}\n')
+    result = validate(path)
+    assert result.returncode == 1
+    assert "line 3" in result.stdout
