@@ -1,0 +1,139 @@
+"""What reading a trial can raise, named as smdebug names it so that ported code catches it.
+
+::
+
+    TrainprobeAnalysisError
+    ├── TensorUnavailable          the tensor was never saved
+    ├── TensorUnavailableForStep   saved, but not at this step (maybe only its reductions)
+    ├── ShapeUnavailableForStep    neither its shape nor its value was saved at this step
+    ├── StepUnavailable            the step was skipped: nothing was saved at it
+    ├── StepNotYetAvailable        the job is still running and has not written the step yet
+    ├── NoMoreData                 the job has ended before reaching the step
+    ├── InvalidWorker              no such worker wrote the step
+    ├── MissingCollectionFiles     no collections file (empty, missing or unfinished output)
+    └── IndexReaderException       an index file cannot be read
+"""
+
+from __future__ import annotations
+
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = [
+    "IndexReaderException",
+    "InvalidWorker",
+    "MissingCollectionFiles",
+    "NoMoreData",
+    "ShapeUnavailableForStep",
+    "StepNotYetAvailable",
+    "StepUnavailable",
+    "TensorUnavailable",
+    "TensorUnavailableForStep",
+    "TrainprobeAnalysisError",
+]
+
+
+class TrainprobeAnalysisError(Exception):
+    """The base of every error raised while reading a trial."""
+
+
+class TensorUnavailable(TrainprobeAnalysisError):
+    """The tensor ``tname`` was never saved (or has not been written yet)."""
+
+    def __init__(self, tname: str) -> None:
+        self.tname = tname
+        super().__init__(f"Tensor {tname} was not saved.")
+
+
+class TensorUnavailableForStep(TrainprobeAnalysisError):
+    """The tensor exists, but its value was not saved at this step."""
+
+    def __init__(
+        self,
+        tname: str,
+        step: int,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        has_reductions: bool = False,
+    ) -> None:
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        self.has_reductions = has_reductions
+        message = (
+            f"Value for tensor {tname} is not available for step {step} "
+            f"with mode {mode.name} as it was not saved."
+        )
+        if has_reductions:
+            message += " Its reductions were saved for this step: ask for reduction_value()."
+        super().__init__(message)
+
+
+class ShapeUnavailableForStep(TrainprobeAnalysisError):
+    """Neither the tensor's shape nor its value was saved at this step."""
+
+    def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        super().__init__(
+            f"Shape for tensor {tname} is not available for step {step} "
+            f"with mode {mode.name} as it was not saved."
+        )
+
+
+class StepUnavailable(TrainprobeAnalysisError):
+    """Nothing was saved at this step: the save schedule skipped it."""
+
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        self.step = step
+        self.mode = mode
+        super().__init__(f"Step {step} of mode {mode.name} is not available as it was not saved")
+
+
+class StepNotYetAvailable(TrainprobeAnalysisError):
+    """The job is still running and has not (completely) written this step yet."""
+
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        self.step = step
+        self.mode = mode
+        super().__init__(f"Step {step} of mode {mode.name} not yet available")
+
+
+class NoMoreData(TrainprobeAnalysisError):
+    """The job has ended, and the step is beyond the last one it saved."""
+
+    def __init__(self, step: int, mode: ModeKeys, last_step: int) -> None:
+        self.step = step
+        self.mode = mode
+        self.last_step = last_step
+        super().__init__(
+            f"Looking for step {step} of mode {mode.name} and reached end of training. "
+            f"Max step available is {last_step}"
+        )
+
+
+class InvalidWorker(TrainprobeAnalysisError):
+    """No worker of that name wrote the step asked for."""
+
+    def __init__(self, worker: str, known: list[str] | None = None) -> None:
+        self.worker = worker
+        message = f"Invalid Worker: {worker}"
+        if known:
+            message += f"; the workers that wrote this step are {', '.join(known)}"
+        super().__init__(message)
+
+
+class MissingCollectionFiles(TrainprobeAnalysisError):
+    """The output has no collections file: wrong path, nothing saved yet, or nothing at all."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(
+            message or "Training job has ended. All the collection files could not be loaded"
+        )
+
+
+class IndexReaderException(TrainprobeAnalysisError):
+    """An index file is empty, damaged, or not an index file."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

@@ -1,0 +1,403 @@
+"""A trial: the tensors a training job saved, read back by step, mode and worker.
+
+``create_trial(path)`` reads smdebug-format output, whether written by trainprobe's hook or by
+smdebug's. It follows a job in progress: each query that needs newer data re-lists the index
+files and reads only the new ones. Once ``training_job_end.ts`` appears, the trial knows every
+step it will ever have (``loaded_all_steps``) and stops looking. Tensor records are read only
+when a value is asked for, one ranged read each.
+
+Nothing waits forever: a location with no output yet is given ``timeout`` seconds (10 by
+default) to show a collections file, then MissingCollectionFiles says what was found.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from trainprobe.analysis.exceptions import (
+    IndexReaderException,
+    MissingCollectionFiles,
+    NoMoreData,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from trainprobe.analysis.saved_collection import SavedCollection
+from trainprobe.analysis.steps import StepCatalog, StepState
+from trainprobe.analysis.tensor import RecordRef, Tensor
+from trainprobe.config.errors import ConfigError, closest
+from trainprobe.storage import files, locations, step_reader
+from trainprobe.storage.index_file import StepIndex
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.reduction_names import parse_reduction_tensor_name
+from trainprobe.storage.tensor_event import TensorEvent
+from trainprobe.storage.training_end import training_has_ended
+
+__all__ = ["DEFAULT_TIMEOUT", "Trial", "create_trial"]
+
+DEFAULT_TIMEOUT = 10.0
+_POLL_INTERVAL = 0.2
+
+
+class Trial:
+    """The saved tensors of one training job (or of one in progress). Use ``create_trial``."""
+
+    def __init__(
+        self,
+        path: str,
+        name: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        range_steps: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        self.path = path.rstrip("/") or path
+        self.name = name if name is not None else os.path.basename(self.path)
+        self.timeout = timeout
+        self.range_steps = range_steps
+        self.dynamic_refresh = True
+        self.loaded_all_steps = False
+        self._catalog = StepCatalog()
+        self._tensors: dict[str, Tensor] = {}
+        self._step_tensors: dict[int, set[str]] = {}
+        self._mode_tensors: dict[ModeKeys, set[str]] = {}
+        self._workers: set[str] = set()
+        self._collections: dict[str, SavedCollection] = {}
+        self._read_index_files: set[str] = set()
+        self._read_collections_files: set[str] = set()
+        self._reader = files.RangeReader(max_open=128)
+        self._wait_for_collections()
+        self.refresh_data()
+
+    def __repr__(self) -> str:
+        count = len(self._catalog.steps(incomplete=True))
+        return f"<Trial {self.name!r} at {self.path!r}: {count} steps>"
+
+    # Loading -------------------------------------------------------------------------------
+
+    def _wait_for_collections(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            ended = training_has_ended(self.path)
+            if self._load_collections():
+                return
+            if ended:
+                raise MissingCollectionFiles(
+                    f"The training job writing {self.path} has ended without a collections "
+                    "file: it saved no tensors."
+                )
+            if time.monotonic() >= deadline:
+                found = (
+                    "the directory does not exist"
+                    if not files.exists(self.path)
+                    else "it holds no collections file (collections/000000000/*_collections.json)"
+                )
+                raise MissingCollectionFiles(
+                    f"No tensor output at {self.path} after waiting {self.timeout:g} s: {found}. "
+                    "Check the path, or pass a longer timeout if the job is still starting."
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def _load_collections(self) -> bool:
+        """Read collections files not read yet; whether any collections file exists."""
+        names = step_reader.list_collections_files(self.path)
+        for name in names:
+            if name in self._read_collections_files:
+                continue
+            try:
+                content = step_reader.read_collections_file(self.path, name)
+            except ValueError as error:
+                raise IndexReaderException(f"{self.path}/{name}: {error}") from error
+            self._read_collections_files.add(name)
+            self._workers.add(content.worker)
+            self._catalog.set_num_workers(max(self._catalog.num_workers, content.num_workers))
+            for key, entry in content.collections.items():
+                collection = SavedCollection.from_json(key, entry)
+                known = self._collections.get(collection.name)
+                self._collections[collection.name] = (
+                    collection if known is None else known.merged(collection)
+                )
+        return bool(names)
+
+    def _in_range(self, step: int) -> bool:
+        if self.range_steps is None:
+            return True
+        start, end = self.range_steps
+        return (start is None or step >= start) and (end is None or step < end)
+
+    def refresh_data(self) -> None:
+        """Read every index file written since the last refresh."""
+        ended = training_has_ended(self.path)
+        self._load_collections()
+        for name in step_reader.list_index_files(self.path):
+            if name in self._read_index_files:
+                continue
+            parsed = locations.parse_index_file_name(name)
+            if parsed is None or not self._in_range(parsed[0]):
+                self._read_index_files.add(name)
+                continue
+            try:
+                index = step_reader.read_step_index(self.path, name)
+            except (ValueError, OSError) as error:
+                raise IndexReaderException(f"cannot read {self.path}/{name}: {error}") from error
+            self._add_index(index)
+            self._read_index_files.add(name)
+        if ended:
+            self._catalog.mark_ended()
+            self.loaded_all_steps = True
+
+    def maybe_refresh(self) -> None:
+        """Refresh, unless the job has ended (all is loaded) or refreshing is turned off."""
+        if self.loaded_all_steps or not self.dynamic_refresh:
+            return
+        self.refresh_data()
+
+    def _tensor_for(self, name: str) -> Tensor:
+        tensor = self._tensors.get(name)
+        if tensor is None:
+            tensor = self._tensors[name] = Tensor(name, self)
+        return tensor
+
+    def _add_index(self, index: StepIndex) -> None:
+        step, worker = index.step, index.worker
+        self._catalog.add(step, worker, index.mode, index.mode_step)
+        self._workers.add(worker)
+        names = self._step_tensors.setdefault(step, set())
+        event_file = index.event_file or locations.event_file(step, worker)
+        for location in index.tensors:
+            ref = RecordRef(event_file, location.start, location.length)
+            reduction = parse_reduction_tensor_name(location.name)
+            if reduction is None:
+                self._tensor_for(location.name)._add_value(step, worker, ref)
+                names.add(location.name)
+            else:
+                tensor = self._tensor_for(reduction.tensor_name)
+                tensor._add_reduction(step, worker, reduction.op, reduction.abs, ref)
+                names.add(reduction.tensor_name)
+        for shape in index.shapes:
+            self._tensor_for(shape.name)._add_shape(step, worker, shape.shape, shape.original_name)
+            names.add(shape.name)
+        self._mode_tensors.setdefault(index.mode, set()).update(names)
+
+    def _value(self, name: str, step: int, mode: ModeKeys, ref: RecordRef) -> np.ndarray:
+        """The value in the record at ``ref`` (the hot path of ``Tensor.value``)."""
+        try:
+            return step_reader.read_tensor_value(
+                self.path, ref.event_file, ref.start, ref.length, self._reader
+            )
+        except FileNotFoundError:
+            return self._read(name, step, mode, [ref])[0].value()
+
+    def _read(
+        self, name: str, step: int, mode: ModeKeys, refs: Sequence[RecordRef]
+    ) -> list[TensorEvent]:
+        """Decode the records at ``refs``, in order, reading each event file once."""
+        by_file: dict[str, list[int]] = {}
+        for position, ref in enumerate(refs):
+            by_file.setdefault(ref.event_file, []).append(position)
+        events: list[TensorEvent | None] = [None] * len(refs)
+        for event_file, positions in by_file.items():
+            ranges = [(refs[p].start, refs[p].length) for p in positions]
+            for position, event in zip(
+                positions, self._read_file(name, step, mode, event_file, ranges), strict=True
+            ):
+                events[position] = event
+        return [event for event in events if event is not None]
+
+    def _read_file(
+        self, name: str, step: int, mode: ModeKeys, event_file: str, ranges: list[tuple[int, int]]
+    ) -> list[TensorEvent]:
+        # An index can name an event file not there yet when the output is being copied to
+        # object storage; give it the trial's timeout, unless the job has ended.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return step_reader.read_tensor_records(self.path, event_file, ranges, self._reader)
+            except FileNotFoundError:
+                if self.loaded_all_steps or time.monotonic() >= deadline:
+                    raise TensorUnavailableForStep(name, step, mode) from None
+                time.sleep(_POLL_INTERVAL)
+                if training_has_ended(self.path):
+                    self.loaded_all_steps = True
+
+    # Queries -------------------------------------------------------------------------------
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: int | None = None,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        regex: str | Iterable[str] | None = None,
+        collection: str | SavedCollection | None = None,
+    ) -> list[str]:
+        """Names of the saved tensors, sorted; reductions are filed under their tensor.
+
+        ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
+        those saved in that mode. ``regex`` (searched, unanchored) or ``collection`` (not
+        both) narrow the list further. ``show_prefixed_tensors`` is accepted for smdebug
+        compatibility and changes nothing.
+        """
+        if regex is not None and collection is not None:
+            raise ConfigError("tensor_names", "regex and collection", "only one of the two")
+        self.maybe_refresh()
+        if step is not None:
+            global_step = self._catalog.to_global(mode, step)
+            names: set[str] = (
+                set(self._step_tensors.get(global_step, ())) if global_step is not None else set()
+            )
+        elif mode == ModeKeys.GLOBAL:
+            names = set(self._tensors)
+        else:
+            names = set(self._mode_tensors.get(mode, ()))
+        if regex is not None:
+            patterns = [regex] if isinstance(regex, str) else list(regex)
+            names = {n for n in names if any(re.search(p, n) for p in patterns)}
+        if collection is not None:
+            saved = self.collection(collection if isinstance(collection, str) else collection.name)
+            names = {n for n in names if saved.matches(n)}
+        return sorted(names)
+
+    def has_tensor(self, name: str) -> bool:
+        """Whether tensor ``name`` has been saved (refreshing once if it is not known yet)."""
+        if name not in self._tensors:
+            self.maybe_refresh()
+        return name in self._tensors
+
+    def tensor(self, name: str) -> Tensor:
+        """Tensor ``name``; raises TensorUnavailable when it was never saved."""
+        if not self.has_tensor(name):
+            raise TensorUnavailable(name)
+        return self._tensors[name]
+
+    def steps(
+        self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False
+    ) -> list[int]:
+        """Saved steps, sorted: global steps, or ``mode``'s own step numbers.
+
+        Only complete steps (every worker has written them) unless ``show_incomplete_steps``.
+        """
+        self.maybe_refresh()
+        return self._catalog.steps(mode, incomplete=show_incomplete_steps)
+
+    def modes(self) -> list[ModeKeys]:
+        """The modes steps were saved in (GLOBAL is not listed)."""
+        return self._catalog.modes()
+
+    def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        """(mode, mode step) of a global step; (None, None) when the step is not known."""
+        found = self._catalog.mode_of(global_step)
+        if found is None:
+            self.maybe_refresh()
+            found = self._catalog.mode_of(global_step)
+        return found if found is not None else (None, None)
+
+    def mode(self, global_step: int) -> ModeKeys | None:
+        """The mode of a global step, or None when it is not known."""
+        return self.mode_modestep(global_step)[0]
+
+    def mode_step(self, global_step: int) -> int | None:
+        """The step number within its mode of a global step, or None when it is not known."""
+        return self.mode_modestep(global_step)[1]
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        """The global step of ``mode_step`` in ``mode``, or None when it is not known."""
+        if mode == ModeKeys.GLOBAL:
+            return mode_step
+        found = self._catalog.to_global(mode, mode_step)
+        if found is None:
+            self.maybe_refresh()
+            found = self._catalog.to_global(mode, mode_step)
+        return found
+
+    def workers(self) -> list[str]:
+        """Every worker that wrote a collections file or a step, sorted."""
+        self.maybe_refresh()
+        return sorted(self._workers)
+
+    @property
+    def num_workers(self) -> int:
+        """How many workers are expected to write each step (from the collections files)."""
+        return self._catalog.num_workers
+
+    @property
+    def last_complete_step(self) -> int:
+        """The latest global step every worker has written (-1 before any)."""
+        return self._catalog.last_complete_step
+
+    def collections(self) -> dict[str, SavedCollection]:
+        """The job's collections, by name (merged over workers)."""
+        return dict(self._collections)
+
+    def collection(self, name: str) -> SavedCollection:
+        """Collection ``name``; ConfigError (naming the known ones) when there is none."""
+        found = self._collections.get(name)
+        if found is None:
+            allowed = "one of " + ", ".join(sorted(self._collections))
+            raise ConfigError(
+                "collection", name, allowed, suggestion=closest(name, self._collections)
+            )
+        return found
+
+    def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
+        """Whether ``step`` is complete (AVAILABLE), skipped for good (UNAVAILABLE), or may
+        still come (NOT_YET_AVAILABLE)."""
+        self.maybe_refresh()
+        return self._catalog.state(step, mode)
+
+    def wait_for_steps(
+        self,
+        steps: Iterable[int],
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Return once every step in ``steps`` is complete.
+
+        Raises StepUnavailable for a step that was skipped, NoMoreData for one beyond the end
+        of a finished job, and StepNotYetAvailable when ``timeout`` seconds pass first
+        (without a timeout it waits until the job writes the step or ends).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for step in steps:
+            while True:
+                state = self.has_passed_step(step, mode)
+                if state == StepState.AVAILABLE:
+                    break
+                if state == StepState.UNAVAILABLE:
+                    seen = self._catalog.steps(mode, incomplete=True)
+                    last = seen[-1] if seen else -1
+                    if self.loaded_all_steps and step > last:
+                        raise NoMoreData(step, mode, last)
+                    raise StepUnavailable(step, mode)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise StepNotYetAvailable(step, mode)
+                time.sleep(_POLL_INTERVAL)
+
+
+def create_trial(
+    path: str,
+    name: str | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    range_steps: tuple[int | None, int | None] | None = None,
+) -> Trial:
+    """The trial of the tensor output at ``path`` (a local directory).
+
+    ``name`` defaults to the directory's name. ``timeout`` is how many seconds to wait for the
+    first collections file (and for an event file an index names) before giving up.
+    ``range_steps=(start, end)`` loads only global steps ``start <= step < end``.
+    """
+    if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+        raise ConfigError("path", path, "a directory holding trainprobe or smdebug tensor output")
+    path = os.fspath(path)
+    if "://" in path:
+        raise ConfigError("path", path, "a local directory (object storage URLs come later)")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+        raise ConfigError("timeout", timeout, "a number of seconds, 0 or more")
+    return Trial(path, name, timeout=float(timeout), range_steps=range_steps)

@@ -1,0 +1,103 @@
+"""Reading a tensor output back: listing and reading index and collections files, and fetching
+tensor records by (start, length).
+
+Only the records asked for are read and decoded: an index file says where each record lies,
+so one ranged read fetches one tensor.
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+from collections.abc import Sequence
+
+import numpy as np
+
+from trainprobe.storage import files, locations
+from trainprobe.storage.collections_file import CollectionsFile, read_collections_file
+from trainprobe.storage.index_file import StepIndex, decode_index
+from trainprobe.storage.tensor_event import (
+    TensorEvent,
+    decode_tensor_event,
+    decode_tensor_value,
+)
+from trainprobe.storage.tfrecord import unframe
+
+__all__ = [
+    "CollectionsFile",
+    "list_collections_files",
+    "list_index_files",
+    "read_collections_file",
+    "read_step_index",
+    "read_tensor_records",
+    "read_tensor_value",
+]
+
+
+def list_index_files(out_dir: str) -> list[str]:
+    """Every finished index file under ``out_dir``, relative to it, sorted by step then worker."""
+    index_root = locations.join(out_dir, locations.INDEX_DIR)
+    names = files.list_files(index_root, ".json")
+    return [
+        f"{locations.INDEX_DIR}/{name}"
+        for name in names
+        if locations.parse_index_file_name(name) is not None
+    ]
+
+
+def list_collections_files(out_dir: str) -> list[str]:
+    """Every finished collections file under ``out_dir``, relative to it."""
+    root = locations.join(out_dir, locations.COLLECTIONS_DIR)
+    return [
+        f"{locations.COLLECTIONS_DIR}/{name}"
+        for name in files.list_files(root, "_collections.json")
+        if "/" not in name
+    ]
+
+
+def read_step_index(out_dir: str, relative_path: str) -> StepIndex:
+    """Read one index file (``relative_path`` as listed by ``list_index_files``).
+
+    Raises ValueError when the file is not a valid index file.
+    """
+    parsed = locations.parse_index_file_name(relative_path)
+    if parsed is None:
+        raise ValueError(f"{relative_path} is not named like an index file")
+    step, worker = parsed
+    return decode_index(files.read_bytes(locations.join(out_dir, relative_path)), step, worker)
+
+
+def read_tensor_records(
+    out_dir: str,
+    event_file: str,
+    ranges: Sequence[tuple[int, int]],
+    reader: files.RangeReader | None = None,
+) -> list[TensorEvent]:
+    """Decode the records at each (start, length) of an event file, reading only those bytes.
+
+    ``event_file`` is relative to ``out_dir`` (as in an index file); ``reader`` keeps files
+    open between calls. Raises FileNotFoundError when the event file is missing, and
+    ValueError (RecordError, WireError) when a record is damaged.
+    """
+    path = _event_path(out_dir, event_file)
+    buffers = (reader or files).read_ranges(path, ranges)
+    return [decode_tensor_event(unframe(buffer)) for buffer in buffers]
+
+
+def read_tensor_value(
+    out_dir: str, event_file: str, start: int, length: int, reader: files.RangeReader
+) -> np.ndarray:
+    """The value of the one tensor record at (start, length) of an event file.
+
+    The quickest way to one value; errors as ``read_tensor_records``.
+    """
+    buffer = reader.read_range(_event_path(out_dir, event_file), start, length)
+    return decode_tensor_value(unframe(buffer))
+
+
+@functools.lru_cache(maxsize=4096)
+def _event_path(out_dir: str, event_file: str) -> str:
+    # smdebug writes the relative path; accept an absolute one as well.
+    if posixpath.isabs(event_file) or "://" in event_file:
+        return event_file
+    return locations.join(out_dir, event_file)

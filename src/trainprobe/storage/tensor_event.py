@@ -1,0 +1,450 @@
+"""One saved tensor as a TF ``Event`` protobuf message, smdebug's payload, encoded by hand.
+
+The message written for a tensor ``name`` at a global ``step``::
+
+    Event {wall_time: 1, step: 2, summary: 5 {value: 1 [{
+        tag: 1 = name,
+        tensor: 8 = TensorProto {
+            dtype: 1,
+            tensor_shape: 2 {dim: 2 [{size: 1, name: 2 = "<name>_<size>"}]},
+            tensor_content: 4 (raw C-order bytes) | string_val: 8 (strings)},
+        metadata: 9 {plugin_data: 1 [{plugin_name: "mode_step", content: "<mode step>"},
+                                     {plugin_name: "mode", content: "<ModeKeys number>"}]}}]}}
+
+Fields are written in field-number order and proto3 defaults are left out, as protobuf does, so
+the bytes equal smdebug's for the same tensor and wall time. The tensor's bytes are handed back
+as a memoryview of the array: they reach the file without a copy.
+
+numpy has no bfloat16: such tensors arrive as float32 with ``original_dtype="bfloat16"``, kept
+in a third plugin entry (``original_dtype``) that smdebug's reader ignores.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainprobe.storage import protobuf_wire as wire
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = [
+    "DTYPE_CODES",
+    "TensorEvent",
+    "decode_tensor_event",
+    "decode_tensor_value",
+    "encode_tensor_event",
+]
+
+MODE_STEP_PLUGIN = "mode_step"
+MODE_PLUGIN = "mode"
+ORIGINAL_DTYPE_PLUGIN = "original_dtype"
+
+DT_STRING = 7
+
+# numpy dtype name -> TF DataType number (tensorflow/core/framework/types.proto)
+DTYPE_CODES: dict[str, int] = {
+    "float32": 1,
+    "float64": 2,
+    "int32": 3,
+    "uint8": 4,
+    "int16": 5,
+    "int8": 6,
+    "complex64": 8,
+    "int64": 9,
+    "bool": 10,
+    "uint16": 17,
+    "complex128": 18,
+    "float16": 19,
+    "uint32": 22,
+    "uint64": 23,
+}
+_NUMPY_DTYPES: dict[int, np.dtype[np.generic]] = {
+    code: np.dtype(name).newbyteorder("<") for name, code in DTYPE_CODES.items()
+}
+
+# Event, Summary.Value, TensorProto, TensorShapeProto, and their field numbers
+_EVENT_WALL_TIME, _EVENT_STEP, _EVENT_SUMMARY = 1, 2, 5
+_SUMMARY_VALUE = 1
+_VALUE_TAG, _VALUE_TENSOR, _VALUE_METADATA = 1, 8, 9
+_METADATA_PLUGIN_DATA = 1
+_PLUGIN_NAME, _PLUGIN_CONTENT = 1, 2
+_TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_CONTENT = 1, 2, 4
+_TENSOR_FLOAT_VAL, _TENSOR_DOUBLE_VAL, _TENSOR_INT_VAL = 5, 6, 7
+_TENSOR_STRING_VAL, _TENSOR_INT64_VAL, _TENSOR_BOOL_VAL = 8, 10, 11
+_SHAPE_DIM = 2
+_DIM_SIZE, _DIM_NAME = 1, 2
+
+Chunk = bytes | memoryview
+
+
+@dataclass
+class TensorEvent:
+    """A decoded tensor record: the tensor, where it belongs, and how it was stored."""
+
+    name: str
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    wall_time: float
+    shape: tuple[int, ...]
+    dtype_code: int
+    content: memoryview | None = None
+    strings: list[bytes] = field(default_factory=list)
+    original_dtype: str | None = None
+    numbers: list[float] | None = None
+
+    def value(self) -> np.ndarray:
+        """The tensor as a numpy array (a view of the record's bytes when they are writable)."""
+        if self.dtype_code in (0, DT_STRING) and (self.strings or not self.content):
+            return np.array([s.decode("utf-8") for s in self.strings]).reshape(self.shape)
+        dtype = _NUMPY_DTYPES.get(self.dtype_code)
+        if dtype is None:
+            raise TypeError(f"tensor {self.name!r}: unsupported TF dtype code {self.dtype_code}")
+        if self.content is not None and len(self.content):
+            return np.frombuffer(self.content, dtype=dtype).reshape(self.shape)
+        if self.numbers:
+            values = np.asarray(self.numbers, dtype=dtype)
+            if values.size == 1:
+                return np.broadcast_to(values, self.shape).copy()
+            return values.reshape(self.shape)
+        return np.zeros(self.shape, dtype=dtype)
+
+
+def _plugin(name: str, content: str) -> bytes:
+    body = wire.message_field(_PLUGIN_NAME, name.encode())
+    if content:
+        body += wire.message_field(_PLUGIN_CONTENT, content.encode())
+    return wire.message_field(_METADATA_PLUGIN_DATA, body)
+
+
+def _shape(name: str, shape: tuple[int, ...]) -> bytes:
+    dims = b"".join(
+        wire.message_field(
+            _SHAPE_DIM,
+            wire.varint_field(_DIM_SIZE, size)
+            + wire.message_field(_DIM_NAME, f"{name}_{size}".encode()),
+        )
+        for size in shape
+    )
+    return wire.message_field(_TENSOR_SHAPE, dims)
+
+
+def _tensor_body(name: str, array: np.ndarray) -> list[Chunk]:
+    """TensorProto's body: dtype and shape, then the content (or the strings)."""
+    shape = _shape(name, tuple(int(size) for size in array.shape))
+    if array.dtype.kind in "USO":
+        strings = b"".join(
+            wire.message_field(_TENSOR_STRING_VAL, str(item).encode("utf-8"))
+            for item in array.reshape(-1)
+        )
+        return [shape + strings]
+    code = DTYPE_CODES.get(array.dtype.name)
+    if code is None:
+        raise TypeError(
+            f"tensor {name!r}: dtype {array.dtype} cannot be saved; "
+            f"allowed: {', '.join(sorted(DTYPE_CODES))} or strings"
+        )
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    array = np.ascontiguousarray(array)
+    head = wire.varint_field(_TENSOR_DTYPE, code) + shape
+    if array.nbytes == 0:
+        return [head]
+    content = array.reshape(-1).view(np.uint8).data
+    return [head + wire.length_prefix(_TENSOR_CONTENT, array.nbytes), content]
+
+
+def encode_tensor_event(
+    name: str,
+    array: np.ndarray,
+    *,
+    step: int,
+    mode: ModeKeys,
+    mode_step: int,
+    wall_time: float,
+    original_dtype: str | None = None,
+) -> list[Chunk]:
+    """The Event message for one tensor, as chunks to write in order.
+
+    The tensor's bytes are one of the chunks, a memoryview of ``array`` (or of a contiguous
+    little-endian copy when ``array`` is neither). Strings go into ``string_val``.
+    """
+    tensor = _tensor_body(name, np.asarray(array))
+    tensor_length = sum(len(chunk) for chunk in tensor)
+    metadata = _plugin(MODE_STEP_PLUGIN, str(mode_step)) + _plugin(MODE_PLUGIN, str(int(mode)))
+    if original_dtype is not None:
+        metadata += _plugin(ORIGINAL_DTYPE_PLUGIN, original_dtype)
+    tag = wire.message_field(_VALUE_TAG, name.encode("utf-8"))
+    tensor_prefix = wire.length_prefix(_VALUE_TENSOR, tensor_length)
+    metadata_field = wire.message_field(_VALUE_METADATA, metadata)
+    value_length = len(tag) + len(tensor_prefix) + tensor_length + len(metadata_field)
+    value_prefix = wire.length_prefix(_SUMMARY_VALUE, value_length)
+    summary_length = len(value_prefix) + value_length
+    head = (
+        wire.double_field(_EVENT_WALL_TIME, wall_time)
+        + wire.varint_field(_EVENT_STEP, step)
+        + wire.length_prefix(_EVENT_SUMMARY, summary_length)
+        + value_prefix
+        + tag
+        + tensor_prefix
+    )
+    return [head + tensor[0], *tensor[1:], metadata_field]
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _text(data: memoryview, start: int, stop: int) -> str:
+    return bytes(data[start:stop]).decode("utf-8")
+
+
+_DOUBLE = struct.Struct("<d")
+# Keys of Event.summary, Summary.value, Value.tag and Value.tensor, in the usual layout.
+_USUAL_KEYS = (0x2A, 0x0A, 0x0A, 0x42)
+_CACHE_LIMIT = 4096
+_SHAPES: dict[bytes, tuple[int, ...]] = {}
+_METADATA: dict[bytes, tuple[ModeKeys | None, int | None, str | None]] = {}
+
+_PACKED = {_TENSOR_FLOAT_VAL: "f", _TENSOR_DOUBLE_VAL: "d"}
+_VARINTS = (_TENSOR_INT_VAL, _TENSOR_INT64_VAL, _TENSOR_BOOL_VAL)
+
+
+def _decode_numbers(data: memoryview, number: int, wire_type: int, a: int, b: int) -> list[float]:
+    """Values of float_val, double_val, int_val, int64_val or bool_val, packed or not."""
+    if wire_type == wire.VARINT:
+        return [_signed(a)]
+    if number in _PACKED:
+        fmt = _PACKED[number]
+        return list(struct.unpack(f"<{(b - a) // struct.calcsize(fmt)}{fmt}", data[a:b]))
+    numbers: list[float] = []
+    position = a
+    while position < b:
+        value, position = wire.read_varint(data, position)
+        numbers.append(_signed(value))
+    return numbers
+
+
+def _decode_tensor(event: TensorEvent, data: memoryview, start: int, stop: int) -> None:
+    for number, wire_type, a, b in wire.scan(data, start, stop):
+        if number == _TENSOR_CONTENT:
+            event.content = data[a:b]
+        elif number == _TENSOR_DTYPE:
+            event.dtype_code = a
+        elif number == _TENSOR_SHAPE:
+            event.shape = _decode_shape(data, a, b)
+        elif number == _TENSOR_STRING_VAL:
+            event.strings.append(bytes(data[a:b]))
+        elif number in _PACKED or number in _VARINTS:
+            found = _decode_numbers(data, number, wire_type, a, b)
+            event.numbers = found if event.numbers is None else event.numbers + found
+
+
+def _decode_shape(data: memoryview, start: int, stop: int) -> tuple[int, ...]:
+    # A tensor has the same shape message at every step: remember the decoded ones.
+    body = bytes(data[start:stop])
+    shape = _SHAPES.get(body)
+    if shape is None:
+        dims: list[int] = []
+        for number, _, a, b in wire.scan(data, start, stop):
+            if number == _SHAPE_DIM:
+                size = 0
+                for dim_number, dim_type, value, _ in wire.scan(data, a, b):
+                    if dim_number == _DIM_SIZE and dim_type == wire.VARINT:
+                        size = _signed(value)
+                dims.append(size)
+        shape = tuple(dims)
+        if len(_SHAPES) >= _CACHE_LIMIT:
+            _SHAPES.clear()
+        _SHAPES[body] = shape
+    return shape
+
+
+def _decode_metadata(event: TensorEvent, data: memoryview, start: int, stop: int) -> None:
+    # Every tensor of a step carries the same metadata message: remember the decoded ones.
+    body = bytes(data[start:stop])
+    found = _METADATA.get(body)
+    if found is None:
+        found = _parse_metadata(data, start, stop)
+        if len(_METADATA) >= _CACHE_LIMIT:
+            _METADATA.clear()
+        _METADATA[body] = found
+    mode, mode_step, original_dtype = found
+    if mode is not None:
+        event.mode = mode
+    if mode_step is not None:
+        event.mode_step = mode_step
+    event.original_dtype = original_dtype
+
+
+def _parse_metadata(
+    data: memoryview, start: int, stop: int
+) -> tuple[ModeKeys | None, int | None, str | None]:
+    mode: ModeKeys | None = None
+    mode_step: int | None = None
+    original_dtype: str | None = None
+    for number, _, a, b in wire.scan(data, start, stop):
+        if number != _METADATA_PLUGIN_DATA:
+            continue
+        name = content = ""
+        for plugin_number, _, plugin_a, plugin_b in wire.scan(data, a, b):
+            if plugin_number == _PLUGIN_NAME:
+                name = _text(data, plugin_a, plugin_b)
+            elif plugin_number == _PLUGIN_CONTENT:
+                content = _text(data, plugin_a, plugin_b)
+        if name == MODE_STEP_PLUGIN:
+            mode_step = int(content or 0)
+        elif name == MODE_PLUGIN:
+            mode = ModeKeys(int(content or ModeKeys.GLOBAL))
+        elif name == ORIGINAL_DTYPE_PLUGIN:
+            original_dtype = content
+    return mode, mode_step, original_dtype
+
+
+def decode_tensor_event(payload: memoryview | bytes | bytearray) -> TensorEvent:
+    """The tensor in an Event message (the first summary value); the inverse of the encoder.
+
+    The content is a view of ``payload``, not a copy. Without mode metadata the mode is
+    GLOBAL and the mode step is the global step, as smdebug reads it. Raises ValueError
+    (WireError) for a malformed message and when it holds no tensor.
+    """
+    data = memoryview(payload)
+    event = TensorEvent(
+        name="", step=0, mode=ModeKeys.GLOBAL, mode_step=0, wall_time=0.0, shape=(), dtype_code=0
+    )
+    if _decode_usual_layout(event, data):
+        return event
+    summary: tuple[int, int] | None = None
+    for number, wire_type, a, b in wire.scan(data):
+        if number == _EVENT_WALL_TIME and wire_type == wire.FIXED64:
+            (event.wall_time,) = struct.unpack("<d", data[a:b])
+        elif number == _EVENT_STEP and wire_type == wire.VARINT:
+            event.step = _signed(a)
+        elif number == _EVENT_SUMMARY and wire_type == wire.LENGTH_DELIMITED and summary is None:
+            summary = (a, b)
+    event.mode_step = event.step
+    if summary is None or not _decode_summary(event, data, *summary):
+        raise wire.WireError("the event holds no tensor")
+    return event
+
+
+def _decode_usual_layout(event: TensorEvent, data: memoryview) -> bool:
+    """Decode the layout smdebug and trainprobe write, without the general scanner.
+
+    [wall_time] [step] summary{value{tag, tensor, [metadata]}}, each ending where its parent
+    ends. Returns False, having decoded nothing for sure, when the message differs in any way;
+    the general decoder then reads it.
+    """
+    end = len(data)
+    position = 0
+    try:
+        if data[position] == 0x09:  # wall_time
+            (wall_time,) = _DOUBLE.unpack_from(data, 1)
+            position = 9
+        else:
+            wall_time = 0.0
+        step = 0
+        if data[position] == 0x10:  # step
+            step, position = wire.read_varint(data, position + 1)
+        for expected in (0x2A, 0x0A):  # summary, then its one value, running to the end
+            if data[position] != expected:
+                return False
+            length, position = wire.read_varint(data, position + 1)
+            if position + length != end:
+                return False
+        if data[position] != 0x0A:  # tag
+            return False
+        length, position = wire.read_varint(data, position + 1)
+        name = bytes(data[position : position + length]).decode("utf-8")
+        position += length
+        if data[position] != 0x42:  # tensor
+            return False
+        length, position = wire.read_varint(data, position + 1)
+        tensor_start, tensor_end = position, position + length
+        metadata: tuple[int, int] | None = None
+        if tensor_end != end:
+            if data[tensor_end] != 0x4A:  # metadata
+                return False
+            length, position = wire.read_varint(data, tensor_end + 1)
+            if position + length != end:
+                return False
+            metadata = (position, end)
+    except (IndexError, struct.error, wire.WireError):
+        return False
+    event.wall_time, event.step, event.mode_step, event.name = wall_time, _signed(step), step, name
+    _decode_tensor(event, data, tensor_start, tensor_end)
+    if metadata is not None:
+        _decode_metadata(event, data, *metadata)
+    return True
+
+
+def decode_tensor_value(payload: memoryview | bytes | bytearray) -> np.ndarray:
+    """Just the tensor's value from an Event message: ``decode_tensor_event(...).value()``.
+
+    The trial's hot path: for the layout smdebug and trainprobe write, it skips the name, the
+    metadata and the event object.
+    """
+    data = memoryview(payload)
+    try:
+        position = 9 if data[0] == 0x09 else 0  # wall_time
+        if data[position] == 0x10:  # step
+            _, position = wire.read_varint(data, position + 1)
+        # The keys of summary, its value, the tag and the tensor, each with its length: skip
+        # them (and the tag's text), reading one- and two-byte lengths inline.
+        for index, expected in enumerate(_USUAL_KEYS):
+            if data[position] != expected:
+                return decode_tensor_event(data).value()
+            first = data[position + 1]
+            if first < 0x80:
+                length = first
+                position += 2
+            elif data[position + 2] < 0x80:
+                length = (first & 0x7F) | (data[position + 2] << 7)
+                position += 3
+            else:
+                length, position = wire.read_varint(data, position + 1)
+            if index == 2:
+                position += length  # the tag's text
+    except (IndexError, wire.WireError):
+        return decode_tensor_event(data).value()
+    dtype_code = 0
+    shape: tuple[int, ...] = ()
+    content: memoryview | None = None
+    try:
+        fields = wire.scan(data, position, position + length)
+    except (IndexError, wire.WireError):
+        return decode_tensor_event(data).value()
+    for number, _, a, b in fields:
+        if number == _TENSOR_CONTENT:
+            content = data[a:b]
+        elif number == _TENSOR_DTYPE:
+            dtype_code = a
+        elif number == _TENSOR_SHAPE:
+            shape = _decode_shape(data, a, b)
+        else:  # strings or *_val numbers: the general path
+            return decode_tensor_event(data).value()
+    dtype = _NUMPY_DTYPES.get(dtype_code)
+    if dtype is None or content is None:
+        return decode_tensor_event(data).value()
+    return np.frombuffer(content, dtype=dtype).reshape(shape)
+
+
+def _decode_summary(event: TensorEvent, data: memoryview, start: int, stop: int) -> bool:
+    for number, wire_type, a, b in wire.scan(data, start, stop):
+        if number != _SUMMARY_VALUE or wire_type != wire.LENGTH_DELIMITED:
+            continue
+        has_tensor = False
+        for value_number, value_type, value_a, value_b in wire.scan(data, a, b):
+            if value_type != wire.LENGTH_DELIMITED:
+                continue
+            if value_number == _VALUE_TAG:
+                event.name = _text(data, value_a, value_b)
+            elif value_number == _VALUE_TENSOR:
+                has_tensor = True
+                _decode_tensor(event, data, value_a, value_b)
+            elif value_number == _VALUE_METADATA:
+                _decode_metadata(event, data, value_a, value_b)
+        return has_tensor
+    return False
