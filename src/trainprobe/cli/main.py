@@ -34,7 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
-    status: int = args.run(args)
+    try:
+        status: int = args.run(args)
+    except BrokenPipeError:
+        # The reader went away (`trainprobe rules list | head`): stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0
     return status
 
 

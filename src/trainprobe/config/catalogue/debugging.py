@@ -484,7 +484,11 @@ DEBUGGING_RULES: tuple[RuleSpec, ...] = (
             Parameter("min_threshold", _F, None, "Lower bound for the tensor variance."),
         ),
         one_of=("collection_names", "tensor_regex"),
-        example=(("collection_names", "weights"),),
+        example=(
+            ("collection_names", "weights"),
+            ("max_threshold", "10"),
+            ("min_threshold", "0.00001"),
+        ),
         # The spec applies it to XGBoost as well, though rulesconfig's group is DEEP_LEARNING.
         frameworks=FRAMEWORKS,
     ),

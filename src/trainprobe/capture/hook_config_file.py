@@ -1,0 +1,249 @@
+"""Read a hook configuration file (SageMaker's ``DebugHookConfig`` JSON) into the hook's arguments.
+
+SageMaker writes the training job's ``DebugHookConfig`` into the container as a JSON file, and
+the hook reads it::
+
+    {"LocalPath": "/opt/ml/output/tensors",
+     "HookParameters": {"save_interval": "100", "reductions": "min,max",
+                        "train.save_interval": "50"},
+     "CollectionConfigurations": [
+        {"CollectionName": "weights", "CollectionParameters": {"eval.save_interval": "10"}}]}
+
+Every value may be a string ("100", "true", "1,2,3"). Step keys (``save_interval``,
+``save_steps``, ``start_step``, ``end_step``) may carry a mode prefix (``train.``, ``eval.``,
+``predict.``, ``global.``). A collection's parameters override the hook's key by key, per mode:
+a collection that sets only ``train.save_interval`` keeps the hook's other settings. The
+collections named in ``CollectionConfigurations`` become the hook's ``include_collections``.
+
+The file is found at the path given, else at ``$TRAINPROBE_HOOK_CONFIG``, else at smdebug's
+``$SMDEBUG_CONFIG_FILE_PATH``, else at SageMaker's default location.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprobe.capture.collections import CollectionSet
+from trainprobe.capture.reduction_config import ReductionConfig
+from trainprobe.capture.save_config import SaveConfig, SaveConfigMode, parse_step_list
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.hook_config import check_collection_parameters, check_hook_parameters
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = [
+    "CONFIG_PATH_VARIABLES",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_OUT_DIR",
+    "CollectionSettings",
+    "HookArguments",
+    "find_hook_config",
+    "parse_hook_config",
+    "read_hook_config",
+]
+
+CONFIG_PATH_VARIABLES = ("TRAINPROBE_HOOK_CONFIG", "SMDEBUG_CONFIG_FILE_PATH")
+"""Environment variables naming the file, in the order they are consulted."""
+
+DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
+"""Where SageMaker puts the file inside a training container."""
+
+DEFAULT_OUT_DIR = "/opt/ml/output/tensors"
+"""SageMaker's ``LocalPath`` when the file gives none."""
+
+
+_PREFIXES = {mode: f"{mode.name.lower()}." for mode in ModeKeys}
+_STEP_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+
+
+@dataclass(frozen=True)
+class CollectionSettings:
+    """What one ``CollectionConfigurations`` entry sets on a collection."""
+
+    name: str
+    include_regex: tuple[str, ...] = ()
+    save_config: SaveConfig | None = None
+    reduction_config: ReductionConfig | None = None
+    save_histogram: bool | None = None
+
+    def apply(self, collections: CollectionSet) -> None:
+        """Set these values on the collection of that name (creating it if needed)."""
+        collection = collections.get(self.name)
+        if self.include_regex:
+            collection.include(list(self.include_regex))
+        if self.save_config is not None:
+            collection.save_config = self.save_config
+        if self.reduction_config is not None:
+            collection.reduction_config = self.reduction_config
+        if self.save_histogram is not None:
+            collection.save_histogram = self.save_histogram
+
+
+@dataclass(frozen=True)
+class HookArguments:
+    """The hook's constructor arguments read from a file, plus per-collection settings."""
+
+    out_dir: str
+    export_tensorboard: bool = False
+    tensorboard_dir: str | None = None
+    dry_run: bool = False
+    reduction_config: ReductionConfig | None = None
+    save_config: SaveConfig | None = None
+    include_regex: list[str] | None = None
+    include_collections: list[str] | None = None
+    save_all: bool = False
+    include_workers: str = "one"
+    collections: tuple[CollectionSettings, ...] = field(default=())
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of the hook's constructor."""
+        return {
+            "out_dir": self.out_dir,
+            "export_tensorboard": self.export_tensorboard,
+            "tensorboard_dir": self.tensorboard_dir,
+            "dry_run": self.dry_run,
+            "reduction_config": self.reduction_config,
+            "save_config": self.save_config,
+            "include_regex": self.include_regex,
+            "include_collections": self.include_collections,
+            "save_all": self.save_all,
+            "include_workers": self.include_workers,
+        }
+
+
+def find_hook_config(path: str | None = None) -> str | None:
+    """The file to read: ``path``, else the first variable set, else SageMaker's default if present.
+
+    Returns None when no path was given or set and the default file does not exist.
+    """
+    if path is not None:
+        return path
+    for variable in CONFIG_PATH_VARIABLES:
+        value = os.environ.get(variable)
+        if value:
+            return value
+    return DEFAULT_CONFIG_PATH if os.path.exists(DEFAULT_CONFIG_PATH) else None
+
+
+def read_hook_config(path: str | None = None) -> HookArguments:
+    """Read and check the file (see ``find_hook_config``); FileNotFoundError if there is none."""
+    found = find_hook_config(path)
+    if found is None:
+        variables = " or ".join(f"${name}" for name in CONFIG_PATH_VARIABLES)
+        raise FileNotFoundError(
+            f"no hook configuration: pass a path, set {variables}, or create {DEFAULT_CONFIG_PATH}"
+        )
+    with open(found, encoding="utf-8") as file:
+        try:
+            document = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ConfigError(found, error.msg, "a JSON document (DebugHookConfig)") from None
+    return parse_hook_config(document)
+
+
+def _bool(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def _split(value: object) -> list[str]:
+    return [item.strip() for item in str(value).split(",") if item.strip()]
+
+
+def _step_settings(params: Mapping[str, Any], mode: ModeKeys) -> dict[str, Any]:
+    """The step keys of ``params`` for ``mode``: plain keys, overridden by the mode's own."""
+    settings: dict[str, Any] = {}
+    for prefix in ("", _PREFIXES[mode]):
+        for key in _STEP_KEYS:
+            if prefix + key in params:
+                value = params[prefix + key]
+                settings[key] = (
+                    parse_step_list(prefix + key, value) if key == "save_steps" else value
+                )
+    return settings
+
+
+def _save_config(
+    params: Mapping[str, Any], base: Mapping[ModeKeys, Mapping[str, Any]] | None = None
+) -> tuple[SaveConfig, dict[ModeKeys, dict[str, Any]]]:
+    per_mode = {
+        mode: {**(base[mode] if base else {}), **_step_settings(params, mode)} for mode in ModeKeys
+    }
+    config = SaveConfig(
+        mode_save_configs={mode: SaveConfigMode.from_dict(keys) for mode, keys in per_mode.items()}
+    )
+    return config, per_mode
+
+
+def _reduction_config(params: Mapping[str, Any]) -> ReductionConfig | None:
+    if "reductions" not in params:
+        return None
+    return ReductionConfig.parse(
+        str(params["reductions"]),
+        save_raw_tensor=_bool(params.get("save_raw_tensor", False)),
+        save_shape=_bool(params.get("save_shape", False)),
+    )
+
+
+def parse_hook_config(document: object) -> HookArguments:
+    """The hook's arguments from a parsed ``DebugHookConfig`` document.
+
+    Raises ConfigErrors naming every bad key or value (by its path in the document).
+    """
+    if not isinstance(document, Mapping):
+        raise ConfigErrors([ConfigError("", document, "a JSON object (DebugHookConfig)")])
+    errors: list[ConfigError] = []
+    hook_params = document.get("HookParameters") or {}
+    errors += [error.at("HookParameters") for error in check_hook_parameters(hook_params)]
+    entries = document.get("CollectionConfigurations") or []
+    if not isinstance(entries, list):
+        errors.append(ConfigError("CollectionConfigurations", entries, "a list"))
+        entries = []
+    for index, entry in enumerate(entries):
+        where = f"CollectionConfigurations[{index}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("CollectionName"), str):
+            errors.append(ConfigError(f"{where}.CollectionName", entry, "a collection name"))
+            continue
+        params = entry.get("CollectionParameters") or {}
+        found = check_collection_parameters(params)
+        errors += [error.at(f"{where}.CollectionParameters") for error in found]
+    out_dir = document.get("LocalPath", DEFAULT_OUT_DIR)
+    if not isinstance(out_dir, str) or not out_dir:
+        errors.append(ConfigError("LocalPath", out_dir, "a non-empty path"))
+    if errors:
+        raise ConfigErrors(errors)
+
+    save_config, base_modes = _save_config(hook_params)
+    collections = []
+    for entry in entries:
+        params = entry.get("CollectionParameters") or {}
+        collection_save, _ = _save_config(params, base_modes)
+        collections.append(
+            CollectionSettings(
+                name=entry["CollectionName"],
+                include_regex=tuple(_split(params["include_regex"]))
+                if "include_regex" in params
+                else (),
+                save_config=collection_save,
+                reduction_config=_reduction_config(params),
+                save_histogram=_bool(params["save_histogram"])
+                if "save_histogram" in params
+                else None,
+            )
+        )
+    return HookArguments(
+        out_dir=out_dir,
+        export_tensorboard=_bool(hook_params.get("export_tensorboard", False)),
+        tensorboard_dir=hook_params.get("tensorboard_dir"),
+        reduction_config=_reduction_config(hook_params),
+        save_config=save_config,
+        include_regex=_split(hook_params["include_regex"])
+        if "include_regex" in hook_params
+        else None,
+        include_collections=[c.name for c in collections] if entries else None,
+        save_all=_bool(hook_params.get("save_all", False)),
+        include_workers=str(hook_params.get("include_workers", "one")),
+        collections=tuple(collections),
+    )

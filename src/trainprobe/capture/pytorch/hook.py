@@ -1,0 +1,537 @@
+"""The PyTorch hook: saves a model's tensors by step, in smdebug's format, at little cost.
+
+Usage is smdebug's::
+
+    hook = Hook(out_dir, save_config=SaveConfig(save_interval=100))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for batch in data:            # each forward of the model is one step (the first is step 0)
+        ...
+    hook.close()
+
+Steps: each forward of a registered module starts a step; the global step counts every step and
+each mode (``set_mode``) counts its own. Eval forwards advance the global step too. Gradients are
+saved only in TRAIN (and GLOBAL) mode.
+
+Cost: when a step starts, the hook decides once which collections are due. On a step that saves
+nothing, every per-module and per-gradient hook is a single flag check. On a save step it copies:
+reductions are computed on the tensors' device and gathered into one buffer read back once at the
+end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
+does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written.
+
+Failures: an error inside the hook (a full disk, an unwritable directory, a tensor it cannot
+encode) is logged once, saving stops, and the training goes on; files already written stay
+intact. With ``strict=True`` (or ``TRAINPROBE_STRICT=1``) the error is raised instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+import torch
+
+from trainprobe.capture.collections import Collection, CollectionSet
+from trainprobe.capture.hook_config_file import read_hook_config
+from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.overhead import HookOverhead
+from trainprobe.capture.pytorch.save_plan import SavePlan
+from trainprobe.capture.pytorch.step_capture import StepCapture
+from trainprobe.capture.reduction_config import ReductionConfig
+from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
+from trainprobe.config.errors import ConfigError
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.step_file import training_has_ended
+
+__all__ = ["Hook", "get_hook"]
+
+log = logging.getLogger("trainprobe")
+
+STRICT_VARIABLE = "TRAINPROBE_STRICT"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_singleton: Hook | None = None
+
+
+def get_hook(
+    create_if_not_exists: bool = False, json_config_path: str | None = None
+) -> Hook | None:
+    """The hook of this process: the last one created, or one made from the configuration file.
+
+    With ``create_if_not_exists`` and no hook yet, a hook is created from the hook configuration
+    file (see ``Hook.create_from_json_file``) when there is one; otherwise None.
+    """
+    if _singleton is None and create_if_not_exists:
+        try:
+            Hook.create_from_json_file(json_config_path)
+        except FileNotFoundError:
+            return None
+    return _singleton
+
+
+def _strict_from_environment() -> bool:
+    return os.environ.get(STRICT_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
+def _advice(error: BaseException) -> str:
+    if isinstance(error, OSError):
+        return "Check that the output directory is writable and has free space."
+    if isinstance(error, TypeError):
+        return "A tensor could not be encoded; leave it out of the saved collections."
+    return "This looks like a trainprobe bug; please report it with this message."
+
+
+def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
+    """Time a hook entry point and keep its failures out of the training (unless strict)."""
+
+    @functools.wraps(method)
+    def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+        hook = args[0]
+        assert isinstance(hook, Hook)
+        if hook._failed:
+            return None
+        outermost = hook._depth == 0
+        hook._depth += 1
+        started = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        except Exception as error:
+            hook._fail(error)
+            return None
+        finally:
+            hook._depth -= 1
+            if outermost:
+                hook._spent += time.perf_counter() - started
+
+    return entry
+
+
+class Hook:
+    """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
+
+    ``save_config`` says when (default: every 500 steps), ``reduction_config`` what (default: the
+    raw tensors), ``include_collections`` which collections (``losses`` always), ``include_regex``
+    adds tensors by name to the ``default`` collection, ``save_all`` saves every tensor.
+    ``include_workers`` is ``"one"`` (only rank 0 writes) or ``"all"`` (every rank writes its own
+    files). ``dry_run`` only logs what would be saved. ``export_tensorboard`` and
+    ``tensorboard_dir`` are accepted for compatibility; TensorBoard output is not written yet.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict[Any, Any] | None = None,
+        include_regex: Sequence[str] | str | None = None,
+        include_collections: Sequence[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        *,
+        strict: bool | None = None,
+    ) -> None:
+        global _singleton
+        if out_dir is None or not os.fspath(out_dir):
+            raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
+        self.out_dir = os.fspath(out_dir)
+        if training_has_ended(self.out_dir):
+            raise ConfigError(
+                "out_dir",
+                self.out_dir,
+                "a directory that does not hold a finished run (it has training_job_end.ts); "
+                "choose a new directory",
+            )
+        if include_workers not in ("one", "all"):
+            raise ConfigError("include_workers", include_workers, "'one' or 'all'")
+        if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
+            raise ConfigError("reduction_config", reduction_config, "a ReductionConfig or None")
+        self.strict = _strict_from_environment() if strict is None else bool(strict)
+        self.dry_run = bool(dry_run)
+        self.save_all = bool(save_all)
+        self.include_workers = include_workers
+        self.export_tensorboard = bool(export_tensorboard)
+        self.tensorboard_dir = tensorboard_dir
+        self.save_config = SaveConfig.parse(save_config)
+        self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
+        self.collections = CollectionSet()
+        if isinstance(include_collections, str):
+            include_collections = [include_collections]
+        included = list(include_collections) if include_collections is not None else []
+        if include_regex is not None:
+            patterns = [include_regex] if isinstance(include_regex, str) else list(include_regex)
+            self.collections.get("default").include(patterns)
+            included.append("default")
+        if self.save_all:
+            self.collections.get("all").include(".*")
+            included.append("all")
+        for name in included:
+            self.collections.get(name)
+        self.plan = SavePlan(self.collections, included, self.save_config, self.reduction_config)
+
+        self.step = -1
+        self.mode = ModeKeys.GLOBAL
+        self.mode_steps = dict.fromkeys(ModeKeys, -1)
+        self._capture = StepCapture(
+            self.plan,
+            self.out_dir,
+            include_workers,
+            self.collections.to_json_dict,
+            self._on_writer_error,
+        )
+        self._active = False
+        self._failed = False
+        self._closed = False
+        self._spent = 0.0
+        self._depth = 0
+        self._early_scalars: list[tuple[str, object]] = []
+        self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
+        self._module_names: dict[int, str] = {}
+        self._resolved_modules: set[tuple[int, int]] = set()
+        self._names_resolved = -1
+        self._handles: list[Any] = []
+        self.overhead = HookOverhead(
+            _bytes=self._capture.bytes_written, blocked_seconds=self._capture.blocked_seconds
+        )
+        if self.export_tensorboard or self.tensorboard_dir:
+            log.warning(
+                "trainprobe: TensorBoard export is not available yet; tensors are saved to %s only",
+                self.out_dir,
+            )
+        _singleton = self
+        reference = weakref.ref(self)
+        atexit.register(_close_at_exit, reference)
+
+    # ----- construction from the SageMaker configuration file -----
+
+    @classmethod
+    def create_from_json_file(cls, path: str | None = None) -> Hook:
+        """A hook configured by a ``DebugHookConfig`` JSON file.
+
+        The file is ``path``, else ``$TRAINPROBE_HOOK_CONFIG``, else ``$SMDEBUG_CONFIG_FILE_PATH``,
+        else SageMaker's default location; FileNotFoundError when there is none.
+        """
+        arguments = read_hook_config(path)
+        hook = cls(**arguments.hook_kwargs())
+        for settings in arguments.collections:
+            settings.apply(hook.collections)
+        return hook
+
+    # ----- registration -----
+
+    def register_module(self, module: torch.nn.Module) -> None:
+        """Save this module's parameters, gradients and module outputs; its forward is a step."""
+        if not isinstance(module, torch.nn.Module):
+            raise ConfigError("module", module, "a torch.nn.Module")
+        model = naming.unwrap(module)
+        if id(model) in self._registered:
+            log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
+            return
+        top = type(model).__name__
+        self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
+        for qualified, submodule in model.named_modules():
+            if id(submodule) in self._module_names:
+                continue
+            name = qualified or top
+            self._module_names[id(submodule)] = name
+            self._handles.append(submodule.register_forward_hook(self._module_hook(name)))
+        parameters = [
+            (naming.parameter_name(top, name), parameter)
+            for name, parameter in model.named_parameters()
+        ]
+        for name, parameter in parameters:
+            if parameter.requires_grad:
+                hook = self._gradient_hook(name)
+                self._handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+        self._registered[id(model)] = parameters
+
+    register_hook = register_module
+
+    def register_loss(self, loss_module: torch.nn.Module) -> None:
+        """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
+        if not isinstance(loss_module, torch.nn.Module):
+            raise ConfigError("loss_module", loss_module, "a torch.nn.Module (a loss)")
+        if id(loss_module) in self._module_names:
+            return
+        name = type(loss_module).__name__
+        self._module_names[id(loss_module)] = name
+        self._handles.append(loss_module.register_forward_hook(self._module_hook(name)))
+
+    def _step_hook(self, model_id: int) -> Callable[..., None]:
+        def step_start(module: torch.nn.Module, inputs: Any) -> None:
+            if self._failed or self._closed:
+                self._advance()
+            else:
+                self._on_step_start(model_id)
+
+        return _eager(step_start)
+
+    def _module_hook(self, name: str) -> Callable[..., None]:
+        capture = _eager(functools.partial(self._on_module_io, name))
+
+        def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+            if self._active:
+                capture(inputs, outputs)
+
+        return module_hook
+
+    def _gradient_hook(self, name: str) -> Callable[[torch.Tensor], None]:
+        gradient = naming.gradient_name(name)
+        capture = functools.partial(self._on_gradient, gradient)
+
+        def gradient_hook(grad: torch.Tensor) -> None:
+            if self._active:
+                capture(grad)
+
+        return gradient_hook
+
+    # ----- modes, collections -----
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next forward starts a step of that mode."""
+        if not isinstance(mode, ModeKeys):
+            if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(ModeKeys):
+                mode = ModeKeys(mode)
+            else:
+                names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
+                raise ConfigError("mode", mode, f"one of {names}")
+        self.mode = mode
+
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        """The collection ``name`` (created if missing and ``create``); ``.include(regex)`` it."""
+        return self.collections.get(name, create=create)
+
+    def get_collections(self) -> dict[str, Collection]:
+        """Every collection of this hook, by name."""
+        return {collection.name: collection for collection in self.collections}
+
+    def add_collection(self, collection: Collection) -> None:
+        """Add a collection built by hand (it is saved if named in ``include_collections``)."""
+        self.collections.add(collection)
+
+    # ----- the step -----
+
+    @property
+    def worker(self) -> str | None:
+        """This process's worker name (``worker_<rank>``), once known."""
+        worker = self._capture.worker
+        return worker.name if worker is not None else None
+
+    def _advance(self) -> int:
+        """Count a new step; returns its mode step."""
+        self.step += 1
+        self.mode_steps[self.mode] += 1
+        return self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
+
+    @_guarded
+    def _on_step_start(self, model_id: int) -> None:
+        self._raise_writer_error_if_strict()
+        self._finish_step()
+        mode_step = self._advance()
+        self._prepare_if_changed()
+        if not self._capture.writes:
+            return  # another rank writes (include_workers="one")
+        due = self.plan.due(self.mode, mode_step)
+        if self.dry_run:
+            if due:
+                names = ", ".join(c.name for c in self.plan.collections_in(due))
+                log.info("trainprobe dry run: step %d would save %s", self.step, names)
+            return
+        self._capture.begin(self.step, self.mode, mode_step, due)
+        self._active = bool(due)
+        if self._early_scalars:
+            early, self._early_scalars = self._early_scalars, []
+            for name, value in early:
+                self._capture.add_scalar(name, value)
+        if due:
+            self._capture.capture(self._registered.get(model_id, []))
+
+    def _prepare_if_changed(self) -> None:
+        revision = self.collections.revision
+        if revision == self.plan.revision and len(self._module_names) == self._names_resolved:
+            return
+        self._resolve_module_collections()
+        self._names_resolved = len(self._module_names)
+        if self.plan.is_stale():
+            self.plan.prepare(strict=self.strict)
+
+    def _resolve_module_collections(self) -> None:
+        for collection in self.collections:
+            for module, (inputs, outputs) in list(collection.modules.items()):
+                key = (id(collection), id(module))
+                name = self._module_names.get(id(module))
+                if name is None or key in self._resolved_modules:
+                    continue
+                self._resolved_modules.add(key)
+                if inputs:
+                    collection.include(name + naming.INPUT_SUFFIX)
+                if outputs:
+                    collection.include(name + naming.OUTPUT_SUFFIX)
+
+    def _finish_step(self) -> None:
+        self._active = False
+        finished = self._capture.finish()
+        if finished is not None:
+            self.overhead.add(finished.step, self._spent)
+            self._spent = 0.0
+
+    @_guarded
+    def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
+        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
+        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+
+    @_guarded
+    def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
+        self._capture.capture([(name, grad)])
+
+    # ----- values the training script passes in -----
+
+    def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        """Save a tensor computed outside modules (a functional loss) as ``<name>_output_<i>``."""
+        if not isinstance(tensor_value, torch.Tensor):
+            raise ConfigError("tensor_value", tensor_value, "a torch.Tensor")
+        if self._active:
+            self._record(tensor_name, tensor_value)
+
+    @_guarded
+    def _record(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        self._capture.capture_named(tensor_name, naming.OUTPUT_SUFFIX, tensor_value)
+
+    def save_tensor(
+        self,
+        tensor_name: str,
+        tensor_value: object,
+        collections_to_write: str | Sequence[str] = "default",
+    ) -> None:
+        """Add ``tensor_name`` to collections and save its value now if any of them is due."""
+        names = (
+            [collections_to_write]
+            if isinstance(collections_to_write, str)
+            else list(collections_to_write)
+        )
+        if not isinstance(tensor_value, torch.Tensor):
+            try:
+                tensor_value = torch.as_tensor(np.asarray(tensor_value))
+            except (TypeError, ValueError, RuntimeError):
+                raise ConfigError("tensor_value", tensor_value, "a tensor or array") from None
+        self._save_tensor(tensor_name, tensor_value, names)
+
+    @_guarded
+    def _save_tensor(self, tensor_name: str, tensor: torch.Tensor, names: list[str]) -> None:
+        for collection_name in names:
+            self.collections.get(collection_name).add_tensor_name(tensor_name)
+            self.plan.include(collection_name)
+        self.plan.forget(tensor_name)
+        current = self._capture.current
+        if current is None:
+            return
+        if self.plan.is_stale():
+            self._prepare_if_changed()
+            current.due = self.plan.due(current.mode, current.mode_step)
+            self._active = bool(current.due)
+        self._capture.capture([(tensor_name, tensor)])
+
+    def save_scalar(self, name: str, value: object, sm_metric: bool = False) -> None:
+        """Save a scalar as ``scalar/<name>`` in the current step (whatever the save config).
+
+        A scalar saved before the first step goes into step 0. ``sm_metric`` is accepted for
+        compatibility (there is no SageMaker Metrics here).
+        """
+        if isinstance(value, torch.Tensor) and value.numel() != 1:
+            raise ConfigError("value", tuple(value.shape), "a single number")
+        if not isinstance(value, (torch.Tensor, int, float, np.number, np.ndarray)):
+            raise ConfigError("value", value, "a number")
+        full_name = naming.SCALAR_PREFIX + name
+        if self.step < 0:
+            self._early_scalars.append((full_name, value))
+            return
+        self._add_scalar(full_name, value)
+
+    @_guarded
+    def _add_scalar(self, name: str, value: object) -> None:
+        self._capture.add_scalar(name, value)
+
+    # ----- failures -----
+
+    def _fail(self, error: BaseException) -> None:
+        if self.strict:
+            raise error
+        if self._failed:
+            return
+        self._failed = True
+        self._active = False
+        log.error(
+            "trainprobe: saving tensors failed and stops for the rest of this run (%s: %s). "
+            "Training continues; what was already saved under %s is intact. %s "
+            "Pass strict=True to the hook or set %s=1 to stop the training on such errors.",
+            type(error).__name__,
+            error,
+            self.out_dir,
+            _advice(error),
+            STRICT_VARIABLE,
+        )
+
+    def _on_writer_error(self, error: BaseException) -> None:
+        if self.strict:
+            return  # raised on the training thread at the next step
+        self._fail(error)
+
+    def _raise_writer_error_if_strict(self) -> None:
+        error = self._capture.error
+        if self.strict and error is not None:
+            raise error
+
+    # ----- the end -----
+
+    def flush(self) -> None:
+        """Wait until everything handed to the writer so far is on disk (the step stays open)."""
+        self._capture.flush()
+
+    def close(self) -> None:
+        """Finish the last step, write the collections file and ``training_job_end.ts``."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self._failed:
+                self._finish_step()
+        except Exception as error:
+            self._fail(error)
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self.dry_run or not self._capture.writes:
+            return
+        worker = self._capture.resolve_worker()
+        self._capture.close(training_end=worker.is_chief)
+        self._raise_writer_error_if_strict()
+
+    def __repr__(self) -> str:
+        return (
+            f"<trainprobe.pytorch.Hook out_dir={self.out_dir!r} step={self.step} "
+            f"mode={self.mode.name} collections={[c.name for c in self.plan.saved]}>"
+        )
+
+
+def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
+    """``function`` run as plain Python even inside a compiled region (a graph break)."""
+    return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _close_at_exit(reference: weakref.ref[Hook]) -> None:
+    hook = reference()
+    if hook is not None:
+        try:
+            hook.close()
+        except Exception:
+            log.debug("trainprobe: closing the hook at exit failed", exc_info=True)

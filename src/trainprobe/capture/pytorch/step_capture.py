@@ -1,0 +1,274 @@
+"""The step in progress: what it has captured, handed to the writer thread as it arrives.
+
+The hook tells it when a step begins (with the collections due) and when it ends; in between,
+every tensor the hook sees goes through ``capture``, which asks the save plan what to save of it:
+raw tensors start their host copy at once and go to the writer thread; reductions are computed on
+the device and kept until the step ends, when they leave in one buffer. Shapes are recorded in the
+index. Nothing here writes a file or waits for the device.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.device_reductions import ReductionBatch
+from trainprobe.capture.pytorch.distributed import Worker, this_worker
+from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copy
+from trainprobe.capture.pytorch.save_plan import SavePlan, TensorPlan
+from trainprobe.capture.writer_thread import (
+    CollectionsJob,
+    EndStep,
+    ScalarBatch,
+    ShapeRecord,
+    TensorRecord,
+    WriterThread,
+)
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.reduction_names import reduction_tensor_name
+
+__all__ = ["Step", "StepCapture"]
+
+Ops = tuple[tuple[str, bool], ...]
+
+log = logging.getLogger("trainprobe")
+
+
+@dataclass
+class Step:
+    """The step in progress: its numbers, the collections due (a bit mask), whether it saved."""
+
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    due: int
+    wall_time: float
+    sent: bool = False
+
+
+class StepCapture:
+    """Captures one worker's tensors step by step into ``out_dir`` through a writer thread.
+
+    ``include_workers`` is ``"one"`` (only rank 0 writes) or ``"all"``. ``collections`` gives the
+    collections file's content when it is due. ``on_error`` is called (from the writer thread)
+    with the first write failure.
+    """
+
+    def __init__(
+        self,
+        plan: SavePlan,
+        out_dir: str,
+        include_workers: str,
+        collections: Callable[[], dict[str, Any]],
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self.plan = plan
+        self.out_dir = out_dir
+        self.include_workers = include_workers
+        self.current: Step | None = None
+        self.worker: Worker | None = None
+        self.writer: WriterThread | None = None
+        self._collections = collections
+        self._on_error = on_error
+        self._lock = threading.RLock()
+        self._counts: dict[str, int] = {}
+        self._reductions = ReductionBatch()
+        self._saved_a_step = False
+        self._collections_sent: tuple[dict[str, Any], int] | None = None
+        self._skipped: set[str] = set()
+
+    # ----- who writes -----
+
+    def resolve_worker(self) -> Worker:
+        """This process's worker (decided once, when first needed)."""
+        if self.worker is None:
+            self.worker = this_worker()
+        return self.worker
+
+    @property
+    def writes(self) -> bool:
+        """Whether this worker writes files (rank 0, or every rank with ``"all"``)."""
+        worker = self.resolve_worker()
+        return self.include_workers == "all" or worker.is_chief
+
+    def ensure_writer(self) -> WriterThread:
+        """The writer thread, started on first use."""
+        if self.writer is None:
+            name = self.resolve_worker().name
+            self.writer = WriterThread(self.out_dir, name, on_error=self._on_error)
+        return self.writer
+
+    # ----- the step -----
+
+    def begin(self, step: int, mode: ModeKeys, mode_step: int, due: int) -> Step:
+        """Start step ``step``; ``due`` says which saved collections are due in it."""
+        self.current = Step(step, mode, mode_step, due, time.time())
+        self._counts = {}
+        return self.current
+
+    def finish(self) -> Step | None:
+        """End the step in progress: its reductions leave, its file is closed; returns it."""
+        current, self.current = self.current, None
+        if current is None:
+            return None
+        with self._lock:
+            writer = self.writer
+            if self._reductions and writer is not None:
+                batch, self._reductions = self._reductions, ReductionBatch()
+                names, dtypes, values = batch.finish()
+                writer.submit(
+                    ScalarBatch(
+                        current.step,
+                        names,
+                        dtypes,
+                        values,
+                        current.mode,
+                        current.mode_step,
+                        current.wall_time,
+                    )
+                )
+                current.sent = True
+            if current.sent and writer is not None:
+                writer.submit(EndStep(current.step))
+                if not self._saved_a_step:
+                    self._saved_a_step = True
+                    self.write_collections()
+        return current
+
+    def write_collections(self) -> None:
+        """Queue this worker's collections file, unless it would repeat the last one."""
+        worker = self.resolve_worker()
+        count = worker.world_size if self.include_workers == "all" else 1
+        content = (self._collections(), count)
+        if content == self._collections_sent:
+            return
+        self._collections_sent = content
+        self.ensure_writer().submit(CollectionsJob(*content))
+
+    # ----- tensors -----
+
+    def capture_named(self, name: str, suffix: str, value: Any) -> None:
+        """Capture a module's inputs or outputs as ``<name><suffix><i>``, counting on per step."""
+        key = name + suffix
+        items = []
+        with self._lock:
+            index = self._counts.get(key, 0)
+            for tensor in naming.module_tensors(value):
+                items.append((f"{key}{index}", tensor))
+                index += 1
+            self._counts[key] = index
+        self.capture(items)
+
+    def capture(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Save what the plan says of each (name, tensor); reductions batched by request."""
+        current = self.current
+        if current is None or not current.due:
+            return
+        grouped: dict[Ops, list[tuple[str, torch.Tensor]]] = {}
+        with self._lock:
+            writer = self.ensure_writer()
+            for name, tensor in items:
+                plan = self.plan.what_to_save(name, current.due)
+                if not plan.anything or tensor.numel() == 0 or not self._dense(name, tensor):
+                    continue
+                self._save_one(writer, current, name, tensor, plan)
+                if plan.reductions and not tensor.is_complex():
+                    grouped.setdefault(plan.reductions, []).append((name, tensor))
+            for ops, members in grouped.items():
+                names = [
+                    [reduction_tensor_name(op, name, of_abs) for op, of_abs in ops]
+                    for name, _ in members
+                ]
+                self._reductions.add(names, [tensor for _, tensor in members], ops)
+                current.sent = True
+
+    def _dense(self, name: str, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` is an ordinary dense tensor; others are skipped (said once)."""
+        if tensor.layout == torch.strided and not tensor.is_quantized:
+            return True
+        if name not in self._skipped:
+            self._skipped.add(name)
+            kind = "quantized" if tensor.is_quantized else str(tensor.layout)
+            log.warning("trainprobe: %s is a %s tensor; such tensors are not saved", name, kind)
+        return False
+
+    def _save_one(
+        self, writer: WriterThread, current: Step, name: str, tensor: torch.Tensor, plan: TensorPlan
+    ) -> None:
+        if plan.raw:
+            copy = start_copy(tensor)
+            writer.submit(
+                TensorRecord(
+                    current.step,
+                    name,
+                    copy,
+                    current.mode,
+                    current.mode_step,
+                    time.time(),
+                    original_dtype_of(tensor),
+                )
+            )
+            current.sent = True
+        if plan.shape:
+            shape = tuple(int(size) for size in tensor.shape)
+            writer.submit(ShapeRecord(current.step, name, shape, current.mode, current.mode_step))
+            current.sent = True
+
+    def add_scalar(self, name: str, value: object) -> None:
+        """Save a single number in the step in progress, whatever the save plan says."""
+        current = self.current
+        if current is None:
+            return
+        with self._lock:
+            writer = self.ensure_writer()
+            if isinstance(value, torch.Tensor):
+                self._reductions.add_value(name, _numpy_name(value.dtype), value)
+            else:
+                array = np.asarray(value).reshape(())
+                record = TensorRecord(
+                    current.step, name, array, current.mode, current.mode_step, time.time()
+                )
+                writer.submit(record)
+            current.sent = True
+
+    # ----- the end -----
+
+    def flush(self) -> None:
+        """Wait until everything handed over so far is written."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self, *, training_end: bool) -> None:
+        """Write the collections file (and the end marker), then stop the writer thread."""
+        self.write_collections()
+        if training_end:
+            self.ensure_writer().write_training_end()
+        if self.writer is not None:
+            self.writer.close()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The writer's first failure, if any."""
+        return self.writer.error if self.writer is not None else None
+
+    def bytes_written(self) -> int:
+        """Bytes of every file written so far."""
+        return self.writer.bytes_written if self.writer is not None else 0
+
+    def blocked_seconds(self) -> float:
+        """Seconds the training waited for room in the writer's queue."""
+        return self.writer.blocked_seconds if self.writer is not None else 0.0
+
+
+def _numpy_name(dtype: torch.dtype) -> str:
+    if dtype == torch.bfloat16:
+        return "float32"
+    return str(torch.empty((), dtype=dtype).numpy().dtype)

@@ -1,0 +1,364 @@
+"""The background writer: one thread that turns captured tensors into step files.
+
+The training thread only hands over buffers (``submit``); encoding, file I/O and waiting for
+device-to-host copies happen here. The queue between the two is bounded both in items and in
+bytes: when the disk cannot keep up, ``submit`` blocks (back-pressure) instead of letting
+memory grow without limit. A single buffer larger than the byte bound is still accepted when the
+queue is empty, so a large tensor never deadlocks.
+
+A failure while writing (disk full, an unwritable directory, a tensor that cannot be encoded)
+stops the writer: the step being written is discarded (its temporary file removed, so nothing
+already written is damaged), ``error`` is set, ``on_error`` is called once, and everything
+submitted afterwards is dropped without blocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from trainprobe.storage.collections_file import encode_collections
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
+
+__all__ = [
+    "CollectionsJob",
+    "EndStep",
+    "PendingArray",
+    "ScalarBatch",
+    "ShapeRecord",
+    "TensorRecord",
+    "WriterThread",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_ITEMS = 4096
+
+
+class PendingArray(Protocol):
+    """A buffer whose content may still be arriving (an asynchronous device-to-host copy).
+
+    It may also have a ``release()`` method, called once its content is written, after which
+    its buffer may be reused.
+    """
+
+    nbytes: int
+
+    def result(self) -> np.ndarray:
+        """Wait until the content is there, and return it as a numpy array."""
+        ...
+
+
+Value = np.ndarray | PendingArray
+
+
+def _resolve(value: Value) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else value.result()
+
+
+def _release(value: Value) -> None:
+    # A pending array may lend its buffer for reuse once its content is on disk.
+    release = getattr(value, "release", None)
+    if release is not None:
+        release()
+
+
+@dataclass
+class TensorRecord:
+    """One tensor to write into the file of global step ``step``."""
+
+    step: int
+    name: str
+    value: Value
+    mode: ModeKeys
+    mode_step: int
+    wall_time: float
+    original_dtype: str | None = None
+
+
+@dataclass
+class ScalarBatch:
+    """Several scalars computed together on the device, arriving as one buffer.
+
+    ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``.
+    """
+
+    step: int
+    names: Sequence[str]
+    dtypes: Sequence[str]
+    values: Value
+    mode: ModeKeys
+    mode_step: int
+    wall_time: float
+
+
+@dataclass
+class ShapeRecord:
+    """A tensor's shape, recorded in the step's index without its values."""
+
+    step: int
+    name: str
+    shape: tuple[int, ...]
+    mode: ModeKeys
+    mode_step: int
+
+
+@dataclass
+class EndStep:
+    """Close the file of ``step``: after this its index file is on disk."""
+
+    step: int
+
+
+@dataclass
+class CollectionsJob:
+    """Write (or rewrite) this worker's collections file."""
+
+    collections: Mapping[str, Mapping[str, Any]]
+    num_workers: int
+
+
+@dataclass
+class _TrainingEnd:
+    pass
+
+
+@dataclass
+class _Flush:
+    done: threading.Event
+
+
+@dataclass
+class _Stop:
+    pass
+
+
+Message = (
+    TensorRecord
+    | ScalarBatch
+    | ShapeRecord
+    | EndStep
+    | CollectionsJob
+    | _TrainingEnd
+    | _Flush
+    | _Stop
+)
+
+
+def _size(message: Message) -> int:
+    if isinstance(message, TensorRecord):
+        return int(message.value.nbytes)
+    if isinstance(message, ScalarBatch):
+        return int(message.values.nbytes)
+    return 0
+
+
+class WriterThread:
+    """Writes what the hook captures into ``out_dir`` as ``worker``'s step files, on one thread.
+
+    ``bytes_written`` counts the bytes of every file written so far. ``error`` holds the first
+    failure, after which nothing more is written.
+    """
+
+    def __init__(
+        self,
+        out_dir: str,
+        worker: str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_items: int = DEFAULT_MAX_ITEMS,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.out_dir = out_dir
+        self.worker = worker
+        self.max_bytes = max_bytes
+        self.max_items = max_items
+        self.on_error = on_error
+        self.error: BaseException | None = None
+        self.bytes_written = 0
+        self.steps_written = 0
+        self.blocked_seconds = 0.0
+        self._queue: deque[tuple[Message, int]] = deque()
+        self._pending_bytes = 0
+        self._condition = threading.Condition()
+        self._writer: StepWriter | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="trainprobe-writer", daemon=True)
+        self._thread.start()
+
+    # ----- the training thread's side -----
+
+    def submit(self, message: Message) -> None:
+        """Queue ``message``; blocks while the queue is full. Dropped after a failure."""
+        if self.error is not None or self._closed:
+            return
+        size = _size(message)
+        with self._condition:
+            if self._full(size):
+                started = time.perf_counter()
+                while self._full(size) and self.error is None:
+                    self._condition.wait()
+                self.blocked_seconds += time.perf_counter() - started
+            if self.error is not None:
+                return
+            self._queue.append((message, size))
+            self._pending_bytes += size
+            self._condition.notify_all()
+
+    def _full(self, size: int) -> bool:
+        if not self._queue:
+            return False
+        return len(self._queue) >= self.max_items or self._pending_bytes + size > self.max_bytes
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes handed over and not yet written."""
+        return self._pending_bytes
+
+    def write_training_end(self) -> None:
+        """Queue the end-of-training marker (after everything queued before it)."""
+        self.submit(_TrainingEnd())
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is written (or dropped after a failure)."""
+        if not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        with self._condition:
+            self._queue.append((_Flush(done), 0))
+            self._condition.notify_all()
+        return done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything queued, then stop the thread. Safe to call more than once."""
+        if self._closed:
+            return
+        with self._condition:
+            self._queue.append((_Stop(), 0))
+            self._closed = True
+            self._condition.notify_all()
+        self._thread.join(timeout)
+
+    # ----- the writer thread's side -----
+
+    def _next(self) -> tuple[Message, int]:
+        with self._condition:
+            while not self._queue:
+                self._condition.wait()
+            return self._queue[0]
+
+    def _done(self, size: int) -> None:
+        with self._condition:
+            self._queue.popleft()
+            self._pending_bytes -= size
+            self._condition.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            message, size = self._next()
+            try:
+                if isinstance(message, _Stop):
+                    self._close_step()
+                    return
+                if isinstance(message, _Flush):
+                    message.done.set()
+                elif self.error is None:
+                    self._handle(message)
+                elif isinstance(message, (CollectionsJob, _TrainingEnd)):
+                    self._finish_after_failure(message)
+            except BaseException as error:
+                self._fail(error)
+            finally:
+                self._done(size)
+
+    def _handle(self, message: Message) -> None:
+        if isinstance(message, TensorRecord):
+            self._step(message.step).add(
+                message.name,
+                _resolve(message.value),
+                mode=message.mode,
+                mode_step=message.mode_step,
+                wall_time=message.wall_time,
+                original_dtype=message.original_dtype,
+            )
+            _release(message.value)
+        elif isinstance(message, ScalarBatch):
+            values = _resolve(message.values).reshape(-1)
+            writer = self._step(message.step)
+            for index, (name, dtype) in enumerate(zip(message.names, message.dtypes, strict=True)):
+                writer.add(
+                    name,
+                    np.asarray(values[index], dtype=dtype),
+                    mode=message.mode,
+                    mode_step=message.mode_step,
+                    wall_time=message.wall_time,
+                )
+        elif isinstance(message, ShapeRecord):
+            self._step(message.step).add_shape(
+                message.name,
+                message.name,
+                message.shape,
+                mode=message.mode,
+                mode_step=message.mode_step,
+            )
+        elif isinstance(message, EndStep):
+            if self._writer is not None and self._writer.step == message.step:
+                self._close_step()
+        elif isinstance(message, CollectionsJob):
+            write_collections_file(
+                self.out_dir, self.worker, message.collections, message.num_workers
+            )
+            self.bytes_written += len(encode_collections(message.collections, message.num_workers))
+        elif isinstance(message, _TrainingEnd):
+            self._close_step()
+            write_training_end(self.out_dir)
+
+    def _step(self, step: int) -> StepWriter:
+        if self._writer is not None and self._writer.step != step:
+            self._close_step()
+        if self._writer is None:
+            self._writer = StepWriter(self.out_dir, step, self.worker)
+        return self._writer
+
+    def _close_step(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            written = writer.close()
+            self.bytes_written += written
+            self.steps_written += 1 if written else 0
+
+    def _finish_after_failure(self, message: CollectionsJob | _TrainingEnd) -> None:
+        # After a failure the steps already on disk stay readable: the collections file and
+        # the end marker are still attempted, and a second failure is only logged.
+        try:
+            self._handle(message)
+        except Exception:
+            log.debug(
+                "writing %s after a failure failed too", type(message).__name__, exc_info=True
+            )
+
+    def _fail(self, error: BaseException) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.discard()
+            except Exception:
+                log.debug("discarding a failed step also failed", exc_info=True)
+        if self.error is None:
+            self.error = error
+            with self._condition:
+                self._condition.notify_all()
+            if self.on_error is not None:
+                try:
+                    self.on_error(error)
+                except Exception:
+                    log.debug("the writer's error callback failed", exc_info=True)
