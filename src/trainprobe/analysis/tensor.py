@@ -149,23 +149,23 @@ class Tensor:
             raise InvalidWorker(worker, sorted(workers))
         return workers[worker]
 
-    def workers(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
-        """The workers that saved this tensor at ``step``, sorted."""
-        return sorted(self._step_workers(step, mode))
+    def workers(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+        """The workers that saved this tensor at ``step_num``, sorted."""
+        return sorted(self._step_workers(step_num, mode))
 
     def value(
-        self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> np.ndarray:
-        """The tensor's value at ``step`` (from the first worker in sorted order by default).
+        """The tensor's value at ``step_num`` (from the first worker in sorted order by default).
 
         Raises TensorUnavailableForStep when only its reductions or shape were saved there,
-        StepUnavailable / StepNotYetAvailable / NoMoreData when the step itself is missing,
+        StepUnavailable / StepNotYetAvailable / NoMoreData when the step_num itself is missing,
         and InvalidWorker for a worker that did not write the step.
         """
-        saved = self._at(step, mode, worker)
+        saved = self._at(step_num, mode, worker)
         if saved.value is None:
-            raise TensorUnavailableForStep(self.name, step, mode, bool(saved.reductions))
-        return self._trial._value(self.name, step, mode, saved.value)
+            raise TensorUnavailableForStep(self.name, step_num, mode, bool(saved.reductions))
+        return self._trial._value(self.name, step_num, mode, saved.value)
 
     def values(
         self, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
@@ -180,55 +180,55 @@ class Tensor:
         return {step: event.value() for (step, _), event in zip(wanted, events, strict=True)}
 
     def original_dtype(
-        self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> str:
         """The dtype the tensor had in the framework (``"bfloat16"`` although saved as float32)."""
-        saved = self._at(step, mode, worker)
+        saved = self._at(step_num, mode, worker)
         if saved.value is None:
-            raise TensorUnavailableForStep(self.name, step, mode, bool(saved.reductions))
-        event = self._trial._read(self.name, step, mode, [saved.value])[0]
+            raise TensorUnavailableForStep(self.name, step_num, mode, bool(saved.reductions))
+        event = self._trial._read(self.name, step_num, mode, [saved.value])[0]
         return event.original_dtype or event.value().dtype.name
 
     def shape(
-        self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> tuple[int, ...]:
-        """The tensor's shape at ``step``: the saved shape, else that of its saved value."""
-        saved = self._at(step, mode, worker)
+        """The tensor's shape at ``step_num``: the saved shape, else that of its saved value."""
+        saved = self._at(step_num, mode, worker)
         if saved.shape is not None:
             return saved.shape
         if saved.value is None:
-            raise ShapeUnavailableForStep(self.name, step, mode)
-        return tuple(self._trial._read(self.name, step, mode, [saved.value])[0].shape)
+            raise ShapeUnavailableForStep(self.name, step_num, mode)
+        return tuple(self._trial._read(self.name, step_num, mode, [saved.value])[0].shape)
 
     def reduction_value(
         self,
-        step: int,
+        step_num: int,
         reduction_name: str,
         mode: ModeKeys = ModeKeys.GLOBAL,
         worker: str | None = None,
         abs: bool = False,
     ) -> np.ndarray:
-        """Reduction ``reduction_name`` (of the absolute values when ``abs``) at ``step``.
+        """Reduction ``reduction_name`` (of the absolute values when ``abs``) at ``step_num``.
 
         The saved reduction when there is one, else computed with numpy from the saved value.
         Norms are ``l1`` and ``l2``. Returned as a 0-d array.
         """
         op = canonical_reduction(reduction_name)
-        saved = self._at(step, mode, worker)
+        saved = self._at(step_num, mode, worker)
         ref = saved.reductions.get((op, abs))
         if ref is not None:
-            return self._trial._value(self.name, step, mode, ref)
+            return self._trial._value(self.name, step_num, mode, ref)
         if saved.value is None:
-            raise TensorUnavailableForStep(self.name, step, mode, bool(saved.reductions))
-        raw = self._trial._value(self.name, step, mode, saved.value)
+            raise TensorUnavailableForStep(self.name, step_num, mode, bool(saved.reductions))
+        raw = self._trial._value(self.name, step_num, mode, saved.value)
         return compute_reduction(op, raw, abs)
 
     def reduction_values(
-        self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], np.ndarray]:
-        """Every reduction saved at ``step``, keyed by (name, abs)."""
-        saved = self._at(step, mode, worker)
+        """Every reduction saved at ``step_num``, keyed by (name, abs)."""
+        saved = self._at(step_num, mode, worker)
         keys = sorted(saved.reductions)
         refs = [saved.reductions[key] for key in keys]
-        events = self._trial._read(self.name, step, mode, refs)
+        events = self._trial._read(self.name, step_num, mode, refs)
         return {key: event.value() for key, event in zip(keys, events, strict=True)}
