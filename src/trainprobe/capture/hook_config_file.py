@@ -17,6 +17,11 @@ collections named in ``CollectionConfigurations`` become the hook's ``include_co
 
 The file is found at the path given, else at ``$TRAINPROBE_HOOK_CONFIG``, else at smdebug's
 ``$SMDEBUG_CONFIG_FILE_PATH``, else at SageMaker's default location.
+
+TensorBoard export is on when the hook parameters ask for it (``export_tensorboard``,
+``tensorboard_dir``), and also when SageMaker's ``TensorBoardOutputConfig`` file is present
+(``$TENSORBOARD_CONFIG_FILE_PATH``, else SageMaker's default location): ``{"LocalPath": ...}``,
+whose ``LocalPath`` is then the TensorBoard directory, as the platform collects it from there.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainprobe.capture.collections import CollectionSet
@@ -38,11 +43,14 @@ __all__ = [
     "CONFIG_PATH_VARIABLES",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_OUT_DIR",
+    "DEFAULT_TENSORBOARD_CONFIG_PATH",
+    "TENSORBOARD_CONFIG_VARIABLE",
     "CollectionSettings",
     "HookArguments",
     "find_hook_config",
     "parse_hook_config",
     "read_hook_config",
+    "read_tensorboard_config",
 ]
 
 CONFIG_PATH_VARIABLES = ("TRAINPROBE_HOOK_CONFIG", "SMDEBUG_CONFIG_FILE_PATH")
@@ -53,6 +61,12 @@ DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
 
 DEFAULT_OUT_DIR = "/opt/ml/output/tensors"
 """SageMaker's ``LocalPath`` when the file gives none."""
+
+TENSORBOARD_CONFIG_VARIABLE = "TENSORBOARD_CONFIG_FILE_PATH"
+"""The environment variable naming SageMaker's TensorBoard output file."""
+
+DEFAULT_TENSORBOARD_CONFIG_PATH = "/opt/ml/input/config/tensorboardoutputconfig.json"
+"""Where SageMaker puts the TensorBoard output file inside a training container."""
 
 
 _PREFIXES = {mode: f"{mode.name.lower()}." for mode in ModeKeys}
@@ -141,7 +155,35 @@ def read_hook_config(path: str | None = None) -> HookArguments:
             document = json.load(file)
         except json.JSONDecodeError as error:
             raise ConfigError(found, error.msg, "a JSON document (DebugHookConfig)") from None
-    return parse_hook_config(document)
+    arguments = parse_hook_config(document)
+    tensorboard = read_tensorboard_config()
+    if tensorboard is None:
+        return arguments
+    directory = tensorboard or arguments.tensorboard_dir
+    return replace(arguments, export_tensorboard=True, tensorboard_dir=directory)
+
+
+def read_tensorboard_config() -> str | None:
+    """The ``LocalPath`` of SageMaker's TensorBoard output file, if the file is present.
+
+    The file is ``$TENSORBOARD_CONFIG_FILE_PATH``, else SageMaker's default location. None when
+    it does not exist (no export asked for); "" when it exists without a ``LocalPath`` (export
+    into the hook's default directory). A file that is not such JSON is a ConfigError.
+    """
+    path = os.environ.get(TENSORBOARD_CONFIG_VARIABLE) or DEFAULT_TENSORBOARD_CONFIG_PATH
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        try:
+            document = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ConfigError(path, error.msg, 'a JSON document {"LocalPath": ...}') from None
+    if not isinstance(document, Mapping):
+        raise ConfigError(path, document, 'a JSON object {"LocalPath": ...}')
+    local_path = document.get("LocalPath", "")
+    if not isinstance(local_path, str):
+        raise ConfigError(f"{path}: LocalPath", local_path, "a directory path")
+    return local_path
 
 
 def _bool(value: object) -> bool:

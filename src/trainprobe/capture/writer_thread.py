@@ -9,7 +9,13 @@ queue is empty, so a large tensor never deadlocks.
 A failure while writing (disk full, an unwritable directory, a tensor that cannot be encoded)
 stops the writer: the step being written is discarded (its temporary file removed, so nothing
 already written is damaged), ``error`` is set, ``on_error`` is called once, and everything
-submitted afterwards is dropped without blocking.
+submitted afterwards is dropped without blocking, except the collections file and the end marker,
+which are still written so that the steps already on disk stay readable.
+
+With a ``TensorBoardExport`` the same thread also turns the records that carry a ``summary`` (and
+the scalar batches marked ``export``) into TensorBoard scalars and histograms, flushes them when a
+step ends and closes them with the writer. The export handles its own failures: it logs once and
+turns itself off, and the step files go on.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.storage.collections_file import encode_collections
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
@@ -74,7 +81,11 @@ def _release(value: Value) -> None:
 
 @dataclass
 class TensorRecord:
-    """One tensor to write into the file of global step ``step``."""
+    """One tensor to write into the file of global step ``step``.
+
+    ``summary`` says what the TensorBoard export gets of it (None: nothing); ``save_raw`` False
+    means the value travels only for its histogram and is not written to the step file.
+    """
 
     step: int
     name: str
@@ -83,13 +94,16 @@ class TensorRecord:
     mode_step: int
     wall_time: float
     original_dtype: str | None = None
+    summary: Summary | None = None
+    save_raw: bool = True
 
 
 @dataclass
 class ScalarBatch:
     """Several scalars computed together on the device, arriving as one buffer.
 
-    ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``.
+    ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``; with
+    ``export`` each also becomes a TensorBoard scalar tagged ``names[i]``.
     """
 
     step: int
@@ -99,6 +113,7 @@ class ScalarBatch:
     mode: ModeKeys
     mode_step: int
     wall_time: float
+    export: bool = False
 
 
 @dataclass
@@ -154,6 +169,10 @@ Message = (
 )
 
 
+def _kept_after_failure(message: Message) -> bool:
+    return isinstance(message, (CollectionsJob, _TrainingEnd))
+
+
 def _size(message: Message) -> int:
     if isinstance(message, TensorRecord):
         return int(message.value.nbytes)
@@ -165,8 +184,9 @@ def _size(message: Message) -> int:
 class WriterThread:
     """Writes what the hook captures into ``out_dir`` as ``worker``'s step files, on one thread.
 
-    ``bytes_written`` counts the bytes of every file written so far. ``error`` holds the first
-    failure, after which nothing more is written.
+    ``bytes_written`` counts the bytes of every file written so far, TensorBoard's included.
+    ``error`` holds the first failure, after which nothing more is written. ``tensorboard``, when
+    given, is owned by this thread from then on.
     """
 
     def __init__(
@@ -177,8 +197,11 @@ class WriterThread:
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_items: int = DEFAULT_MAX_ITEMS,
         on_error: Callable[[BaseException], None] | None = None,
+        tensorboard: TensorBoardExport | None = None,
     ) -> None:
         self.out_dir = out_dir
+        self.tensorboard = tensorboard
+        self._tensorboard_bytes = 0
         self.worker = worker
         self.max_bytes = max_bytes
         self.max_items = max_items
@@ -198,8 +221,12 @@ class WriterThread:
     # ----- the training thread's side -----
 
     def submit(self, message: Message) -> None:
-        """Queue ``message``; blocks while the queue is full. Dropped after a failure."""
-        if self.error is not None or self._closed:
+        """Queue ``message``; blocks while the queue is full.
+
+        After a failure, tensors are dropped; the collections file and the end marker are still
+        queued (they keep the steps already on disk readable).
+        """
+        if self._closed or (self.error is not None and not _kept_after_failure(message)):
             return
         size = _size(message)
         with self._condition:
@@ -208,7 +235,7 @@ class WriterThread:
                 while self._full(size) and self.error is None:
                     self._condition.wait()
                 self.blocked_seconds += time.perf_counter() - started
-            if self.error is not None:
+            if self.error is not None and not _kept_after_failure(message):
                 return
             self._queue.append((message, size))
             self._pending_bytes += size
@@ -267,7 +294,10 @@ class WriterThread:
             message, size = self._next()
             try:
                 if isinstance(message, _Stop):
-                    self._close_step()
+                    try:
+                        self._close_step()
+                    finally:
+                        self._end_tensorboard(close=True)
                     return
                 if isinstance(message, _Flush):
                     message.done.set()
@@ -282,26 +312,51 @@ class WriterThread:
 
     def _handle(self, message: Message) -> None:
         if isinstance(message, TensorRecord):
-            self._step(message.step).add(
-                message.name,
-                _resolve(message.value),
-                mode=message.mode,
-                mode_step=message.mode_step,
-                wall_time=message.wall_time,
-                original_dtype=message.original_dtype,
-            )
+            array = _resolve(message.value)
+            if message.save_raw:
+                self._step(message.step).add(
+                    message.name,
+                    array,
+                    mode=message.mode,
+                    mode_step=message.mode_step,
+                    wall_time=message.wall_time,
+                    original_dtype=message.original_dtype,
+                )
+            summary = message.summary
+            if summary is not None and self.tensorboard is not None:
+                self.tensorboard.add(
+                    message.mode,
+                    message.step,
+                    summary.collection,
+                    message.name,
+                    array,
+                    summary.scalar,
+                    wall_time=message.wall_time,
+                )
             _release(message.value)
         elif isinstance(message, ScalarBatch):
             values = _resolve(message.values).reshape(-1)
             writer = self._step(message.step)
+            export = self.tensorboard if message.export else None
             for index, (name, dtype) in enumerate(zip(message.names, message.dtypes, strict=True)):
+                value = np.asarray(values[index], dtype=dtype)
                 writer.add(
                     name,
-                    np.asarray(values[index], dtype=dtype),
+                    value,
                     mode=message.mode,
                     mode_step=message.mode_step,
                     wall_time=message.wall_time,
                 )
+                if export is not None:
+                    export.add(
+                        message.mode,
+                        message.step,
+                        "",
+                        name,
+                        value,
+                        True,
+                        wall_time=message.wall_time,
+                    )
         elif isinstance(message, ShapeRecord):
             self._step(message.step).add_shape(
                 message.name,
@@ -313,6 +368,7 @@ class WriterThread:
         elif isinstance(message, EndStep):
             if self._writer is not None and self._writer.step == message.step:
                 self._close_step()
+            self._end_tensorboard(close=False)
         elif isinstance(message, CollectionsJob):
             write_collections_file(
                 self.out_dir, self.worker, message.collections, message.num_workers
@@ -335,6 +391,19 @@ class WriterThread:
             written = writer.close()
             self.bytes_written += written
             self.steps_written += 1 if written else 0
+
+    def _end_tensorboard(self, *, close: bool) -> None:
+        """Flush (at a step's end) or close the export, and count the bytes it wrote."""
+        export = self.tensorboard
+        if export is None:
+            return
+        if close:
+            export.close()
+        else:
+            export.flush()
+        written = export.bytes_written
+        self.bytes_written += written - self._tensorboard_bytes
+        self._tensorboard_bytes = written
 
     def _finish_after_failure(self, message: CollectionsJob | _TrainingEnd) -> None:
         # After a failure the steps already on disk stay readable: the collections file and

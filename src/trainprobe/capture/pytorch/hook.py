@@ -19,6 +19,13 @@ reductions are computed on the tensors' device and gathered into one buffer read
 end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
 does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written.
 
+TensorBoard: with ``export_tensorboard=True`` (into ``<out_dir>/tensorboard``) or a
+``tensorboard_dir``, rank 0 also writes what it saves as TensorBoard summaries, on the writer
+thread: tensors of scalar collections (losses, metrics), reductions and ``save_scalar`` values as
+scalars; other tensors whose collection has ``save_histogram`` as histograms tagged
+``<collection>/<tensor>``, from the raw value (copied to the host for that even when only
+reductions are saved, which is the export's one cost on the training thread).
+
 Failures: an error inside the hook (a full disk, an unwritable directory, a tensor it cannot
 encode) is logged once, saving stops, and the training goes on; files already written stay
 intact. With ``strict=True`` (or ``TRAINPROBE_STRICT=1``) the error is raised instead.
@@ -122,15 +129,16 @@ class Hook:
     raw tensors), ``include_collections`` which collections (``losses`` always), ``include_regex``
     adds tensors by name to the ``default`` collection, ``save_all`` saves every tensor.
     ``include_workers`` is ``"one"`` (only rank 0 writes) or ``"all"`` (every rank writes its own
-    files). ``dry_run`` only logs what would be saved. ``export_tensorboard`` and
-    ``tensorboard_dir`` are accepted for compatibility; TensorBoard output is not written yet.
+    files). ``dry_run`` only logs what would be saved. ``export_tensorboard`` writes TensorBoard
+    summaries of the saved tensors into ``tensorboard_dir`` (default ``<out_dir>/tensorboard``);
+    giving a ``tensorboard_dir`` turns the export on by itself, as in smdebug.
     """
 
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | None = None,
         export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
         dry_run: bool = False,
         reduction_config: ReductionConfig | None = None,
         save_config: SaveConfig | SaveConfigMode | dict[Any, Any] | None = None,
@@ -160,8 +168,8 @@ class Hook:
         self.dry_run = bool(dry_run)
         self.save_all = bool(save_all)
         self.include_workers = include_workers
-        self.export_tensorboard = bool(export_tensorboard)
-        self.tensorboard_dir = tensorboard_dir
+        self.tensorboard_dir = _tensorboard_dir(export_tensorboard, tensorboard_dir, self.out_dir)
+        self.export_tensorboard = self.tensorboard_dir is not None
         self.save_config = SaveConfig.parse(save_config)
         self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
         self.collections = CollectionSet()
@@ -188,6 +196,7 @@ class Hook:
             include_workers,
             self.collections.to_json_dict,
             self._on_writer_error,
+            self.tensorboard_dir,
         )
         self._active = False
         self._failed = False
@@ -203,11 +212,6 @@ class Hook:
         self.overhead = HookOverhead(
             _bytes=self._capture.bytes_written, blocked_seconds=self._capture.blocked_seconds
         )
-        if self.export_tensorboard or self.tensorboard_dir:
-            log.warning(
-                "trainprobe: TensorBoard export is not available yet; tensors are saved to %s only",
-                self.out_dir,
-            )
         _singleton = self
         reference = weakref.ref(self)
         atexit.register(_close_at_exit, reference)
@@ -219,7 +223,10 @@ class Hook:
         """A hook configured by a ``DebugHookConfig`` JSON file.
 
         The file is ``path``, else ``$TRAINPROBE_HOOK_CONFIG``, else ``$SMDEBUG_CONFIG_FILE_PATH``,
-        else SageMaker's default location; FileNotFoundError when there is none.
+        else SageMaker's default location; FileNotFoundError when there is none. TensorBoard
+        export is on when its hook parameters say so (``export_tensorboard``,
+        ``tensorboard_dir``) or when SageMaker's TensorBoard output file is present
+        (``$TENSORBOARD_CONFIG_FILE_PATH``; its ``LocalPath`` is the directory).
         """
         arguments = read_hook_config(path)
         hook = cls(**arguments.hook_kwargs())
@@ -521,6 +528,20 @@ class Hook:
             f"<trainprobe.pytorch.Hook out_dir={self.out_dir!r} step={self.step} "
             f"mode={self.mode.name} collections={[c.name for c in self.plan.saved]}>"
         )
+
+
+def _tensorboard_dir(
+    export: bool, directory: str | os.PathLike[str] | None, out_dir: str
+) -> str | None:
+    """Where TensorBoard output goes: the directory given, else ``<out_dir>/tensorboard`` when
+    ``export``, else None (no export)."""
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise ConfigError("tensorboard_dir", directory, "a directory path or None")
+    if directory is not None and os.fspath(directory):
+        return os.path.expanduser(os.fspath(directory))
+    if export:
+        return os.path.join(out_dir, "tensorboard")
+    return None
 
 
 def _eager(function: Callable[..., _R]) -> Callable[..., _R]:

@@ -5,7 +5,9 @@ its effective save config (its own, with open modes filled from the hook's) and 
 config (its own or the hook's; raw for scalar collections). At each step the hook asks once
 which collections are due (``due``, a bit mask); for a tensor it then asks ``what_to_save``,
 whose answer is cached by the set of due collections the tensor belongs to, so a save step
-costs a dictionary lookup per tensor after the first.
+costs a dictionary lookup per tensor after the first. The answer also says what TensorBoard
+gets of the tensor (``summary``), decided by the same collections, so the export costs nothing more
+per tensor.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from trainprobe.capture.collections import (
 )
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig
+from trainprobe.capture.tensorboard_export import Summary, summary_for
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.storage.modes import ModeKeys
 
@@ -36,11 +39,12 @@ _RAW = ReductionConfig(save_raw_tensor=True)
 
 @dataclass(frozen=True)
 class TensorPlan:
-    """What to save of one tensor at one step."""
+    """What to save of one tensor at one step, and its TensorBoard summary if exported."""
 
     raw: bool
     shape: bool
     reductions: tuple[tuple[str, bool], ...]
+    summary: Summary | None = None
 
     @property
     def anything(self) -> bool:
@@ -171,10 +175,16 @@ class SavePlan:
     def _combine(self, mask: int) -> TensorPlan:
         raw = shape = False
         reductions: dict[tuple[str, bool], None] = {}
-        for collection in self.collections_in(mask):
+        collections = self.collections_in(mask)
+        for collection in collections:
             config = collection.reduction_config or self.reduction_config
             raw = raw or config.save_raw_tensor
             shape = shape or config.save_shape
             if collection.name not in SCALAR_COLLECTIONS:
                 reductions.update(dict.fromkeys(config.requested()))
-        return TensorPlan(raw=raw, shape=shape, reductions=tuple(reductions))
+        return TensorPlan(
+            raw=raw,
+            shape=shape,
+            reductions=tuple(reductions),
+            summary=summary_for(collections),
+        )

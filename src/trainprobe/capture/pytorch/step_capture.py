@@ -5,6 +5,11 @@ every tensor the hook sees goes through ``capture``, which asks the save plan wh
 raw tensors start their host copy at once and go to the writer thread; reductions are computed on
 the device and kept until the step ends, when they leave in one buffer. Shapes are recorded in the
 index. Nothing here writes a file or waits for the device.
+
+TensorBoard export (rank 0 only, when a ``tensorboard_dir`` is given) rides on the same records:
+each carries the summary the plan chose, the scalar batch is marked for export, and a tensor whose
+collection wants a histogram but saves only reductions gets one more host copy, for the histogram
+alone. The writer thread does the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from trainprobe.capture.pytorch.device_reductions import ReductionBatch
 from trainprobe.capture.pytorch.distributed import Worker, this_worker
 from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copy
 from trainprobe.capture.pytorch.save_plan import SavePlan, TensorPlan
+from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.capture.writer_thread import (
     CollectionsJob,
     EndStep,
@@ -40,6 +46,8 @@ __all__ = ["Step", "StepCapture"]
 Ops = tuple[tuple[str, bool], ...]
 
 log = logging.getLogger("trainprobe")
+
+_SCALAR = Summary("", scalar=True)
 
 
 @dataclass
@@ -59,7 +67,8 @@ class StepCapture:
 
     ``include_workers`` is ``"one"`` (only rank 0 writes) or ``"all"``. ``collections`` gives the
     collections file's content when it is due. ``on_error`` is called (from the writer thread)
-    with the first write failure.
+    with the first write failure. ``tensorboard_dir``, when given, is where rank 0 exports
+    TensorBoard summaries of what it saves (``export`` is that export once the writer starts).
     """
 
     def __init__(
@@ -69,8 +78,11 @@ class StepCapture:
         include_workers: str,
         collections: Callable[[], dict[str, Any]],
         on_error: Callable[[BaseException], None],
+        tensorboard_dir: str | None = None,
     ) -> None:
         self.plan = plan
+        self.tensorboard_dir = tensorboard_dir
+        self.export: TensorBoardExport | None = None
         self.out_dir = out_dir
         self.include_workers = include_workers
         self.current: Step | None = None
@@ -102,8 +114,12 @@ class StepCapture:
     def ensure_writer(self) -> WriterThread:
         """The writer thread, started on first use."""
         if self.writer is None:
-            name = self.resolve_worker().name
-            self.writer = WriterThread(self.out_dir, name, on_error=self._on_error)
+            worker = self.resolve_worker()
+            if self.tensorboard_dir is not None and worker.is_chief:
+                self.export = TensorBoardExport(self.tensorboard_dir)
+            self.writer = WriterThread(
+                self.out_dir, worker.name, on_error=self._on_error, tensorboard=self.export
+            )
         return self.writer
 
     # ----- the step -----
@@ -133,6 +149,7 @@ class StepCapture:
                         current.mode,
                         current.mode_step,
                         current.wall_time,
+                        export=self.export is not None,
                     )
                 )
                 current.sent = True
@@ -203,7 +220,8 @@ class StepCapture:
     def _save_one(
         self, writer: WriterThread, current: Step, name: str, tensor: torch.Tensor, plan: TensorPlan
     ) -> None:
-        if plan.raw:
+        summary = plan.summary if self.export is not None else None
+        if plan.raw or (summary is not None and _wants_histogram_copy(summary, tensor)):
             copy = start_copy(tensor)
             writer.submit(
                 TensorRecord(
@@ -214,6 +232,8 @@ class StepCapture:
                     current.mode_step,
                     time.time(),
                     original_dtype_of(tensor),
+                    summary=summary,
+                    save_raw=plan.raw,
                 )
             )
             current.sent = True
@@ -233,8 +253,15 @@ class StepCapture:
                 self._reductions.add_value(name, _numpy_name(value.dtype), value)
             else:
                 array = np.asarray(value).reshape(())
+                summary = _SCALAR if self.export is not None else None
                 record = TensorRecord(
-                    current.step, name, array, current.mode, current.mode_step, time.time()
+                    current.step,
+                    name,
+                    array,
+                    current.mode,
+                    current.mode_step,
+                    time.time(),
+                    summary=summary,
                 )
                 writer.submit(record)
             current.sent = True
@@ -266,6 +293,11 @@ class StepCapture:
     def blocked_seconds(self) -> float:
         """Seconds the training waited for room in the writer's queue."""
         return self.writer.blocked_seconds if self.writer is not None else 0.0
+
+
+def _wants_histogram_copy(summary: Summary, tensor: torch.Tensor) -> bool:
+    """Whether a tensor saved without its raw value is copied for its histogram alone."""
+    return not summary.scalar and tensor.dtype != torch.bool and not tensor.is_complex()
 
 
 def _numpy_name(dtype: torch.dtype) -> str:
