@@ -1,22 +1,46 @@
-"""``trainprobe rules list`` and ``trainprobe rules show NAME``: the built-in rules, explained.
+"""``trainprobe rules list``, ``rules show NAME`` and ``rules run RULE PATH``.
 
-Everything shown comes from the catalogue (``trainprobe.config.catalogue``); the examples are built
-with the same classes a user would call, so they are valid by construction.
+``list`` and ``show`` explain the built-in rules. Everything shown comes from the catalogue
+(``trainprobe.config.catalogue``); the examples are built with the same classes a user would
+call, so they are valid by construction.
+
+``run`` evaluates one rule, built-in or custom (``--source FILE``), on a job's saved tensors,
+finished or still being written, and prints the verdict with its evidence. Exit status: 0 no
+issues found, 1 issues found, 2 error (bad arguments, or the rule ended in Error), 130 stopped
+with Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from typing import Any
 
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.catalogue.model import format_value
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
+from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Evaluation
+from trainprobe.storage.rule_output import RULE_OUTPUT_DIR
 
-__all__ = ["register", "run_list", "run_show"]
+__all__ = ["job_layout", "register", "run_list", "run_rule", "run_show"]
+
+_RUN_EPILOG = """\
+PATH is a job directory (holding debug-output/) or a tensor output directory (a hook's
+out_dir). With a job directory, the rule's output goes to <job>/rule-output/<NAME>/.
+The rule follows a running job until it ends; --wait bounds the wait for the first tensors.
+
+Actions given as --param action_json=... are carried out. Email uses TRAINPROBE_SMTP_HOST,
+TRAINPROBE_SMTP_PORT, TRAINPROBE_SMTP_USER, TRAINPROBE_SMTP_PASSWORD and TRAINPROBE_SMTP_FROM;
+SMS uses TRAINPROBE_SMS_GATEWAY_URL (and TRAINPROBE_SMS_GATEWAY_TOKEN).
+
+exit status: 0 no issues found, 1 issues found, 2 error, 130 interrupted
+"""
 
 
 def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,6 +60,50 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     show = actions.add_parser("show", help="a rule's parameters, defaults and examples")
     show.add_argument("name", metavar="NAME", help="a rule name, e.g. VanishingGradient")
     show.set_defaults(run=run_show)
+    run = actions.add_parser(
+        "run",
+        help="evaluate a rule on a job's saved tensors",
+        description="Evaluate one rule on a job's tensors (saved or being written) and print "
+        "the verdict with its evidence.",
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "rule",
+        metavar="RULE",
+        help="a built-in rule (e.g. VanishingGradient), or with --source the rule class to run",
+    )
+    run.add_argument("path", metavar="PATH", help="a job directory or a tensor output directory")
+    run.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a rule parameter, as in RuleParameters (repeatable)",
+    )
+    run.add_argument("--source", metavar="FILE", help="a Python file defining the rule RULE")
+    run.add_argument(
+        "--every-step",
+        action="store_true",
+        help="keep evaluating after the first issue (built-in rules stop there by default)",
+    )
+    run.add_argument("--name", help="the rule configuration name (default: RULE)")
+    run.add_argument(
+        "--output",
+        metavar="DIR",
+        help="write the rule's output under DIR/<NAME>/ (default: <job>/rule-output/)",
+    )
+    run.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the first tensors (default: 60)",
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="print the verdict only, not each issue as found"
+    )
+    run.set_defaults(run=run_rule)
 
     def usage(args: argparse.Namespace) -> int:
         parser.print_help(sys.stderr)
@@ -192,3 +260,76 @@ def _json_example(spec: catalogue.RuleSpec) -> list[str]:
 
 def _indent(lines: list[str]) -> list[str]:
     return [f"  {line}" if line else "" for line in lines]
+
+
+def job_layout(path: str, wait: float = 0.0) -> tuple[str, str | None]:
+    """(tensor output directory, job directory or None) for the PATH given to ``rules run``.
+
+    A job directory holds ``debug-output/``; a tensor output holds ``collections/``. While PATH
+    holds neither (a job that has not started writing), wait up to ``wait`` seconds to tell.
+    """
+    path = path.rstrip("/") or path
+    if os.path.basename(path) == "debug-output":
+        return path, os.path.dirname(path) or "."
+    deadline = time.monotonic() + wait
+    while True:
+        if os.path.isdir(os.path.join(path, "debug-output")):
+            return os.path.join(path, "debug-output"), path
+        if os.path.isdir(os.path.join(path, "collections")) or time.monotonic() >= deadline:
+            return path, None
+        time.sleep(0.1)
+
+
+def _param_pairs(pairs: list[str]) -> dict[str, str]:
+    parameters = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ValueError(f"--param {pair!r}: expected KEY=VALUE, e.g. --param threshold=1e-6")
+        parameters[key.strip()] = value
+    return parameters
+
+
+def run_rule(args: argparse.Namespace) -> int:
+    """Evaluate the rule and print its verdict; the exit status says what it found."""
+    try:
+        parameters = _param_pairs(args.param)
+        if args.source:
+            definition = RuleDefinition.for_custom(
+                args.source, args.rule, parameters, name=args.name
+            )
+        else:
+            definition = RuleDefinition.for_builtin(args.rule, parameters, name=args.name)
+    except (ValueError, ConfigErrors) as error:
+        print(f"trainprobe rules run: {error}", file=sys.stderr)
+        return 2
+    if args.wait < 0:
+        print("trainprobe rules run: --wait: expected seconds >= 0", file=sys.stderr)
+        return 2
+    trial_path, job = job_layout(args.path, wait=args.wait)
+    root = args.output or (os.path.join(job, RULE_OUTPUT_DIR) if job is not None else None)
+
+    def show(name: str, evaluation: Evaluation) -> None:
+        if evaluation.result == ISSUES_FOUND and not args.quiet:
+            print(f"step {evaluation.step}: issue found", flush=True)
+            for item in evaluation.evidence:
+                print(f"  - {item.describe()}", flush=True)
+
+    runner = RuleRunner(
+        definition,
+        trial_path,
+        output_dir=root,
+        every_step=True if args.every_step else None,
+        no_data_timeout=args.wait,
+        on_evaluation=show,
+    )
+    verdict = runner.run()[0]
+    for line in verdict.lines():
+        print(line)
+    if root is not None:
+        print(f"  Output: {os.path.join(root, definition.name)}")
+    if verdict.status == NO_ISSUES_FOUND:
+        return 0
+    if verdict.status == ISSUES_FOUND:
+        return 1
+    return 2 if verdict.status == ERROR else 130

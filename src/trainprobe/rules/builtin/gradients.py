@@ -1,0 +1,338 @@
+"""Rules about how a network learns: VanishingGradient, WeightUpdateRatio, PoorWeightInitialization.
+
+They read the ``gradients`` and ``weights`` collections (or, for output written without them,
+the PyTorch hook's names: ``gradient/...`` and parameters named ``...weight``). Gradients and
+weight updates exist only in training, so WeightUpdateRatio and PoorWeightInitialization are
+fed the TRAIN (and GLOBAL) steps.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+
+import numpy as np
+
+from trainprobe.analysis.trial import Trial
+from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
+from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = ["PoorWeightInitialization", "VanishingGradient", "WeightUpdateRatio"]
+
+GRADIENTS = TensorSelection(collections=("gradients",), patterns=(re.compile(r"^gradient/"),))
+"""The gradients collection, plus the hook's gradient names should the collection be missing."""
+
+
+def _weights(trial: Trial) -> TensorSelection:
+    if "weights" in trial.collections():
+        return TensorSelection(collections=("weights",))
+    return TensorSelection(patterns=(re.compile(r"^(?!gradient).*weight"),))
+
+
+class VanishingGradient(BuiltinRule):
+    """Fires when a gradient's mean absolute value is below ``threshold``.
+
+    Uses the saved ``abs_mean`` reduction when there is one, the raw gradient otherwise.
+    """
+
+    modes = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        threshold: float | str = 0.0000001,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters("VanishingGradient", {"threshold": threshold})
+        self.threshold = parameters.real("threshold")
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether a gradient's mean |g| is below ``threshold`` at ``step``."""
+        names = GRADIENTS.names(self.base_trial, step)
+        if not names:
+            raise self.insufficient(
+                f"no gradients were saved at step {step}: save the gradients collection"
+            )
+        fired = False
+        judged = False
+        for name in names:
+            mean = self.reduction(name, step, "mean", of_abs=True)
+            if mean is None:
+                continue
+            judged = True
+            if mean < self.threshold:
+                fired = True
+                self.record(
+                    message=(
+                        f"{name}: mean |g| = {number(mean)} < threshold "
+                        f"{number(self.threshold)} at step {step}"
+                    ),
+                    tensor=name,
+                    step=step,
+                    value=mean,
+                    threshold=self.threshold,
+                )
+        if not judged:
+            raise self.insufficient(
+                f"neither the gradients nor their abs_mean reduction were saved at step {step}"
+            )
+        return fired
+
+
+class WeightUpdateRatio(BuiltinRule):
+    """Fires when the ratio of a weight's update to the weight is too large or too small.
+
+    ``ratio = ||w_s - w_p|| / (||w_p|| + epsilon)`` (L2 norms over all elements), where s is the
+    step evaluated and p the previous step the weight was saved at; with ``num_steps``, p is the
+    earliest saved step at or after ``s - num_steps``. Fires when ``ratio > large_threshold`` or
+    ``ratio < small_threshold``. It needs the raw weights at two training steps, so save the
+    weights collection with ``train.save_interval`` equal to ``num_steps`` (or 1).
+    """
+
+    modes = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        num_steps: int | str | None = None,
+        large_threshold: float | str = 10.0,
+        small_threshold: float | str = 0.00000001,
+        epsilon: float | str = 0.000000001,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters(
+            "WeightUpdateRatio",
+            {
+                "num_steps": num_steps,
+                "large_threshold": large_threshold,
+                "small_threshold": small_threshold,
+                "epsilon": epsilon,
+            },
+        )
+        self.num_steps = parameters.optional_integer("num_steps")
+        self.large_threshold = parameters.real("large_threshold")
+        self.small_threshold = parameters.real("small_threshold")
+        self.epsilon = parameters.real("epsilon")
+        self._seen: dict[str, list[int]] = {}
+
+    def _previous(self, name: str, step: int) -> int | None:
+        seen = self._seen.get(name, [])
+        earlier = seen[: bisect_left(seen, step)]
+        if not earlier:
+            return None
+        if self.num_steps is None:
+            return earlier[-1]
+        position = bisect_left(earlier, step - self.num_steps)
+        return earlier[position] if position < len(earlier) else None
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether a weight's update ratio between the previous saved step and ``step`` is out
+        of bounds."""
+        if self.base_trial.mode(step) not in self.modes:
+            return False
+        names = _weights(self.base_trial).names(self.base_trial, step)
+        if not names:
+            raise self.insufficient(
+                f"no weights were saved at step {step}: save the weights collection"
+            )
+        fired = False
+        compared = False
+        for name in names:
+            current = self.value(name, step)
+            if current is None:
+                continue
+            previous_step = self._previous(name, step)
+            seen = self._seen.setdefault(name, [])
+            if not seen or seen[-1] < step:
+                seen.append(step)
+            if previous_step is None:
+                continue
+            previous = self.value(name, previous_step)
+            if previous is None or previous.shape != current.shape:
+                continue
+            compared = True
+            update = float(np.linalg.norm((current.astype(np.float64) - previous).reshape(-1)))
+            size = float(np.linalg.norm(previous.astype(np.float64).reshape(-1)))
+            ratio = update / (size + self.epsilon)
+            if ratio > self.large_threshold:
+                fired = True
+                self._record(name, previous_step, step, ratio, ">", "large", self.large_threshold)
+            elif ratio < self.small_threshold:
+                fired = True
+                self._record(name, previous_step, step, ratio, "<", "small", self.small_threshold)
+        if not compared:
+            raise self.insufficient(
+                f"no weight was saved (raw) both at step {step} and at an earlier training step"
+                + ("" if self.num_steps is None else f" at most {self.num_steps} steps before")
+            )
+        return fired
+
+    def _record(
+        self, name: str, before: int, step: int, ratio: float, sign: str, which: str, bound: float
+    ) -> None:
+        self.record(
+            message=(
+                f"{name}: update/weight ratio {number(ratio)} {sign} {which}_threshold "
+                f"{number(bound)} between steps {before} and {step}"
+            ),
+            tensor=name,
+            step=step,
+            value=ratio,
+            threshold=bound,
+        )
+
+
+class PoorWeightInitialization(BuiltinRule):
+    """Fires when the first ``steps`` steps show that the weights were badly initialized.
+
+    At each training step below ``steps`` it checks three signs, and fires on any of them:
+
+    - the variances of the activation inputs (``activation_inputs_regex``) differ across layers
+      by a factor above ``threshold`` (largest variance / smallest);
+    - the gradients (all their values at the step, as one distribution) have a 5th-to-95th
+      percentile spread below ``distribution_range``;
+    - a loss has not reached a new minimum for ``patience`` saved steps.
+    """
+
+    modes = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        activation_inputs_regex: Sequence[str] | str | None = (".*relu_input",),
+        threshold: float | str = 10.0,
+        distribution_range: float | str = 0.001,
+        patience: int | str = 5,
+        steps: float | str = 10,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters(
+            "PoorWeightInitialization",
+            {
+                "activation_inputs_regex": activation_inputs_regex,
+                "threshold": threshold,
+                "distribution_range": distribution_range,
+                "patience": patience,
+                "steps": steps,
+            },
+        )
+        self.activation_inputs_regex = parameters.texts("activation_inputs_regex")
+        self.threshold = parameters.real("threshold")
+        self.distribution_range = parameters.real("distribution_range")
+        self.patience = parameters.integer("patience")
+        self.steps = parameters.real("steps")
+        self.activations = TensorSelection(patterns=parameters.patterns("activation_inputs_regex"))
+        self._best_loss: dict[str, float] = {}
+        self._since_best: dict[str, int] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether ``step`` (one of the first ``steps``) shows a sign of poor initialization."""
+        if step >= self.steps or self.base_trial.mode(step) not in self.modes:
+            return False
+        judged = [
+            self._check_variances(step),
+            self._check_gradients(step),
+            self._check_losses(step),
+        ]
+        if not any(found is not None for found in judged):
+            raise self.insufficient(
+                f"no {self.activations.describe()}, gradients or losses were saved at step {step}"
+            )
+        return any(judged)
+
+    def _check_variances(self, step: int) -> bool | None:
+        variances: dict[str, float] = {}
+        for name in self.activations.names(self.base_trial, step):
+            variance = self.reduction(name, step, "variance")
+            if variance is not None and math.isfinite(variance):
+                variances[name] = variance
+        if len(variances) < 2:
+            return None
+        low_name = min(variances, key=variances.__getitem__)
+        high_name = max(variances, key=variances.__getitem__)
+        low, high = variances[low_name], variances[high_name]
+        if high == 0:
+            return False
+        ratio = math.inf if low == 0 else high / low
+        if ratio <= self.threshold:
+            return False
+        self.record(
+            message=(
+                f"activation input variances differ by a factor of {number(ratio)} > threshold "
+                f"{number(self.threshold)} at step {step}: {high_name} {number(high)}, "
+                f"{low_name} {number(low)}"
+            ),
+            tensor=low_name,
+            step=step,
+            value=ratio,
+            threshold=self.threshold,
+        )
+        return True
+
+    def _check_gradients(self, step: int) -> bool | None:
+        names, parts = [], []
+        for name in GRADIENTS.names(self.base_trial, step):
+            value = self.value(name, step)
+            if value is not None and value.size:
+                names.append(name)
+                parts.append(np.asarray(value, dtype=np.float64).reshape(-1))
+        if not parts:
+            return None
+        # One distribution: every gradient value of the step, whichever layer it belongs to.
+        low, high = np.percentile(np.concatenate(parts), [5, 95])
+        spread = float(high - low)
+        if spread >= self.distribution_range:
+            return False
+        self.record(
+            message=(
+                f"the 5th-95th percentile spread of the gradients ({len(names)} tensors) is "
+                f"{number(spread)} < distribution_range {number(self.distribution_range)} at "
+                f"step {step}"
+            ),
+            tensor=names[0] if len(names) == 1 else None,
+            step=step,
+            value=spread,
+            threshold=self.distribution_range,
+        )
+        return True
+
+    def _check_losses(self, step: int) -> bool | None:
+        fired: bool | None = None
+        for name in loss_selection(self.base_trial).names(self.base_trial, step):
+            value = self.value(name, step)
+            if value is None or value.size != 1:
+                continue
+            loss = float(value.reshape(-1)[0])
+            fired = bool(fired)
+            best = self._best_loss.get(name)
+            if best is None or loss < best:
+                self._best_loss[name] = loss
+                self._since_best[name] = 0
+                continue
+            self._since_best[name] += 1
+            if self._since_best[name] >= self.patience:
+                fired = True
+                self.record(
+                    message=(
+                        f"{name}: the loss has not decreased for {self._since_best[name]} saved "
+                        f"steps (patience {self.patience}) at step {step}; best "
+                        f"{number(best)}, now {number(loss)}"
+                    ),
+                    tensor=name,
+                    step=step,
+                    value=self._since_best[name],
+                    threshold=self.patience,
+                )
+        return fired

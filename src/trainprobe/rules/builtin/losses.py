@@ -1,0 +1,357 @@
+"""Rules about the loss curve: LossNotDecreasing, Overfit, Overtraining.
+
+They read scalar losses (one value per step): the tensors of the job's ``losses`` collection,
+or of the names and collections given. Training losses are those of TRAIN steps (and of GLOBAL
+steps, for a script that never sets a mode); validation losses are those of EVAL steps.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainprobe.analysis.trial import Trial
+from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
+from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = ["LossNotDecreasing", "Overfit", "Overtraining"]
+
+_TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+
+class _LossRule(BuiltinRule):
+    """Reads the scalar losses a rule looks at."""
+
+    def losses_at(self, step: int, selection: TensorSelection) -> dict[str, float]:
+        """The scalar value of each selected tensor saved (raw) at ``step``."""
+        found = {}
+        for name in selection.names(self.base_trial, step):
+            value = self.value(name, step)
+            if value is not None and value.size == 1:
+                found[name] = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
+        return found
+
+
+@dataclass
+class _History:
+    """One loss's values by position (the step number the rule counts in), oldest first."""
+
+    positions: list[int] = field(default_factory=list)
+    entries: list[tuple[int, float]] = field(default_factory=list)
+
+    def add(self, position: int, step: int, loss: float) -> None:
+        self.positions.append(position)
+        self.entries.append((step, loss))
+
+    def at_or_before(self, position: int) -> tuple[int, float] | None:
+        """(global step, loss) of the newest entry at or before ``position``."""
+        index = bisect_right(self.positions, position)
+        return self.entries[index - 1] if index else None
+
+
+class LossNotDecreasing(_LossRule):
+    """Fires when a loss has not decreased enough over ``num_steps`` steps.
+
+    Every ``num_steps`` steps (counted in ``mode``'s own step numbers; GLOBAL counts every
+    step), the loss at step s is compared with the loss at the newest saved step at or before
+    ``s - num_steps``. If the loss went up, the rule fires when it rose by more than
+    ``increase_threshold_percent`` percent; otherwise it fires when it fell by less than
+    ``diff_percent`` percent (a flat loss fires).
+
+    The losses are the tensors of ``collection_names`` and ``tensor_regex``, plus the
+    ``losses`` collection when ``use_losses_collection``; with none of these in the job, the
+    tensors named like a loss. Only scalars count.
+    """
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        collection_names: Sequence[str] | str | None = None,
+        tensor_regex: Sequence[str] | str | None = None,
+        use_losses_collection: bool | str = True,
+        num_steps: int | str = 10,
+        diff_percent: float | str = 0.1,
+        increase_threshold_percent: float | str = 5,
+        mode: str = "GLOBAL",
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters(
+            "LossNotDecreasing",
+            {
+                "collection_names": collection_names,
+                "tensor_regex": tensor_regex,
+                "use_losses_collection": use_losses_collection,
+                "num_steps": num_steps,
+                "diff_percent": diff_percent,
+                "increase_threshold_percent": increase_threshold_percent,
+                "mode": mode.upper() if isinstance(mode, str) else mode,
+            },
+        )
+        self.collection_names = parameters.texts("collection_names")
+        self.tensor_regex = parameters.texts("tensor_regex")
+        self.use_losses_collection = parameters.flag("use_losses_collection")
+        self.num_steps = parameters.integer("num_steps")
+        self.diff_percent = parameters.real("diff_percent")
+        self.increase_threshold_percent = parameters.real("increase_threshold_percent")
+        self.mode = ModeKeys[parameters.text("mode")]
+        self._patterns = parameters.patterns("tensor_regex")
+        self._history: dict[str, _History] = {}
+        self._last_evaluated: dict[str, int] = {}
+
+    def _selection(self) -> TensorSelection:
+        collections = list(self.collection_names)
+        if self.use_losses_collection and "losses" in self.base_trial.collections():
+            collections.append("losses")
+        if collections or self._patterns:
+            return TensorSelection(collections=tuple(collections), patterns=self._patterns)
+        return loss_selection(self.base_trial)
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether a loss that is due for a check at ``step`` has not decreased enough."""
+        step_mode, mode_step = self.base_trial.mode_modestep(step)
+        if self.mode != ModeKeys.GLOBAL and step_mode != self.mode:
+            raise self.insufficient(
+                f"step {step} is not a {self.mode.name} step; the rule checks {self.mode.name} "
+                "losses"
+            )
+        position = step if self.mode == ModeKeys.GLOBAL or mode_step is None else mode_step
+        selection = self._selection()
+        losses = self.losses_at(step, selection)
+        if not losses:
+            raise self.insufficient(
+                f"no scalar loss of {selection.describe()} was saved at step {step}"
+            )
+        fired = False
+        for name, loss in losses.items():
+            history = self._history.setdefault(name, _History())
+            if history.positions and history.positions[-1] >= position:
+                continue
+            history.add(position, step, loss)
+            last = self._last_evaluated.get(name)
+            if last is not None and position < last + self.num_steps:
+                continue
+            before = history.at_or_before(position - self.num_steps)
+            if before is None:
+                continue
+            self._last_evaluated[name] = position
+            fired |= self._compare(name, before[0], before[1], step, loss)
+        return fired
+
+    def _compare(self, name: str, before_step: int, before: float, step: int, loss: float) -> bool:
+        if before == 0:
+            return False
+        change = 100.0 * (loss - before) / abs(before)
+        went = f"{name}: the loss went from {number(before)} at step {before_step} to "
+        went += f"{number(loss)} at step {step}"
+        if change > 0:
+            if change <= self.increase_threshold_percent:
+                return False
+            message = (
+                f"{went}, up {number(change)}% > increase_threshold_percent "
+                f"{number(self.increase_threshold_percent)}%"
+            )
+            threshold = self.increase_threshold_percent
+        else:
+            if -change >= self.diff_percent:
+                return False
+            message = f"{went}, down {number(-change)}% < diff_percent {number(self.diff_percent)}%"
+            threshold = self.diff_percent
+        self.record(message=message, tensor=name, step=step, value=loss, threshold=threshold)
+        return True
+
+
+class Overfit(_LossRule):
+    """Fires when the validation loss pulls away from the training loss.
+
+    At each EVAL step from ``start_step`` on, it compares the mean loss of the current
+    validation phase (the EVAL steps since the last training step) with the mean loss of the
+    latest training phase: when ``(mean_val - mean_train) / mean_train > ratio_threshold`` at
+    ``patience`` evaluations in a row, it fires.
+    """
+
+    modes = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL)
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        tensor_regex: Sequence[str] | str | None = None,
+        start_step: int | str = 0,
+        patience: int | str = 1,
+        ratio_threshold: float | str = 0.1,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters(
+            "Overfit",
+            {
+                "tensor_regex": tensor_regex,
+                "start_step": start_step,
+                "patience": patience,
+                "ratio_threshold": ratio_threshold,
+            },
+        )
+        self.tensor_regex = parameters.texts("tensor_regex")
+        self.start_step = parameters.integer("start_step")
+        self.patience = parameters.integer("patience")
+        self.ratio_threshold = parameters.real("ratio_threshold")
+        self._patterns = parameters.patterns("tensor_regex")
+        self._phases: dict[str, _Phases] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether the validation loss has been too far above the training loss for
+        ``patience`` evaluations, as of ``step``."""
+        mode = self.base_trial.mode(step)
+        if mode not in (*_TRAINING, ModeKeys.EVAL):
+            raise self.insufficient(f"step {step} is neither a training nor an EVAL step")
+        selection = (
+            TensorSelection(patterns=self._patterns)
+            if self._patterns
+            else loss_selection(self.base_trial)
+        )
+        losses = self.losses_at(step, selection)
+        if not losses:
+            raise self.insufficient(
+                f"no scalar loss of {selection.describe()} was saved at step {step}"
+            )
+        fired = False
+        for name, loss in losses.items():
+            phases = self._phases.setdefault(name, _Phases())
+            if mode != ModeKeys.EVAL:
+                phases.add_training(loss)
+                continue
+            phases.add_validation(loss)
+            if step < self.start_step or not phases.training:
+                continue
+            train = float(np.mean(phases.training))
+            validation = float(np.mean(phases.validation))
+            if train <= 0:
+                continue
+            ratio = (validation - train) / train
+            phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
+            if phases.strikes >= self.patience:
+                fired = True
+                self.record(
+                    message=(
+                        f"{name}: (mean validation loss {number(validation)} - mean training "
+                        f"loss {number(train)}) / mean training loss = {number(ratio)} > "
+                        f"ratio_threshold {number(self.ratio_threshold)} at step {step}, "
+                        f"{phases.strikes} evaluation(s) in a row (patience {self.patience})"
+                    ),
+                    tensor=name,
+                    step=step,
+                    value=ratio,
+                    threshold=self.ratio_threshold,
+                )
+        return fired
+
+
+@dataclass
+class _Phases:
+    """One loss's latest training phase and current validation phase."""
+
+    training: list[float] = field(default_factory=list)
+    validation: list[float] = field(default_factory=list)
+    in_validation: bool = False
+    strikes: int = 0
+
+    def add_training(self, loss: float) -> None:
+        if self.in_validation:
+            self.training = []
+            self.in_validation = False
+        self.training.append(loss)
+
+    def add_validation(self, loss: float) -> None:
+        if not self.in_validation:
+            self.validation = []
+            self.in_validation = True
+        self.validation.append(loss)
+
+
+@dataclass
+class _Optimum:
+    """The best loss seen and how many saved steps ago it was reached."""
+
+    best: float
+    since: int = 0
+
+
+class Overtraining(_LossRule):
+    """Fires when the training loss or the validation loss has stopped improving.
+
+    As early stopping does: a loss reaches a new optimum when it falls more than ``delta`` below
+    the best so far. When the training loss has not for ``patience_train`` saved training
+    steps, or the validation loss for ``patience_validation`` saved EVAL steps, the rule fires.
+    The losses are the job's ``losses`` collection (or the tensors named like a loss).
+    """
+
+    modes = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL)
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        patience_train: int | str = 5,
+        patience_validation: int | str = 10,
+        delta: float | str = 0.01,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        parameters = Parameters(
+            "Overtraining",
+            {
+                "patience_train": patience_train,
+                "patience_validation": patience_validation,
+                "delta": delta,
+            },
+        )
+        self.patience_train = parameters.integer("patience_train")
+        self.patience_validation = parameters.integer("patience_validation")
+        self.delta = parameters.real("delta")
+        self._optima: dict[tuple[str, bool], _Optimum] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Whether, as of ``step``, a loss has gone ``patience_*`` steps without a new optimum."""
+        mode = self.base_trial.mode(step)
+        if mode not in (*_TRAINING, ModeKeys.EVAL):
+            raise self.insufficient(f"step {step} is neither a training nor an EVAL step")
+        selection = loss_selection(self.base_trial)
+        losses = self.losses_at(step, selection)
+        if not losses:
+            raise self.insufficient(
+                f"no scalar loss of {selection.describe()} was saved at step {step}"
+            )
+        validation = mode == ModeKeys.EVAL
+        patience = self.patience_validation if validation else self.patience_train
+        kind = "validation" if validation else "training"
+        parameter = "patience_validation" if validation else "patience_train"
+        fired = False
+        for name, loss in losses.items():
+            optimum = self._optima.get((name, validation))
+            if optimum is None or loss < optimum.best - self.delta:
+                self._optima[name, validation] = _Optimum(loss)
+                continue
+            optimum.since += 1
+            if optimum.since >= patience:
+                fired = True
+                self.record(
+                    message=(
+                        f"{name}: the {kind} loss has not improved by more than delta "
+                        f"{number(self.delta)} on its best {number(optimum.best)} for "
+                        f"{optimum.since} saved steps ({parameter} {patience}) at step {step}"
+                    ),
+                    tensor=name,
+                    step=step,
+                    value=optimum.since,
+                    threshold=patience,
+                )
+        return fired

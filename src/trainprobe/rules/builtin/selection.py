@@ -1,0 +1,70 @@
+"""Which tensors a built-in rule looks at: collections and name patterns, as SageMaker's rules do.
+
+Many rules take ``collection_names`` and ``tensor_regex``; they inspect the union of both sets.
+A collection matches a tensor by the names and patterns in the job's collections file; a pattern
+is searched anywhere in the name (not anchored), as smdebug's trial does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainprobe.analysis.trial import Trial
+
+__all__ = ["LOSS_PATTERN", "TensorSelection", "loss_selection"]
+
+LOSS_PATTERN = re.compile(r"(?i)loss(?!.*input)")
+"""Names that look like a loss (``CrossEntropyLoss_output_0``, ``loss_0``, ``train-loss``), for
+output that has no ``losses`` collection; a module's inputs are left out."""
+
+
+@dataclass(frozen=True)
+class TensorSelection:
+    """Tensors chosen by collection and by name pattern; ``everything`` when neither is given."""
+
+    collections: tuple[str, ...] = ()
+    patterns: tuple[re.Pattern[str], ...] = ()
+    everything: bool = False
+
+    def is_empty(self) -> bool:
+        """Whether the selection names no collection and no pattern (and is not everything)."""
+        return not (self.collections or self.patterns or self.everything)
+
+    def names(self, trial: Trial, step: int) -> list[str]:
+        """The names of the selected tensors saved at global ``step``, sorted."""
+        return self.filter(trial, trial.tensor_names(step=step))
+
+    def filter(self, trial: Trial, names: Sequence[str]) -> list[str]:
+        """The selected names among ``names``, sorted."""
+        if self.everything and not (self.collections or self.patterns):
+            return sorted(names)
+        known = trial.collections()
+        chosen: set[str] = set()
+        for collection_name in self.collections:
+            collection = known.get(collection_name)
+            if collection is not None:
+                chosen.update(name for name in names if collection.matches(name))
+        for pattern in self.patterns:
+            chosen.update(name for name in names if pattern.search(name))
+        return sorted(chosen)
+
+    def describe(self) -> str:
+        """What was asked for, in words: ``collection gradients or names matching .*relu``."""
+        if self.everything and not (self.collections or self.patterns):
+            return "any tensor"
+        parts = []
+        if self.collections:
+            word = "collection" if len(self.collections) == 1 else "collections"
+            parts.append(f"{word} {', '.join(self.collections)}")
+        if self.patterns:
+            parts.append("names matching " + " or ".join(p.pattern for p in self.patterns))
+        return " or ".join(parts)
+
+
+def loss_selection(trial: Trial) -> TensorSelection:
+    """The job's losses: its ``losses`` collection, else the names that look like a loss."""
+    if "losses" in trial.collections():
+        return TensorSelection(collections=("losses",))
+    return TensorSelection(patterns=(LOSS_PATTERN,))

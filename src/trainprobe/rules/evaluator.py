@@ -1,0 +1,353 @@
+"""``RuleEvaluator``: one rule's evaluation of one job, step by step, and its output.
+
+The runner (``trainprobe.rules.runner``) follows the job and hands each saved step to every
+evaluator; the evaluator decides whether its rule wants the step (its modes, start_step,
+end_step), evaluates it, writes the evaluation, and ends its rule's run with a status:
+
+- IssuesFound when the condition is met (built-in rules stop at the first issue, as on
+  SageMaker, unless ``every_step``; custom rules go on, as smdebug's ``invoke_rule`` does);
+- NoIssuesFound when every step is read and no issue was found;
+- Error when the rule fails (what failed and where: for a custom rule, the line in the user's
+  file), or when it could judge no step at all (the reason says what to save);
+- Stopping, then Stopped, when stopped.
+
+A step the rule cannot judge (a tensor not saved at it, or InsufficientInformationForRuleInvocation)
+is skipped. When the rule first finds an issue, the status is written first and the actions
+run after; their outcomes are recorded and never change the verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from trainprobe.analysis.exceptions import (
+    NoMoreData,
+    ShapeUnavailableForStep,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from trainprobe.analysis.trial import Trial
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.rules.actions import Notice, RuleActions
+from trainprobe.rules.actions.stop_training import StopTrainingCallback
+from trainprobe.rules.custom import CustomRuleError
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.failure import describe_failure
+from trainprobe.rules.rule import (
+    InsufficientInformationForRuleInvocation,
+    Rule,
+    RuleEvaluationConditionMet,
+    take_evidence,
+)
+from trainprobe.rules.verdict import (
+    ERROR,
+    IN_PROGRESS,
+    ISSUES_FOUND,
+    NO_ISSUES_FOUND,
+    SKIPPED,
+    STOPPED,
+    STOPPING,
+    Evaluation,
+    Verdict,
+)
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
+
+__all__ = ["RuleEvaluator"]
+
+log = logging.getLogger(__name__)
+
+# The trial's "this step cannot be read" errors: the step is skipped, as smdebug's invoker does.
+_STEP_NOT_JUDGED = (
+    TensorUnavailable,
+    TensorUnavailableForStep,
+    ShapeUnavailableForStep,
+    StepUnavailable,
+    NoMoreData,
+)
+
+
+class RuleEvaluator:
+    """One rule, evaluated on the job at ``trial_path``; writes into ``output_dir`` (its own
+    directory, ``<job>/rule-output/<name>``; None writes nothing)."""
+
+    def __init__(
+        self,
+        definition: RuleDefinition,
+        trial_path: str,
+        *,
+        output_dir: str | None = None,
+        every_step: bool | None = None,
+        on_stop_training: StopTrainingCallback | None = None,
+        on_evaluation: Callable[[Evaluation], None] | None = None,
+    ) -> None:
+        self.definition = definition
+        self.trial_path = trial_path
+        self.every_step = (not definition.builtin) if every_step is None else bool(every_step)
+        self.on_stop_training = on_stop_training
+        self.on_evaluation = on_evaluation
+        self.verdict = Verdict(definition.name, IN_PROGRESS, "")
+        self.finished = False
+        self.rule: Rule | None = None
+        self._writer = RuleOutputWriter(output_dir) if output_dir is not None else None
+        self._lock = threading.Lock()
+        self._actions = RuleActions([])
+        self._last_unjudged: str | None = None
+        self._steps_in_modes = 0
+
+    @property
+    def name(self) -> str:
+        """The rule configuration name."""
+        return self.definition.name
+
+    @property
+    def status(self) -> str:
+        """The current status."""
+        return self.verdict.status
+
+    # ----- life cycle -------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Say the rule is waiting for data, and check its actions."""
+        self._set_status(IN_PROGRESS, f"waiting for tensors at {self.trial_path}")
+        try:
+            self._actions = RuleActions.from_config(
+                self.definition.actions,
+                out_dir=self.trial_path,
+                on_stop_training=self.on_stop_training,
+            )
+        except (ConfigError, ConfigErrors) as error:
+            self.finish(ERROR, f"ConfigError: {error}")
+
+    def start(self, trial: Trial, other_trials: Sequence[Trial] = ()) -> None:
+        """Build the rule for ``trial``; a rule that cannot be built ends in Error."""
+        if self.finished:
+            return
+        try:
+            self.rule = self.definition.build(trial, other_trials)
+        except CustomRuleError as error:
+            self.finish(ERROR, str(error))
+            return
+        except (ConfigError, ConfigErrors) as error:
+            self.finish(ERROR, f"ConfigError: {error}")
+            return
+        except Exception as error:
+            detail = describe_failure(error)
+            self.finish(ERROR, f"{self.definition.rule_to_invoke} could not be built: {detail}")
+            return
+        action_str = getattr(self.rule, "action_str", None)
+        if not len(self._actions) and isinstance(action_str, str) and action_str.strip():
+            # smdebug's rules carry their actions themselves: Rule(base_trial, action_str).
+            try:
+                self._actions = RuleActions.from_config(
+                    action_str,
+                    out_dir=self.trial_path,
+                    on_stop_training=self.on_stop_training,
+                )
+            except (ConfigError, ConfigErrors) as error:
+                self.finish(ERROR, f"the rule's action_str: ConfigError: {error}")
+                return
+        self._set_status(IN_PROGRESS, f"evaluating {self.trial_path}")
+
+    def stop(self) -> None:
+        """Say the rule is stopping (the runner finishes it as Stopped)."""
+        self._set_status(STOPPING, "stop requested")
+
+    def finish(self, status: str, details: str) -> None:
+        """End the rule's run with ``status``; later calls change nothing."""
+        self._set_status(status, details, finished=True)
+        if self._writer is not None:
+            self._writer.close()
+
+    def finish_stopped(self, why: str) -> None:
+        """End the run as Stopped, saying how far it got."""
+        text = f"{why} after {self.verdict.steps_evaluated} evaluated step(s)"
+        if self.verdict.issues:
+            text += f"; issues found at step {self.verdict.issues[0].step}"
+        self.finish(STOPPED, text)
+
+    # ----- one step ---------------------------------------------------------------------
+
+    def consider(self, trial: Trial, step: int, steps_seen: int) -> None:
+        """Evaluate ``step`` if the rule wants it; ends the run when the verdict is known."""
+        rule = self.rule
+        if self.finished or rule is None:
+            return
+        definition = self.definition
+        if definition.start_step is not None and step < definition.start_step:
+            return
+        if definition.end_step is not None and step >= definition.end_step:
+            self.conclude(steps_seen)
+            return
+        mode, mode_step = trial.mode_modestep(step)
+        if rule.modes is not None and mode not in rule.modes:
+            return
+        self._steps_in_modes += 1
+        evaluated = self._evaluate(rule, step, mode, mode_step)
+        if evaluated is None:
+            return
+        evaluation, end_of_rule = evaluated
+        if self._writer is not None:
+            self._writer.append_evaluation(evaluation.to_json())
+        if self.on_evaluation is not None:
+            self.on_evaluation(evaluation)
+        if evaluation.result == SKIPPED:
+            self.verdict.steps_skipped += 1
+            return
+        self.verdict.steps_evaluated += 1
+        if evaluation.result == ISSUES_FOUND:
+            self.verdict.issues.append(evaluation)
+            if len(self.verdict.issues) == 1:
+                self._first_issue(evaluation)
+            if not self.every_step or end_of_rule:
+                self.finish(ISSUES_FOUND, self._issue_details())
+        elif end_of_rule:
+            self.conclude(steps_seen)
+
+    def _evaluate(
+        self, rule: Rule, step: int, mode: ModeKeys | None, mode_step: int | None
+    ) -> tuple[Evaluation, bool] | None:
+        started_at = time.time()
+        started = time.perf_counter()
+        result, reason, end_of_rule = NO_ISSUES_FOUND, None, False
+        try:
+            if rule.evaluate(step):
+                result = ISSUES_FOUND
+        except RuleEvaluationConditionMet as met:
+            result, end_of_rule = ISSUES_FOUND, met.end_of_rule
+        except InsufficientInformationForRuleInvocation as error:
+            result, reason = SKIPPED, error.message
+            self._last_unjudged = reason
+        except _STEP_NOT_JUDGED as error:
+            result, reason = SKIPPED, str(error)
+            self._last_unjudged = reason
+        except ConfigError as error:
+            take_evidence(rule)
+            self.finish(ERROR, self._config_error_details(error, step))
+            return None
+        except Exception as error:
+            take_evidence(rule)
+            detail = describe_failure(error, prefer_file=self.definition.user_file)
+            self.finish(ERROR, f"{self.definition.rule_to_invoke} failed at step {step}: {detail}")
+            return None
+        evaluation = Evaluation(
+            step=step,
+            mode=mode,
+            mode_step=mode_step,
+            result=result,
+            evidence=tuple(take_evidence(rule)),
+            reason=reason,
+            seconds=time.perf_counter() - started,
+            time=started_at,
+        )
+        return evaluation, end_of_rule
+
+    def _first_issue(self, evaluation: Evaluation) -> None:
+        self._set_status(ISSUES_FOUND, self._issue_details())
+        if not len(self._actions):
+            return
+        notice = Notice(
+            rule=self.definition.name,
+            trial_path=self.trial_path,
+            step=evaluation.step,
+            evidence=evaluation.evidence,
+        )
+        for outcome in self._actions.run(notice):
+            self.verdict.actions.append(outcome)
+            if self._writer is not None:
+                self._writer.append_action({"step": evaluation.step, **outcome.to_json()})
+
+    # ----- the end ----------------------------------------------------------------------
+
+    def conclude(self, steps_seen: int) -> None:
+        """Every step is read: end with the verdict (Error when no step could be judged)."""
+        if self.finished:
+            return
+        verdict, name = self.verdict, self.definition.rule_to_invoke
+        if verdict.issues:
+            self.finish(ISSUES_FOUND, self._issue_details())
+        elif verdict.steps_evaluated > 0:
+            text = f"{name} evaluated {verdict.steps_evaluated} step(s) and found no issue"
+            if verdict.steps_skipped:
+                text += f"; {verdict.steps_skipped} step(s) skipped ({self._last_unjudged})"
+            self.finish(NO_ISSUES_FOUND, text)
+        elif self._last_unjudged is not None:
+            self.finish(ERROR, f"{name} could not be evaluated at any step: {self._last_unjudged}")
+        elif self._steps_in_modes == 0 and steps_seen > 0:
+            self.finish(ERROR, self._no_step_in_range(steps_seen))
+        else:
+            self.finish(ERROR, no_steps_message(self.trial_path))
+
+    def _no_step_in_range(self, steps_seen: int) -> str:
+        name, definition = self.definition.rule_to_invoke, self.definition
+        modes = self.rule.modes if self.rule is not None else None
+        if modes is not None:
+            wanted = ", ".join(mode.name for mode in modes)
+            return (
+                f"{name} evaluates {wanted} steps, and the job saved none of them "
+                f"({steps_seen} step(s) of other modes or out of range). Save them: call the "
+                "hook's set_mode() in that phase, with a save config that covers it."
+            )
+        return (
+            f"The job saved no step from start_step {definition.start_step} to end_step "
+            f"{definition.end_step} ({steps_seen} step(s) outside that range)."
+        )
+
+    def _issue_details(self) -> str:
+        first = self.verdict.issues[0]
+        text = f"{self.definition.rule_to_invoke} found an issue at step {first.step}"
+        if first.evidence:
+            text += ": " + "; ".join(item.describe() for item in first.evidence[:3])
+        if len(self.verdict.issues) > 1:
+            text += f" (issues at {len(self.verdict.issues)} steps in all)"
+        return text
+
+    def _config_error_details(self, error: ConfigError, step: int) -> str:
+        name = self.definition.rule_to_invoke
+        if error.field == "collection" and isinstance(error.value, str):
+            return (
+                f"{name} needs the collection {error.value!r}, which the job does not save: "
+                f"save it with CollectionConfig({error.value!r}) ({error})"
+            )
+        return f"{name} failed at step {step}: ConfigError: {error}"
+
+    # ----- status -----------------------------------------------------------------------
+
+    def _set_status(self, status: str, details: str, *, finished: bool = False) -> None:
+        with self._lock:
+            if self.finished:
+                return
+            self.finished = finished
+            self.verdict.status = status
+            self.verdict.details = details
+            if self._writer is not None:
+                self._writer.write_status(
+                    RuleStatus(
+                        rule_configuration_name=self.definition.name,
+                        rule_evaluation_status=status,
+                        status_details=details,
+                        last_modified_time=time.time(),
+                        finished=finished,
+                        steps_evaluated=self.verdict.steps_evaluated,
+                    )
+                )
+        if finished:
+            log.info("trainprobe: rule %s: %s: %s", self.definition.name, status, details)
+
+
+def no_steps_message(trial_path: str, waited: float | None = None) -> str:
+    """Why a rule has nothing to evaluate: the job saved no step (within ``waited`` seconds)."""
+    if waited is not None:
+        return (
+            f"The job at {trial_path} saved no step within {waited:g} s (it wrote its "
+            "collections file, but no step yet). Check the hook's save_config, or allow a "
+            "longer wait."
+        )
+    return (
+        f"The job at {trial_path} saved no step. Check the hook's save_config and that the "
+        "model's forward ran with the hook registered."
+    )

@@ -1,0 +1,245 @@
+"""The runner: follows a job's tensors as they are written, and evaluates rules on them.
+
+``RuleRunner(definition, trial_path, output_dir="<job>/rule-output").run()`` returns the
+rule's verdict once it is known; ``RuleRunner([d1, d2, ...], ...)`` runs several rules on one
+job in one process, reading each new step once for all of them (a rule that fails ends in
+Error and the others go on). For each rule (see ``trainprobe.rules.evaluator``):
+
+1. The runner waits for the first tensors (``no_data_timeout`` seconds at most; a training
+   that ends without saving any is reported at once), then builds the rule.
+2. It hands the rule every saved, complete step in global-step order, once each; the rule's
+   modes, start_step and end_step choose which it evaluates. It looks for new steps every
+   ``poll_interval`` seconds, re-listing the output only when a ``stat`` says something may
+   have changed (``trainprobe.storage.output_changes``).
+3. A rule's run ends with its verdict: IssuesFound, NoIssuesFound once the training has ended
+   and every step is read (the trial's NoMoreData is the normal end), Error, or Stopped after
+   ``stop()`` (status Stopping meanwhile) or Ctrl-C.
+
+Each rule writes ``<output_dir>/<RuleConfigurationName>/``: its evaluations, actions and status
+(``trainprobe.storage.rule_output``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+
+from trainprobe.analysis.exceptions import MissingCollectionFiles, TrainprobeAnalysisError
+from trainprobe.analysis.trial import Trial, create_trial
+from trainprobe.config.errors import ConfigError
+from trainprobe.rules.actions.stop_training import StopTrainingCallback
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.evaluator import RuleEvaluator, no_steps_message
+from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
+from trainprobe.storage.output_changes import OutputChangeWatch
+from trainprobe.storage.training_end import training_has_ended
+
+__all__ = [
+    "DEFAULT_NO_DATA_TIMEOUT",
+    "DEFAULT_POLL_INTERVAL",
+    "RuleRunner",
+    "run_rule",
+]
+
+DEFAULT_POLL_INTERVAL = 0.1
+DEFAULT_NO_DATA_TIMEOUT = 300.0
+
+
+class _NoTrial(Exception):
+    """The job's tensors cannot be read: every rule ends in Error with this message."""
+
+
+class RuleRunner:
+    """Evaluates ``definitions`` (one or several rules) on the job whose tensors are at
+    ``trial_path``.
+
+    ``output_dir`` is the job's rule output directory (``<job>/rule-output``); each rule writes
+    into its own sub-directory (None writes nothing). ``every_step`` keeps rules evaluating
+    after their first issue; by default built-in rules stop there and custom rules go on.
+    ``on_stop_training`` is passed to StopTraining actions (for a job runner that started the
+    training itself); ``on_evaluation(name, evaluation)`` sees each evaluation as it happens.
+    """
+
+    def __init__(
+        self,
+        definitions: RuleDefinition | Sequence[RuleDefinition],
+        trial_path: str,
+        *,
+        output_dir: str | None = None,
+        every_step: bool | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        no_data_timeout: float = DEFAULT_NO_DATA_TIMEOUT,
+        on_stop_training: StopTrainingCallback | None = None,
+        on_evaluation: Callable[[str, Evaluation], None] | None = None,
+    ) -> None:
+        if isinstance(definitions, RuleDefinition):
+            definitions = [definitions]
+        names = [definition.name for definition in definitions]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ConfigError(
+                "RuleConfigurationName", duplicates[0], "a name used by one rule only"
+            )
+        self.trial_path = trial_path
+        self.poll_interval = poll_interval
+        self.no_data_timeout = no_data_timeout
+        self.evaluators = [
+            RuleEvaluator(
+                definition,
+                trial_path,
+                output_dir=(
+                    os.path.join(output_dir, definition.name) if output_dir is not None else None
+                ),
+                every_step=every_step,
+                on_stop_training=on_stop_training,
+                on_evaluation=_for_rule(on_evaluation, definition.name),
+            )
+            for definition in definitions
+        ]
+        self._stop = threading.Event()
+        self._other_trials: dict[str, Trial] = {}
+
+    def stop(self) -> None:
+        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
+        self._stop.set()
+        for evaluator in self._active():
+            evaluator.stop()
+
+    def run(self) -> list[Verdict]:
+        """Follow the job until every rule's verdict is known; the verdicts, in order."""
+        for evaluator in self.evaluators:
+            evaluator.begin()
+        try:
+            self._follow()
+        except _NoTrial as problem:
+            for evaluator in self._active():
+                evaluator.finish(ERROR, str(problem))
+        except KeyboardInterrupt:
+            for evaluator in self._active():
+                evaluator.finish_stopped("interrupted")
+        return [evaluator.verdict for evaluator in self.evaluators]
+
+    def _active(self) -> list[RuleEvaluator]:
+        return [evaluator for evaluator in self.evaluators if not evaluator.finished]
+
+    def _stopped(self) -> bool:
+        if not self._stop.is_set():
+            return False
+        for evaluator in self._active():
+            evaluator.finish_stopped("stopped on request")
+        return True
+
+    # ----- following the job ------------------------------------------------------------
+
+    def _follow(self) -> None:
+        started = time.monotonic()
+        trial = self._wait_for_trial(started)
+        if trial is None:
+            return
+        for evaluator in self._active():
+            paths = evaluator.definition.other_trial_paths
+            try:
+                others = [self._other_trial(path) for path in paths]
+            except _NoTrial as problem:
+                evaluator.finish(ERROR, str(problem))
+                continue
+            evaluator.start(trial, others)
+        trial.dynamic_refresh = False
+        changes = OutputChangeWatch(self.trial_path)
+        last_step, steps_seen, look = -1, 0, True
+        while self._active() and not self._stopped():
+            if not trial.loaded_all_steps and changes.changed():
+                try:
+                    trial.refresh_data()
+                except TrainprobeAnalysisError as error:
+                    raise _NoTrial(f"cannot read {self.trial_path}: {error}") from None
+                look = True
+            # Steps become complete only when new files are read, so only then is there news.
+            steps = trial.steps() if look else []
+            look = False
+            for step in steps[bisect_right(steps, last_step) :]:
+                last_step, steps_seen = step, steps_seen + 1
+                for evaluator in self._active():
+                    evaluator.consider(trial, step, steps_seen)
+                if self._stopped():
+                    return
+            if trial.loaded_all_steps:
+                for evaluator in self._active():
+                    evaluator.conclude(steps_seen)
+                return
+            if steps_seen == 0 and time.monotonic() - started > self.no_data_timeout:
+                raise _NoTrial(no_steps_message(self.trial_path, waited=self.no_data_timeout))
+            self._stop.wait(self.poll_interval)
+
+    def _wait_for_trial(self, started: float) -> Trial | None:
+        while not self._stopped():
+            remaining = self.no_data_timeout - (time.monotonic() - started)
+            ended = training_has_ended(self.trial_path)
+            try:
+                return create_trial(self.trial_path, timeout=max(0.0, min(remaining, 0.5)))
+            except MissingCollectionFiles:
+                if ended:
+                    raise _NoTrial(
+                        f"No tensors were saved: the training writing {self.trial_path} ended "
+                        "without saving any. Check that the training script registers the "
+                        "trainprobe hook (hook.register_module(model)) and that its out_dir is "
+                        "this directory."
+                    ) from None
+                if remaining <= 0:
+                    raise _NoTrial(
+                        f"No tensors appeared at {self.trial_path} within "
+                        f"{self.no_data_timeout:g} s. Check that the training is running with "
+                        "the trainprobe hook and that its out_dir is this directory, or allow a "
+                        "longer wait."
+                    ) from None
+            except (ConfigError, TrainprobeAnalysisError) as error:
+                raise _NoTrial(f"cannot read {self.trial_path}: {error}") from None
+        return None
+
+    def _other_trial(self, path: str) -> Trial:
+        if path not in self._other_trials:
+            try:
+                self._other_trials[path] = create_trial(
+                    path, timeout=min(self.no_data_timeout, 60.0)
+                )
+            except (ConfigError, TrainprobeAnalysisError) as error:
+                raise _NoTrial(f"cannot read the other trial at {path}: {error}") from None
+        return self._other_trials[path]
+
+
+def _for_rule(
+    callback: Callable[[str, Evaluation], None] | None, name: str
+) -> Callable[[Evaluation], None] | None:
+    if callback is None:
+        return None
+
+    def call(evaluation: Evaluation) -> None:
+        callback(name, evaluation)
+
+    return call
+
+
+def run_rule(
+    definition: RuleDefinition,
+    trial_path: str,
+    *,
+    output_dir: str | None = None,
+    every_step: bool | None = None,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    no_data_timeout: float = DEFAULT_NO_DATA_TIMEOUT,
+    on_stop_training: StopTrainingCallback | None = None,
+) -> Verdict:
+    """Evaluate one rule on the job at ``trial_path`` and return its verdict (see RuleRunner)."""
+    runner = RuleRunner(
+        definition,
+        trial_path,
+        output_dir=output_dir,
+        every_step=every_step,
+        poll_interval=poll_interval,
+        no_data_timeout=no_data_timeout,
+        on_stop_training=on_stop_training,
+    )
+    return runner.run()[0]

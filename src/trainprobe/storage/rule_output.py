@@ -1,0 +1,157 @@
+"""A rule's output: its evaluations and actions as JSON lines, and its status, per rule.
+
+::
+
+    <job>/rule-output/<RuleConfigurationName>/evaluations.jsonl   one line per evaluated step
+    <job>/rule-output/<RuleConfigurationName>/actions.jsonl       one line per action taken
+    <job>/rule-output/<RuleConfigurationName>/status.json         the latest status
+
+``status.json`` holds SageMaker's ``DebugRuleEvaluationStatuses`` fields (RuleConfigurationName,
+RuleEvaluationStatus, StatusDetails, LastModifiedTime in seconds since the epoch) plus
+trainprobe's own (Finished, StepsEvaluated). It is replaced atomically, so a reader sees the old
+status or the new one, never half of one. Lines are appended whole, one ``write`` each, and the
+readers here ignore a last line without its newline: a reader following the file while it grows
+never sees half a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainprobe.storage import files
+
+__all__ = [
+    "ACTIONS_FILE",
+    "EVALUATIONS_FILE",
+    "RULE_OUTPUT_DIR",
+    "STATUS_FILE",
+    "RuleOutputWriter",
+    "RuleStatus",
+    "read_actions",
+    "read_evaluations",
+    "read_status",
+    "rule_output_dir",
+]
+
+RULE_OUTPUT_DIR = "rule-output"
+EVALUATIONS_FILE = "evaluations.jsonl"
+ACTIONS_FILE = "actions.jsonl"
+STATUS_FILE = "status.json"
+
+
+def rule_output_dir(job_dir: str, rule_name: str) -> str:
+    """Where the rule called ``rule_name`` (its RuleConfigurationName) writes, under a job."""
+    return f"{job_dir.rstrip('/')}/{RULE_OUTPUT_DIR}/{rule_name}"
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule's status as ``status.json`` holds it."""
+
+    rule_configuration_name: str
+    rule_evaluation_status: str
+    status_details: str
+    last_modified_time: float
+    finished: bool = False
+    steps_evaluated: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as SageMaker names its fields, plus trainprobe's."""
+        return {
+            "RuleConfigurationName": self.rule_configuration_name,
+            "RuleEvaluationStatus": self.rule_evaluation_status,
+            "StatusDetails": self.status_details,
+            "LastModifiedTime": self.last_modified_time,
+            "Finished": self.finished,
+            "StepsEvaluated": self.steps_evaluated,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RuleStatus:
+        """Read ``to_json``'s form back."""
+        return cls(
+            rule_configuration_name=str(data["RuleConfigurationName"]),
+            rule_evaluation_status=str(data["RuleEvaluationStatus"]),
+            status_details=str(data.get("StatusDetails", "")),
+            last_modified_time=float(data["LastModifiedTime"]),
+            finished=bool(data.get("Finished", False)),
+            steps_evaluated=int(data.get("StepsEvaluated", 0)),
+        )
+
+
+class RuleOutputWriter:
+    """Writes one rule's output directory. Thread-safe: lines are appended under a lock."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory.rstrip("/")
+        os.makedirs(self.directory, exist_ok=True)
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+
+    def _append(self, name: str, record: Mapping[str, Any]) -> None:
+        line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            descriptor = self._open.get(name)
+            if descriptor is None:
+                path = f"{self.directory}/{name}"
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                self._open[name] = descriptor
+            written = os.write(descriptor, line)
+            while written < len(line):
+                written += os.write(descriptor, line[written:])
+
+    def append_evaluation(self, record: Mapping[str, Any]) -> None:
+        """Append one evaluation (JSON data: no NaN, no infinity) to ``evaluations.jsonl``."""
+        self._append(EVALUATIONS_FILE, record)
+
+    def append_action(self, record: Mapping[str, Any]) -> None:
+        """Append one action's outcome to ``actions.jsonl``."""
+        self._append(ACTIONS_FILE, record)
+
+    def write_status(self, status: RuleStatus) -> None:
+        """Replace ``status.json`` atomically."""
+        data = json.dumps(status.to_json(), indent=2) + "\n"
+        files.write_atomic(f"{self.directory}/{STATUS_FILE}", data.encode())
+
+    def close(self) -> None:
+        """Close the line files (they reopen if written again)."""
+        with self._lock:
+            while self._open:
+                os.close(self._open.popitem()[1])
+
+    def __del__(self) -> None:
+        for descriptor in getattr(self, "_open", {}).values():
+            os.close(descriptor)
+
+
+def _read_lines(path: str) -> list[dict[str, Any]]:
+    try:
+        data = files.read_bytes(path)
+    except FileNotFoundError:
+        return []
+    complete = data[: data.rfind(b"\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+
+def read_evaluations(directory: str) -> list[dict[str, Any]]:
+    """Every complete evaluation line written so far, in order (empty when there is none)."""
+    return _read_lines(f"{directory.rstrip('/')}/{EVALUATIONS_FILE}")
+
+
+def read_actions(directory: str) -> list[dict[str, Any]]:
+    """Every complete action line written so far, in order (empty when there is none)."""
+    return _read_lines(f"{directory.rstrip('/')}/{ACTIONS_FILE}")
+
+
+def read_status(directory: str) -> RuleStatus | None:
+    """The rule's latest status, or None before it wrote one."""
+    try:
+        data = files.read_bytes(f"{directory.rstrip('/')}/{STATUS_FILE}")
+    except FileNotFoundError:
+        return None
+    return RuleStatus.from_json(json.loads(data))
