@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
@@ -217,3 +218,23 @@ def test_the_change_watch_says_unchanged_only_when_nothing_was_added(tmp_path: P
     write(1002)  # a time within the settle window is not trusted: asked twice, True twice
     assert watch.changed()
     assert watch.changed()
+
+
+@pytest.mark.timeout(60)
+def test_stalled_training_is_found_while_the_job_is_quiet(tmp_path: Path) -> None:
+    # Three steps, then silence: the job neither writes nor ends.
+    out = tmp_path / "debug-output"
+    for step in range(3):
+        with StepWriter(str(out), step, "worker_0") as writer:
+            writer.add(GRADIENT, np.ones((2, 3), np.float32), mode=ModeKeys.TRAIN, mode_step=step)
+        if step == 0:
+            write_collections_file(str(out), "worker_0", COLLECTIONS, num_workers=1)
+    definition = RuleDefinition.for_builtin("StalledTrainingRule", {"threshold": "1"})
+    runner = RuleRunner(definition, str(out), output_dir=str(tmp_path / "rule-output"))
+    started = time.monotonic()
+    (verdict,) = runner.run()
+    assert verdict.status == "IssuesFound"
+    assert time.monotonic() - started < 30
+    evidence = verdict.issues[0].evidence[0]
+    assert "no new step" in evidence.message
+    assert verdict.issues[0].step == 2

@@ -190,7 +190,40 @@ class RuleEvaluator:
         evaluated = self._evaluate(rule, step, mode, mode_step)
         if evaluated is None:
             return
-        evaluation, end_of_rule = evaluated
+        self._take(*evaluated, steps_seen)
+
+    def check_idle(self, trial: Trial, last_step: int | None, steps_seen: int) -> None:
+        """While no new step arrives: a rule that watches for stalls (``check_progress``, as
+        StalledTrainingRule has) is asked whether the job has gone quiet for too long."""
+        rule = self.rule
+        check = getattr(rule, "check_progress", None)
+        if self.finished or rule is None or not callable(check):
+            return
+        started_at = time.time()
+        try:
+            stalled = bool(check())
+        except Exception as error:
+            take_evidence(rule)
+            detail = describe_failure(error, prefer_file=self.definition.user_file)
+            self.finish(ERROR, f"{self.definition.rule_to_invoke} failed: {detail}")
+            return
+        if not stalled:
+            return
+        mode, mode_step = (None, None) if last_step is None else trial.mode_modestep(last_step)
+        evaluation = Evaluation(
+            step=-1 if last_step is None else last_step,
+            mode=mode,
+            mode_step=mode_step,
+            result=ISSUES_FOUND,
+            evidence=tuple(take_evidence(rule)),
+            reason=None,
+            seconds=0.0,
+            time=started_at,
+        )
+        self._take(evaluation, False, steps_seen)
+
+    def _take(self, evaluation: Evaluation, end_of_rule: bool, steps_seen: int) -> None:
+        """Record one evaluation and act on its result."""
         if self._writer is not None:
             self._writer.append_evaluation(evaluation.to_json())
         if self.on_evaluation is not None:

@@ -160,7 +160,8 @@ class RuleRunner:
             # Steps become complete only when new files are read, so only then is there news.
             steps = trial.steps() if look else []
             look = False
-            for step in steps[bisect_right(steps, last_step) :]:
+            fresh = steps[bisect_right(steps, last_step) :]
+            for step in fresh:
                 last_step, steps_seen = step, steps_seen + 1
                 for evaluator in self._active():
                     evaluator.consider(trial, step, steps_seen)
@@ -170,6 +171,9 @@ class RuleRunner:
                 for evaluator in self._active():
                     evaluator.conclude(steps_seen)
                 return
+            if not fresh:
+                for evaluator in self._active():
+                    evaluator.check_idle(trial, last_step if steps_seen else None, steps_seen)
             if steps_seen == 0 and time.monotonic() - started > self.no_data_timeout:
                 raise _NoTrial(no_steps_message(self.trial_path, waited=self.no_data_timeout))
             self._stop.wait(self.poll_interval)
