@@ -49,10 +49,12 @@ from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.overhead import HookOverhead
+from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.save_plan import SavePlan
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
+from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import training_has_ended
@@ -153,6 +155,7 @@ class Hook:
         if out_dir is None or not os.fspath(out_dir):
             raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
         self.out_dir = os.fspath(out_dir)
+        self.stop_watch = StopRequestWatch(self.out_dir)
         if training_has_ended(self.out_dir):
             raise ConfigError(
                 "out_dir",
@@ -212,6 +215,9 @@ class Hook:
         self.overhead = HookOverhead(
             _bytes=self._capture.bytes_written, blocked_seconds=self._capture.blocked_seconds
         )
+        # Framework profiling rides along when a ProfilerConfig file is given
+        # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
+        self.profiler: FrameworkProfiler | None = FrameworkProfiler.from_environment()
         _singleton = self
         reference = weakref.ref(self)
         atexit.register(_close_at_exit, reference)
@@ -244,6 +250,9 @@ class Hook:
         if id(model) in self._registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
+        if self.profiler is not None:
+            # First, so that each step's timing includes the hook's own work.
+            self.profiler.register_module(model)
         top = type(model).__name__
         self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
         for qualified, submodule in model.named_modules():
@@ -280,6 +289,8 @@ class Hook:
                 self._advance()
             else:
                 self._on_step_start(model_id)
+            # Outside the error guard: a rule's StopTraining request must stop the training.
+            self.stop_watch.raise_if_requested(self.step)
 
         return _eager(step_start)
 
@@ -313,6 +324,8 @@ class Hook:
                 names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
                 raise ConfigError("mode", mode, f"one of {names}")
         self.mode = mode
+        if self.profiler is not None:
+            self.profiler.set_mode(mode)
 
     def get_collection(self, name: str, create: bool = True) -> Collection:
         """The collection ``name`` (created if missing and ``create``); ``.include(regex)`` it."""
@@ -509,6 +522,8 @@ class Hook:
         if self._closed:
             return
         self._closed = True
+        if self.profiler is not None:
+            self.profiler.close()
         try:
             if not self._failed:
                 self._finish_step()

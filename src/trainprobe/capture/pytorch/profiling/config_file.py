@@ -1,0 +1,119 @@
+"""The ProfilerConfig file a training reads its framework profiling from, watched for updates.
+
+The file holds a ``ProfilerConfig`` request (CreateTrainingJob's shape, with any UpdateTrainingJob
+applied: what the job runner writes, and what SageMaker writes to ``profilerconfig.json``). It is
+found at ``$TRAINPROBE_PROFILER_CONFIG``, else smdebug's ``$SMPROFILER_CONFIG_PATH``, else
+SageMaker's default location.
+
+Watching costs one ``stat`` at most every ``check_interval`` seconds and a read only when the
+file's modification time, size or inode changed: the system monitor watches the same file the
+same way (``trainprobe.capture.system_monitor.settings``). A file that cannot be read or is not a
+valid ProfilerConfig leaves the plan as it was, logged once per version of the file.
+
+Framework profiling runs only when the config has framework profiling parameters (a
+``FrameworkProfile``) and ``DisableProfiler`` is false, as in smdebug: a ProfilerConfig with no
+``ProfilingParameters`` asks for system monitoring only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
+from trainprobe.storage import files
+
+__all__ = [
+    "CONFIG_PATH_VARIABLES",
+    "DEFAULT_CONFIG_PATH",
+    "ProfilerConfigWatch",
+    "find_profiler_config",
+    "framework_plan",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_PATH_VARIABLES = ("TRAINPROBE_PROFILER_CONFIG", "SMPROFILER_CONFIG_PATH")
+"""Environment variables naming the file, in the order they are consulted."""
+
+DEFAULT_CONFIG_PATH = "/opt/ml/input/config/profilerconfig.json"
+"""Where SageMaker puts the file inside a training container."""
+
+
+def find_profiler_config() -> str | None:
+    """The ProfilerConfig file this process should use, or None when there is none."""
+    for variable in CONFIG_PATH_VARIABLES:
+        path = os.environ.get(variable, "").strip()
+        if path:
+            return path if files.exists(path) else None
+    return DEFAULT_CONFIG_PATH if files.exists(DEFAULT_CONFIG_PATH) else None
+
+
+def framework_plan(config: ProfilerConfig) -> ProfilingPlan:
+    """What ``config`` asks framework profiling to do (``enabled`` False: nothing at all)."""
+    plan = config.profiling_plan()
+    if config.framework_profile_params is None:
+        plan = replace(plan, enabled=False)
+    return plan
+
+
+class ProfilerConfigWatch:
+    """A ProfilerConfig request JSON file, read once and then checked for changes."""
+
+    def __init__(
+        self,
+        path: str,
+        check_interval: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self.check_interval = check_interval
+        self._clock = clock
+        self._version: tuple[int, int, int] | None = None
+        self._next_check = -float("inf")
+
+    def read(self) -> ProfilingPlan:
+        """The plan the file holds now; raises ConfigErrors, or OSError if it cannot be read."""
+        self._version = self._stat()
+        self._next_check = self._clock() + self.check_interval
+        try:
+            request = json.loads(files.read_bytes(self.path))
+        except ValueError as error:
+            raise ConfigErrors(
+                [ConfigError(self.path, "(file content)", f"a ProfilerConfig JSON object: {error}")]
+            ) from None
+        return framework_plan(ProfilerConfig.from_request_dict(request))
+
+    def changed(self) -> ProfilingPlan | None:
+        """The new plan if the file changed since it was last read, else None.
+
+        Does nothing (not even a ``stat``) until ``check_interval`` seconds have passed since
+        the last check.
+        """
+        now = self._clock()
+        if now < self._next_check:
+            return None
+        self._next_check = now + self.check_interval
+        try:
+            version = self._stat()
+        except OSError:
+            return None  # being replaced, or gone: keep the plan we have
+        if version == self._version:
+            return None
+        try:
+            return self.read()
+        except (OSError, ValueError) as error:
+            self._version = version
+            log.warning(
+                "trainprobe: ignoring %s, keeping the current profiling: %s", self.path, error
+            )
+            return None
+
+    def _stat(self) -> tuple[int, int, int]:
+        status = os.stat(self.path)
+        return status.st_mtime_ns, status.st_size, status.st_ino

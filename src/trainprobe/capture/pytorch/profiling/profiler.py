@@ -1,0 +1,467 @@
+"""``FrameworkProfiler``: framework profiling of a PyTorch training, as a ProfilerConfig asks.
+
+Usage, on its own or created by the tensor hook::
+
+    profiler = FrameworkProfiler("profilerconfig.json", out_dir)   # or a ProfilingPlan
+    profiler.register_module(model)
+    for inputs, labels in loader:        # each forward of the model is one step (the first is 0)
+        ...
+    profiler.close()
+
+While framework profiling is on (the config has a ``FrameworkProfile`` and ``DisableProfiler`` is
+false) it writes, under ``out_dir`` (by default the config's ``LocalPath``), the layout of
+``trainprobe.storage.trace_file``:
+
+- the step timeline for every step: step, forward, backward, optimizer step and data wait
+  (``trainprobe.capture.pytorch.profiling.timeline``), cheap enough to leave on;
+- over the detailed profiling range, a ``torch.profiler`` trace (``.detailed``);
+- over the data loader profiling range, the DataLoader's batches, waits and worker processes
+  (``.dataloader``);
+- over the Python profiling range, cProfile or Pyinstrument profiles per step segment, and one
+  from the profiler's creation to step 0 (``.python_profiling``).
+
+Where the moments come from: a forward pre-hook on the model starts a step (as smdebug's hook
+does) and a forward hook ends its forward pass; a hook on the gradient of the model's output
+starts the backward pass, and a callback queued to autograd's engine ends it; torch.optim's global
+step pre- and post-hooks time the optimizer; ``torch.utils.data.DataLoader`` iteration is wrapped
+(``.dataloader_patch``). Steps count every forward of a registered model, whatever the mode
+(``set_mode``); ranges are in these global steps, and events carry the step within its mode.
+
+Given the path of a ProfilerConfig file, the profiler checks the file (one ``stat``) at a step
+start at most every ``check_interval`` seconds, and applies a changed file (new ranges,
+``DisableProfiler``) from that step on.
+
+A failure inside the profiler never reaches the training: it is logged once and that part (the
+timeline, detailed, data loader or Python profiling) stops; files already written stay intact.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import logging
+import os
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.profiling import dataloader_patch
+from trainprobe.capture.pytorch.profiling.config_file import (
+    ProfilerConfigWatch,
+    find_profiler_config,
+)
+from trainprobe.capture.pytorch.profiling.node import default_node_id
+from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
+from trainprobe.capture.pytorch.profiling.schedule import Schedules
+from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
+from trainprobe.capture.pytorch.profiling.timeline import StepRecord
+from trainprobe.config.errors import ConfigError
+from trainprobe.config.profiler_config import ProfilingPlan
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.trace_file import ProfilePoint, check_trace_node_id
+
+__all__ = ["FrameworkProfiler"]
+
+log = logging.getLogger(__name__)
+
+_PARTS = {
+    "profiler": "framework profiling",
+    "timeline": "the step timeline",
+    "detailed": "detailed profiling",
+    "dataloader": "data loader profiling",
+    "python": "Python profiling",
+    "config": "watching the profiler configuration",
+}
+
+_R = TypeVar("_R")
+
+
+def _now_us() -> float:
+    return time.time() * 1e6
+
+
+def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
+    """``function`` run as plain Python even inside a compiled region (a graph break)."""
+    return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _grad_tensor(value: object, depth: int = 0) -> torch.Tensor | None:
+    """The first tensor of a module's output that will receive a gradient, if any."""
+    if isinstance(value, torch.Tensor):
+        return value if value.requires_grad else None
+    if depth > 3:
+        return None
+    items: Any
+    if isinstance(value, (tuple, list)):
+        items = value
+    elif isinstance(value, Mapping):
+        items = value.values()
+    else:
+        return None
+    for item in items:
+        found = _grad_tensor(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _queue_at_backward_end(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when the backward pass in progress finishes."""
+    engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
+    engine.queue_callback(callback)
+
+
+class FrameworkProfiler:
+    """Profiles a PyTorch training as a ProfilerConfig says (see the module docstring).
+
+    ``config`` is a ``ProfilingPlan`` or the path of a ProfilerConfig request JSON file (then
+    watched for updates every ``check_interval`` seconds). ``out_dir`` defaults to the config's
+    ``LocalPath``; ``node_id`` (names the files) to ``<rank or pid>-<host>``. With
+    ``profile_after_close`` and Python profiling configured, a last profile runs from ``close()``
+    to the end of the process (``posthookclose``), as smdebug's does. ``spent_seconds`` is the
+    time its hooks have taken from the training so far, writing profiles included.
+    """
+
+    def __init__(
+        self,
+        config: ProfilingPlan | str | os.PathLike[str],
+        out_dir: str | os.PathLike[str] | None = None,
+        node_id: str | None = None,
+        *,
+        check_interval: float = 0.5,
+        profile_after_close: bool = True,
+    ) -> None:
+        self._watch: ProfilerConfigWatch | None = None
+        if isinstance(config, ProfilingPlan):
+            plan = config
+        elif isinstance(config, (str, os.PathLike)):
+            self._watch = ProfilerConfigWatch(os.fspath(config), check_interval)
+            plan = self._watch.read()
+        else:
+            raise ConfigError(
+                "config", config, "a ProfilingPlan or the path of a ProfilerConfig JSON file"
+            )
+        directory = os.fspath(out_dir) if out_dir is not None else plan.trace_files.local_path
+        if not directory:
+            raise ConfigError("out_dir", out_dir, "a directory to write the profiles into")
+        self.out_dir = directory
+        self.node_id = default_node_id() if node_id is None else check_trace_node_id(node_id)
+        self.profile_after_close = profile_after_close
+        self.step = -1
+        self.mode = ModeKeys.GLOBAL
+        self.mode_steps = dict.fromkeys(ModeKeys, -1)
+        self._spent = 0.0
+        self._plan = plan
+        self._schedules = Schedules.of(plan, 0, time.time())
+        self._off: set[str] = set()
+        self._closed = False
+        self._recorder = TimelineRecorder(
+            self.out_dir,
+            self.node_id,
+            _now_us(),
+            os.getpid(),
+            self._off,
+            self._fail,
+            self._worker_timings_wanted,
+        )
+        self._sessions = ProfilingSessions(self.out_dir, self.node_id, self._off, self._fail)
+        self._optimizer_starts: dict[int, float] = {}
+        self._registered: set[int] = set()
+        self._recorder.configure(plan)
+        self._recorder.refresh(self.active, plan)
+        self._handles: list[Any] = [
+            register_optimizer_step_pre_hook(self._optimizer_started),
+            register_optimizer_step_post_hook(self._optimizer_ended),
+        ]
+        dataloader_patch.add_listener(self._recorder)
+        if self.active and plan.python is not None:
+            point = ProfilePoint("prestepzero", None, "start", _now_us())
+            self._sessions.start_python(plan, point, plan.python_timer_at(-1))
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    @classmethod
+    def from_environment(
+        cls, out_dir: str | os.PathLike[str] | None = None, node_id: str | None = None
+    ) -> FrameworkProfiler | None:
+        """A profiler watching this process's ProfilerConfig file, or None when there is none.
+
+        The file is ``$TRAINPROBE_PROFILER_CONFIG``, else ``$SMPROFILER_CONFIG_PATH``, else
+        SageMaker's default location; an invalid file raises ConfigErrors.
+        """
+        path = find_profiler_config()
+        return None if path is None else cls(path, out_dir, node_id)
+
+    @property
+    def plan(self) -> ProfilingPlan:
+        """What is profiled and when, as last read."""
+        return self._plan
+
+    @property
+    def active(self) -> bool:
+        """Whether framework profiling is on now."""
+        return self._plan.enabled and not self._closed and "profiler" not in self._off
+
+    @property
+    def spent_seconds(self) -> float:
+        """Seconds the profiler's hooks have taken from the training (on any thread)."""
+        return self._spent + self._recorder.spent_seconds
+
+    def _fail(self, part: str, error: BaseException) -> None:
+        if part in self._off:
+            return
+        self._off.add(part)
+        log.error(
+            "trainprobe: %s failed and stops for the rest of this run (%s: %s). Training "
+            "continues; what was already written under %s is intact.",
+            _PARTS.get(part, part),
+            type(error).__name__,
+            error,
+            self.out_dir,
+        )
+        self._sessions.abandon(part)
+        self._recorder.recording = self._recorder.recording and part not in ("timeline", "profiler")
+
+    def _worker_timings_wanted(self) -> bool:
+        return not self._schedules.dataloader.finished(self.step + 1, time.time())
+
+    # ----- registration, modes -----
+
+    def register_module(self, module: torch.nn.Module) -> None:
+        """Profile ``module``'s steps: each of its forwards starts one."""
+        if not isinstance(module, torch.nn.Module):
+            raise ConfigError("module", module, "a torch.nn.Module")
+        model = naming.unwrap(module)
+        if id(model) in self._registered:
+            return
+        self._registered.add(id(model))
+        name = type(model).__name__
+        self._handles.append(model.register_forward_pre_hook(self._forward_pre_hook(name)))
+        self._handles.append(model.register_forward_hook(self._forward_hook()))
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next step is of that mode."""
+        if not isinstance(mode, ModeKeys):
+            if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(ModeKeys):
+                mode = ModeKeys(mode)
+            else:
+                names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
+                raise ConfigError("mode", mode, f"one of {names}")
+        self.mode = mode
+
+    def record_event(
+        self,
+        training_phase: str,
+        op_name: str,
+        start_time: float,
+        duration: float,
+        **args: Any,
+    ) -> None:
+        """Add an event of your own to the timeline (times in seconds since the epoch)."""
+        self._recorder.emit(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
+
+    def _forward_pre_hook(self, name: str) -> Callable[..., None]:
+        def forward_pre_hook(module: torch.nn.Module, inputs: Any) -> None:
+            started = time.perf_counter()
+            try:
+                self._start_step(name)
+            except Exception as error:
+                self._fail("profiler", error)
+            self._spent += time.perf_counter() - started
+
+        return _eager(forward_pre_hook)
+
+    def _forward_hook(self) -> Callable[..., None]:
+        def forward_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+            started = time.perf_counter()
+            try:
+                self._end_forward(outputs)
+            except Exception as error:
+                self._fail("profiler", error)
+            self._spent += time.perf_counter() - started
+
+        return _eager(forward_hook)
+
+    # ----- the step -----
+
+    def _start_step(self, model: str) -> None:
+        entry_us = _now_us()
+        if self._watch is not None and "config" not in self._off:
+            self._check_config()
+        self.step += 1
+        self.mode_steps[self.mode] += 1
+        mode_step = self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
+        if not self.active:
+            return
+        step, mode, now = self.step, self.mode, entry_us / 1e6
+        schedules, off = self._schedules, self._off
+        python = "python" not in off and schedules.python.covers(step, now)
+        detailed = "detailed" not in off and schedules.detailed.covers(step, now)
+        dataloader = "dataloader" not in off and schedules.dataloader.covers(step, now)
+        # The slow work of the previous step's profiling first; it belongs to no step.
+        sessions, mode_name = self._sessions, mode.name.lower()
+        if sessions.running:
+            sessions.finish_step(mode_name, step, entry_us, keep_detailed=detailed)
+        recorder = self._recorder
+        if recorder.recording:
+            done = schedules.dataloader.finished(step, now)
+            recorder.step_started(
+                step, mode, mode_step, model, _now_us(), entry_us, dataloader, done
+            )
+        if detailed or python:
+            sessions.begin_step(self._plan, mode_name, step, detailed, python)
+
+    def _end_forward(self, outputs: Any) -> None:
+        if not self.active:
+            return
+        end_us = _now_us()
+        record = self._recorder.timeline.current
+        if self._recorder.recording and record is not None:
+            self._recorder.timeline.forward_ended(end_us)
+            if torch.is_grad_enabled():
+                tensor = _grad_tensor(outputs)
+                if tensor is not None:
+                    # A tensor that cannot take hooks (inference mode) has no backward.
+                    with contextlib.suppress(RuntimeError):
+                        hook = functools.partial(self._backward_started, record)
+                        tensor.register_hook(hook)  # type: ignore[no-untyped-call]
+        if self._sessions.python.running:
+            self._sessions.forward_ended(self._plan, self.mode.name.lower(), self.step, end_us)
+
+    def _backward_started(self, record: StepRecord, gradient: torch.Tensor) -> None:
+        started = time.perf_counter()
+        try:
+            start_us = _now_us()
+
+            def backward_ended() -> None:
+                ended = time.perf_counter()
+                try:
+                    if self._recorder.recording:
+                        self._recorder.timeline.backward(record, start_us, _now_us())
+                except Exception as error:
+                    self._fail("timeline", error)
+                self._spent += time.perf_counter() - ended
+
+            _queue_at_backward_end(backward_ended)
+        except Exception as error:
+            self._fail("timeline", error)
+        self._spent += time.perf_counter() - started
+
+    def _optimizer_started(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._recorder.recording:
+            started = time.perf_counter()
+            self._optimizer_starts[id(optimizer)] = _now_us()
+            self._spent += time.perf_counter() - started
+
+    def _optimizer_ended(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        started = time.perf_counter()
+        start_us = self._optimizer_starts.pop(id(optimizer), None)
+        if start_us is None or not self._recorder.recording:
+            return
+        try:
+            name = f"{type(optimizer).__name__}.step"
+            self._recorder.timeline.optimizer_step(name, start_us, _now_us())
+        except Exception as error:
+            self._fail("timeline", error)
+        self._spent += time.perf_counter() - started
+
+    # ----- configuration updates -----
+
+    def _check_config(self) -> None:
+        assert self._watch is not None
+        try:
+            plan = self._watch.changed()
+        except Exception as error:
+            self._fail("config", error)
+            return
+        if plan is not None:
+            self._apply(plan)
+
+    def _apply(self, plan: ProfilingPlan) -> None:
+        """Profile by ``plan`` from the next step on (a live update)."""
+        was_active = self.active
+        if plan.trace_files.local_path != self._plan.trace_files.local_path:
+            plan = replace(plan, trace_files=self._plan.trace_files)  # the output cannot move
+        if was_active and not plan.enabled:
+            self._stop_all("stepend")
+            self._recorder.pause()
+        self._plan = plan
+        self._schedules = Schedules.of(plan, self.step + 1, time.time())
+        self._recorder.configure(plan)
+        self._recorder.refresh(self.active, plan)
+        log.info(
+            "trainprobe: framework profiling %s from step %d",
+            "updated" if plan.enabled else "disabled",
+            self.step + 1,
+        )
+
+    def _stop_all(self, phase: str) -> None:
+        """End every profile in progress and write the last step (its phase is ``phase``)."""
+        self._sessions.stop_all(self.mode.name.lower(), self.step, phase)
+        self._recorder.finish()
+
+    # ----- the end -----
+
+    def close(self) -> None:
+        """Finish every profile and the timeline; the profiler stops (idempotent)."""
+        self._close(at_exit=False)
+
+    def _close(self, at_exit: bool) -> None:
+        if self._closed:
+            return
+        active = self.active
+        try:
+            dataloader_patch.remove_listener(self._recorder)
+            for handle in self._handles:
+                handle.remove()
+            self._handles.clear()
+            if active:
+                self._stop_all("stepend")
+        except Exception as error:
+            self._fail("profiler", error)
+        self._closed = True
+        self._recorder.close()
+        if (
+            active
+            and not at_exit
+            and self.profile_after_close
+            and self._plan.python is not None
+            and "python" not in self._off
+        ):
+            point = ProfilePoint("posthookclose", None, "end", _now_us())
+            self._sessions.start_python(self._plan, point, self._plan.python_timer_at(-1))
+            if self._sessions.python.running:
+                atexit.register(_stop_after_close, weakref.ref(self))
+
+    def _stop_after_close(self) -> None:
+        self._sessions.stop_python(ProfilePoint("posthookclose", None, "end", _now_us()))
+
+    def __repr__(self) -> str:
+        return (
+            f"<trainprobe FrameworkProfiler out_dir={self.out_dir!r} node_id={self.node_id!r} "
+            f"step={self.step} active={self.active}>"
+        )
+
+
+def _close_at_exit(reference: weakref.ref[FrameworkProfiler]) -> None:
+    profiler = reference()
+    if profiler is not None:
+        try:
+            profiler._close(at_exit=True)
+        except Exception:
+            log.debug("trainprobe: closing the framework profiler at exit failed", exc_info=True)
+
+
+def _stop_after_close(reference: weakref.ref[FrameworkProfiler]) -> None:
+    profiler = reference()
+    if profiler is not None:
+        profiler._stop_after_close()
