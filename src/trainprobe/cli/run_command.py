@@ -1,0 +1,398 @@
+"""``trainprobe run SCRIPT [OPTIONS] -- [SCRIPT ARGS]``: run a training as a debugged job.
+
+It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added
+to the hook's configuration, ProfilerReport when no rule is given and profiling is on), starts
+the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for the
+job's status, the latest saved step and each rule's status as it changes. At the end it prints
+each rule's verdict with its evidence, where the outputs are, and the report's path once there
+is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from typing import Any
+
+from trainprobe.config import catalogue, rule_configs
+from trainprobe.config.actions import StopTraining
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.jobs import (
+    JobStore,
+    create_training_job,
+    describe_training_job,
+    job_name_from_base,
+    stop_training_job,
+    with_default_profiler_rule,
+    with_rule_collections,
+)
+from trainprobe.jobs.describe import layout_of
+from trainprobe.jobs.layout import JobLayout
+from trainprobe.jobs.progress import LogTail, latest_saved_step, rule_verdict
+from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
+from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.rules.verdict import ISSUES_FOUND
+
+__all__ = ["build_request", "register", "run"]
+
+_EPILOG = """\
+Options after SCRIPT are trainprobe's when a `--` follows them (or when, with no `--`, every
+one of them is a trainprobe option); what follows `--` goes to the script.
+
+  trainprobe run train.py -- --epochs 3
+  trainprobe run train.py --rule ExplodingTensor --rule LossNotDecreasing:num_steps=20 \\
+      --save-interval 10 --stop-on-issue -- --epochs 3
+
+--rule takes a built-in rule name and its parameters, NAME[:param=value,...] (a value may
+hold commas: collection_names=weights,gradients); name=... sets the rule's configuration name.
+Profiler rules (ProfilerReport, the default when no rule is given) are recorded as not
+available in this version; the profiler data is kept.
+
+exit status: 0 the job completed or was stopped; 1 the training failed, or (with
+--fail-on-issue) a rule found an issue; 2 bad arguments; 130 stopped with Ctrl-C
+"""
+
+POLL_SECONDS = 0.5
+_STEP_EVERY_SECONDS = 2.0
+_PREFIX = "[trainprobe]"
+_CTRL_C = "Stopped with Ctrl-C in trainprobe run"
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rule",
+        action="append",
+        default=[],
+        metavar="NAME[:param=value,...]",
+        help="a built-in rule to run on the job (repeatable)",
+    )
+    parser.add_argument(
+        "--stop-on-issue",
+        action="store_true",
+        help="give every debugging rule a StopTraining action: stop the training at its issue",
+    )
+    parser.add_argument(
+        "--save-interval",
+        type=int,
+        metavar="STEPS",
+        help="save tensors every STEPS steps (default: SageMaker's 500; the rules' collections "
+        "too)",
+    )
+    parser.add_argument("--no-profiler", action="store_true", help="no system monitoring")
+    parser.add_argument(
+        "--profiler-interval-ms",
+        type=int,
+        default=500,
+        metavar="MS",
+        help="system monitoring interval: 100, 200, 500, 1000, 5000 or 60000 (default 500)",
+    )
+    parser.add_argument(
+        "--output", metavar="DIR", help="output root (default: $TRAINPROBE_HOME/output)"
+    )
+    parser.add_argument("--name", help="the job's name (default: <script>-<time>)")
+    parser.add_argument(
+        "--instance-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="training processes; more than 1 runs the script with torchrun",
+    )
+    parser.add_argument(
+        "--max-run",
+        type=int,
+        metavar="SECONDS",
+        help="stop the training after SECONDS (MaxRuntimeInSeconds)",
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="set for the training"
+    )
+    parser.add_argument(
+        "--fail-on-issue",
+        action="store_true",
+        help="exit with status 1 when a rule found an issue",
+    )
+    parser.add_argument("--quiet", action="store_true", help="do not show the training's output")
+
+
+def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``run`` to the command line."""
+    parser = subcommands.add_parser(
+        "run",
+        help="run a training script as a debugged job",
+        description="Run a training script with the hook, the system monitor and the rules, "
+        "follow it, and print the rules' verdicts.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_options(parser)
+    parser.add_argument("script", metavar="SCRIPT", help="the training script")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    options = argparse.ArgumentParser(prog="trainprobe run", add_help=False)
+    _add_options(options)
+    parser.set_defaults(run=lambda args: run(args, options))
+
+
+def _split_arguments(args: argparse.Namespace, options: argparse.ArgumentParser) -> None:
+    """Options after SCRIPT before a ``--`` are trainprobe's, the rest the script's. Without a
+    ``--``, they are trainprobe's only when all of them are trainprobe options."""
+    rest = list(args.script_args)
+    if "--" in rest:
+        cut = rest.index("--")
+        options.parse_args(rest[:cut], namespace=args)
+        rest = rest[cut + 1 :]
+    elif rest and rest[0].startswith("-"):
+        _, unknown = options.parse_known_args(rest, namespace=argparse.Namespace())
+        if not unknown:
+            options.parse_args(rest, namespace=args)
+            rest = []
+    args.script_args = rest
+
+
+def _rule_parameters(text: str) -> tuple[str, dict[str, str]]:
+    name, _, listed = text.partition(":")
+    parameters: dict[str, str] = {}
+    last: str | None = None
+    for piece in listed.split(",") if listed else []:
+        key, equals, value = piece.partition("=")
+        if equals and key.strip():
+            last = key.strip()
+            parameters[last] = value
+        elif last is not None:
+            parameters[last] += "," + piece
+        else:
+            raise ConfigError("--rule", text, "NAME[:param=value,...], e.g. ExplodingTensor")
+    return name.strip(), parameters
+
+
+def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], list[Any]]:
+    debugging: list[dict[str, Any]] = []
+    profiler: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for text in args.rule:
+        name, parameters = _rule_parameters(text)
+        spec = catalogue.get(name, field="--rule")
+        configured = parameters.pop("name", None) or spec.name
+        suffix = 2
+        while configured in used:
+            configured, suffix = f"{spec.name}-{suffix}", suffix + 1
+        used.add(configured)
+        if spec.kind == "profiler":
+            try:
+                config = getattr(rule_configs, spec.sdk_name)(**parameters)
+            except TypeError as error:
+                raise ConfigError("--rule", text, f"parameters of {spec.name}: {error}") from None
+            profiler.append(
+                ProfilerRule.sagemaker(config, name=configured).to_profiler_rule_config_dict()
+            )
+            continue
+        rule = Rule.sagemaker(
+            rule_configs.base_config(spec.name),
+            name=configured,
+            rule_parameters=parameters,
+            actions=StopTraining() if args.stop_on_issue else None,
+        )
+        rule.prepare_actions(job_name)
+        debugging.append(rule.to_debugger_rule_config_dict())
+    return debugging, profiler
+
+
+def _environment(pairs: list[str]) -> dict[str, str]:
+    environment = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise ConfigError("--env", pair, "KEY=VALUE")
+        environment[key] = value
+    return environment
+
+
+def build_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The CreateTrainingJob request ``trainprobe run`` sends for ``args``."""
+    stem = os.path.splitext(os.path.basename(args.script))[0]
+    name = args.name or job_name_from_base(stem)
+    debugging, profiler = _rule_entries(args, name)
+    hook: dict[str, Any] = {}
+    if args.save_interval is not None:
+        if args.save_interval < 1:
+            raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
+        hook["HookParameters"] = {"save_interval": str(args.save_interval)}
+    request: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {
+            "TrainingInputMode": "File",
+            "ContainerEntrypoint": [os.path.abspath(args.script)],
+            "ContainerArguments": list(args.script_args),
+        },
+        "ResourceConfig": {"InstanceCount": args.instance_count, "InstanceType": "local"},
+        "DebugHookConfig": hook,
+    }
+    if args.output:
+        request["OutputDataConfig"] = {"S3OutputPath": os.path.abspath(args.output)}
+    if args.max_run is not None:
+        request["StoppingCondition"] = {"MaxRuntimeInSeconds": args.max_run}
+    if debugging:
+        request["DebugRuleConfigurations"] = debugging
+    if profiler:
+        request["ProfilerRuleConfigurations"] = profiler
+    if not args.no_profiler:
+        request["ProfilerConfig"] = {
+            "ProfilingIntervalInMilliseconds": args.profiler_interval_ms,
+            "DisableProfiler": False,
+        }
+    environment = _environment(args.env)
+    if environment:
+        request["Environment"] = environment
+    request = with_default_profiler_rule(with_rule_collections(request))
+    if args.save_interval is not None:
+        for collection in request["DebugHookConfig"].get("CollectionConfigurations", []):
+            parameters = collection.get("CollectionParameters") or {}
+            if "save_interval" in parameters:
+                parameters["save_interval"] = str(args.save_interval)
+    return request
+
+
+def _say(text: str) -> None:
+    print(f"{_PREFIX} {text}", flush=True)
+
+
+class _Follower:
+    """Prints what changed in the job since the last look."""
+
+    def __init__(self, layout: JobLayout, quiet: bool) -> None:
+        self.layout = layout
+        self.training_log = None if quiet else LogTail(layout.training_log)
+        self.status: tuple[str, str] | None = None
+        self.rules: dict[str, str] = {}
+        self.step: int | None = None
+        self._step_shown = 0.0
+
+    def show(self, description: dict[str, Any]) -> None:
+        if self.training_log is not None:
+            for line in self.training_log.new_lines():
+                print(line, flush=True)
+        status = (description["TrainingJobStatus"], description["SecondaryStatus"])
+        if status != self.status:
+            self.status = status
+            _say(f"job {description['TrainingJobName']}: {status[0]} ({status[1]})")
+        step = latest_saved_step(self.layout.debug_output)
+        now = time.monotonic()
+        if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
+            self.step, self._step_shown = step, now
+            _say(f"step {step}")
+        for rule in _rule_statuses(description):
+            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+            if self.rules.get(name) != value:
+                self.rules[name] = value
+                details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
+                _say(f"rule {name}: {value}{details}")
+
+
+def _rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        *description.get("DebugRuleEvaluationStatuses", []),
+        *description.get("ProfilerRuleEvaluationStatuses", []),
+    ]
+
+
+def _finished(description: dict[str, Any]) -> bool:
+    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
+        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
+        for rule in _rule_statuses(description)
+    )
+
+
+def _report_path(job_dir: str) -> str | None:
+    for directory, _, names in os.walk(os.path.join(job_dir, "rule-output")):
+        if "profiler-report.html" in names:
+            return os.path.join(directory, "profiler-report.html")
+    return None
+
+
+def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
+    status = description["TrainingJobStatus"]
+    lines = ["", f"Training job {description['TrainingJobName']}: {status}"]
+    if description["SecondaryStatus"] != status:
+        lines[-1] += f" ({description['SecondaryStatus']})"
+    if description.get("FailureReason"):
+        lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
+    statuses = _rule_statuses(description)
+    if statuses:
+        lines += ["", "Rules:"]
+        for rule in statuses:
+            name = rule["RuleConfigurationName"]
+            verdict = rule_verdict(
+                layout.rule_output_dir(name),
+                name,
+                rule["RuleEvaluationStatus"],
+                rule["StatusDetails"],
+            )
+            lines += [f"  {line}" for line in verdict.lines()]
+    lines += [
+        "",
+        "Outputs:",
+        f"  tensors:   {layout.debug_output}",
+        f"  profiler:  {layout.profiler_output}",
+        f"  rules:     {layout.rule_output}",
+    ]
+    if "TensorBoardOutputConfig" in description:
+        lines.append(f"  tensorboard: {layout.tensorboard_output}")
+    lines.append(f"  model:     {layout.model_dir}")
+    lines.append(f"  logs:      {layout.logs_dir}")
+    report = _report_path(layout.job_dir)
+    if report is not None:
+        lines.append(f"Report: {report}")
+    return lines
+
+
+def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: bool) -> int:
+    if interrupted:
+        return 130
+    if description["TrainingJobStatus"] == "Failed":
+        return 1
+    issues = any(
+        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in _rule_statuses(description)
+    )
+    return 1 if fail_on_issue and issues else 0
+
+
+def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
+    """Run the job ``args`` describe and follow it; the exit status (see the epilog)."""
+    _split_arguments(args, options)
+    store = JobStore()
+    try:
+        request = build_request(args)
+        create_training_job(request, store=store)
+    except (ConfigError, ConfigErrors) as error:
+        print(f"trainprobe run: {error}", file=sys.stderr)
+        return 2
+    name = request["TrainingJobName"]
+    asked = {"TrainingJobName": name}
+    record = store.get(name)
+    assert record is not None
+    layout = layout_of(record)
+    _say(f"job {name} started; its files are in {layout.job_dir}")
+    follower = _Follower(layout, args.quiet)
+    interrupted = False
+    while True:
+        try:
+            description = describe_training_job(asked, store=store)
+            follower.show(description)
+            if _finished(description):
+                break
+            time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            if interrupted:
+                _say(f"leaving job {name} to finish on its own")
+                return 130
+            interrupted = True
+            _say("stopping the job (Ctrl-C again to leave it running)")
+            with contextlib.suppress(ConfigError):  # it may have just finished
+                stop_training_job(asked, store=store, reason=_CTRL_C)
+    follower.show(description)
+    for line in _summary(description, layout):
+        print(line)
+    return _exit_status(description, args.fail_on_issue, interrupted)

@@ -1,0 +1,148 @@
+"""StopTrainingJob and UpdateTrainingJob: change a running job from any process.
+
+Stopping records the request in the job store (the job is Stopping at once) and wakes the job's
+runner, which stops the training (SIGTERM, then SIGKILL after a grace period) and ends the job
+Stopped. Updating replaces the job's profiler config file, which the system monitor and the
+training watch: a new sampling interval or ``DisableProfiler`` applies within an interval, with
+no restart. New profiler rules are recorded (as not available in this version, see
+``trainprobe.jobs.rule_statuses``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.profiler_config import ProfilerConfig
+from trainprobe.config.training_job import MAX_PROFILER_RULES, UpdateTrainingJobRequest
+from trainprobe.jobs.describe import find_job, layout_of
+from trainprobe.jobs.errors import JobStateError
+from trainprobe.jobs.launch_plan import write_profiler_config
+from trainprobe.jobs.rule_statuses import record_unavailable_profiler_rules
+from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.store import JobRecord, JobStore
+
+__all__ = ["STOPPED_BY_REQUEST", "stop_training_job", "update_training_job"]
+
+STOPPED_BY_REQUEST = "Stopped by a StopTrainingJob request"
+
+
+def _wake_runner(record: JobRecord) -> None:
+    if record.runner_pid is None or record.runner_host != socket.gethostname():
+        return  # it reads the store every tick anyway
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(record.runner_pid, WAKE_SIGNAL)
+
+
+def _refuse(record: JobRecord, operation: str) -> JobStateError:
+    return JobStateError(
+        "TrainingJobName",
+        record.name,
+        f"a job in progress: {operation} was refused because the job is {record.status}",
+    )
+
+
+def stop_training_job(
+    request: Mapping[str, Any], *, store: JobStore | None = None, reason: str | None = None
+) -> dict[str, Any]:
+    """SageMaker's StopTrainingJob: ``{"TrainingJobName": ...}``; returns ``{}``.
+
+    The job is Stopping at once and Stopped once its training has ended; ``reason`` (default:
+    a StopTrainingJob request) is recorded. Stopping a job that is already stopping changes
+    nothing; a finished job is a JobStateError.
+    """
+    store = store if store is not None else JobStore()
+    record = find_job(store, request)
+    if record.status == "Stopping":
+        return {}
+    if record.status != "InProgress":
+        raise _refuse(record, "StopTrainingJob")
+    why = reason or STOPPED_BY_REQUEST
+    moved = store.transition(
+        record.name,
+        "Stopping",
+        "Stopping",
+        f"Stopping the training job: {why}",
+        only_if_status=("InProgress",),
+        stop_reason=why,
+    )
+    if not moved:
+        latest = find_job(store, request)
+        if latest.status != "Stopping":
+            raise _refuse(latest, "StopTrainingJob")
+    _wake_runner(record)
+    return {}
+
+
+def _updated_profiler_config(record: JobRecord, update: ProfilerConfig) -> dict[str, Any]:
+    current = ProfilerConfig.from_request_dict(record.profiler_config or {})
+    return current.updated_by(update)._to_request_dict()
+
+
+def _added_profiler_rules(
+    record: JobRecord, new_rules: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    existing = {str(rule.get("RuleConfigurationName")) for rule in record.profiler_rules}
+    problems = []
+    for index, rule in enumerate(new_rules):
+        name = rule.get("RuleConfigurationName")
+        if name in existing:
+            problems.append(
+                ConfigError(
+                    f"ProfilerRuleConfigurations[{index}].RuleConfigurationName",
+                    name,
+                    "a name no other rule of the job has",
+                )
+            )
+    total = len(record.profiler_rules) + len(new_rules)
+    if total > MAX_PROFILER_RULES:
+        problems.append(
+            ConfigError(
+                "ProfilerRuleConfigurations",
+                f"{total} rules",
+                f"at most {MAX_PROFILER_RULES} profiler rules in one job",
+            )
+        )
+    if problems:
+        raise ConfigErrors(problems)
+    return [*record.profiler_rules, *new_rules]
+
+
+def update_training_job(
+    request: Mapping[str, Any], *, store: JobStore | None = None
+) -> dict[str, Any]:
+    """SageMaker's UpdateTrainingJob for a running job: a new ProfilerConfig (merged into the
+    one in force) and more ProfilerRuleConfigurations. Returns ``{"TrainingJobArn": ...}``."""
+    update = UpdateTrainingJobRequest.from_request_dict(request)
+    if update.other:
+        key = next(iter(update.other))
+        raise ConfigError(
+            key,
+            "...",
+            "absent: the local job runner updates ProfilerConfig and ProfilerRuleConfigurations",
+        )
+    store = store if store is not None else JobStore()
+    record = find_job(store, request)
+    if record.status != "InProgress":
+        raise _refuse(record, "UpdateTrainingJob")
+    layout = layout_of(record)
+    changes: dict[str, Any] = {}
+    if update.profiler_config is not None:
+        try:
+            changes["profiler_config"] = _updated_profiler_config(record, update.profiler_config)
+        except ConfigErrors as errors:
+            raise ConfigErrors([error.at("ProfilerConfig") for error in errors]) from None
+    new_rules = [rule.to_profiler_rule_config_dict() for rule in update.profiler_rules]
+    if new_rules:
+        changes["profiler_rules"] = _added_profiler_rules(record, new_rules)
+    if not store.update(record.name, only_if_status=("InProgress",), **changes):
+        raise _refuse(find_job(store, request), "UpdateTrainingJob")
+    if "profiler_config" in changes:
+        write_profiler_config(changes["profiler_config"], layout)
+    if new_rules:
+        record_unavailable_profiler_rules(layout, new_rules)
+    return {"TrainingJobArn": record.arn}

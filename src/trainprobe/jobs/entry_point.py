@@ -1,0 +1,195 @@
+"""What a job runs, read from its request the ways SageMaker requests say it.
+
+1. As the SageMaker SDK's framework estimators (PyTorch, ...) send it: the script is the
+   ``sagemaker_program`` hyperparameter, in the directory ``sagemaker_submit_directory`` (a local
+   directory, a ``file://`` URL, or a local ``sourcedir.tar.gz``); both values are JSON-encoded,
+   as the SDK encodes every hyperparameter. The other hyperparameters (those not starting with
+   ``sagemaker_``) become the script's ``--key value`` arguments, as SageMaker's training
+   toolkit passes them (``script_arguments``). The script runs in its directory.
+2. trainprobe's shorthand, which ``trainprobe run train.py -- args`` sends:
+   ``AlgorithmSpecification.ContainerEntrypoint`` is the command (``["train.py"]`` or
+   ``["python", "train.py"]``) and ``ContainerArguments`` its arguments; it runs in the directory
+   the job was created from.
+
+A Python script runs through ``trainprobe.jobs.training_entry``, which installs the hook
+automatically; ``ResourceConfig.InstanceCount`` > 1 starts that many processes with ``torchrun``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainprobe.config.errors import ConfigError
+from trainprobe.jobs.layout import local_directory
+
+__all__ = [
+    "PROGRAM_HYPERPARAMETER",
+    "SUBMIT_DIRECTORY_HYPERPARAMETER",
+    "EntryPoint",
+    "decode_hyperparameters",
+    "entry_point_from_request",
+    "script_arguments",
+]
+
+PROGRAM_HYPERPARAMETER = "sagemaker_program"
+SUBMIT_DIRECTORY_HYPERPARAMETER = "sagemaker_submit_directory"
+_SAGEMAKER_PREFIX = "sagemaker_"
+_PYTHONS = ("python", "python3")
+TRAINING_ENTRY_MODULE = "trainprobe.jobs.training_entry"
+
+
+def decode_hyperparameters(hyperparameters: Mapping[str, str]) -> dict[str, Any]:
+    """Each value JSON-decoded, as the SDK encoded it; a value that is not JSON stays a string."""
+    decoded: dict[str, Any] = {}
+    for key, value in hyperparameters.items():
+        try:
+            decoded[key] = json.loads(value)
+        except ValueError:
+            decoded[key] = value
+    return decoded
+
+
+def _argument_text(value: object) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{key}={item}" for key, item in sorted(value.items()))
+    return str(value)
+
+
+def script_arguments(hyperparameters: Mapping[str, str]) -> list[str]:
+    """The script's arguments for the user's hyperparameters, as SageMaker's training toolkit
+    makes them: by name in sorted order, ``--key value`` (``-k value`` for a one-letter key), the
+    value as Python writes it (``True``, ``[1, 2]``), a mapping as ``a=1,b=2``."""
+    arguments = []
+    decoded = decode_hyperparameters(hyperparameters)
+    for key in sorted(decoded):
+        if key.startswith(_SAGEMAKER_PREFIX):
+            continue
+        arguments += [f"--{key}" if len(key) > 1 else f"-{key}", _argument_text(decoded[key])]
+    return arguments
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """The program a job runs, its arguments, and the directory it runs in.
+
+    ``python`` says whether ``program`` is a Python script (run with the automatic hook, and
+    under torchrun for several processes) or another executable (run as it is).
+    """
+
+    program: str
+    arguments: tuple[str, ...]
+    working_dir: str
+    python: bool = True
+
+    def command(self, python: str, instance_count: int = 1) -> list[str]:
+        """The command line that starts the training with ``python`` (an interpreter path)."""
+        if not self.python:
+            return [self.program, *self.arguments]
+        entry = [TRAINING_ENTRY_MODULE, self.program, *self.arguments]
+        if instance_count == 1:
+            return [python, "-m", *entry]
+        return [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc_per_node",
+            str(instance_count),
+            "-m",
+            *entry,
+        ]
+
+
+def _json_string(hyperparameters: Mapping[str, str], key: str) -> str:
+    raw = hyperparameters[key]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"HyperParameters.{key}", raw, "a JSON-encoded string, e.g. '\"x\"'")
+    return value
+
+
+def _source_directory(url: str, cwd: str, unpack_to: str) -> str:
+    field = f"HyperParameters.{SUBMIT_DIRECTORY_HYPERPARAMETER}"
+    path = local_directory(url, field, cwd=cwd)
+    if os.path.isdir(path):
+        return path
+    if os.path.isfile(path) and path.endswith((".tar.gz", ".tgz")):
+        os.makedirs(unpack_to, exist_ok=True)
+        with tarfile.open(path, "r:gz") as archive:
+            archive.extractall(unpack_to, filter="data")
+        return unpack_to
+    raise ConfigError(field, url, "an existing directory, or a sourcedir.tar.gz on this machine")
+
+
+def _container_entry_point(specification: Mapping[str, Any], cwd: str) -> EntryPoint:
+    command = specification.get("ContainerEntrypoint")
+    arguments = specification.get("ContainerArguments", [])
+    where = "AlgorithmSpecification"
+    if (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(item, str) and item for item in command)
+    ):
+        raise ConfigError(f"{where}.ContainerEntrypoint", command, "a list of strings")
+    if not isinstance(arguments, list) or not all(isinstance(item, str) for item in arguments):
+        raise ConfigError(f"{where}.ContainerArguments", arguments, "a list of strings")
+    words = list(command)
+    if os.path.basename(words[0]) in _PYTHONS and len(words) > 1 and words[1].endswith(".py"):
+        words = words[1:]
+    program, rest = words[0], words[1:]
+    if program.endswith(".py"):
+        script = os.path.normpath(os.path.join(cwd, os.path.expanduser(program)))
+        if not os.path.isfile(script):
+            raise ConfigError(
+                f"{where}.ContainerEntrypoint[0]", program, "an existing Python script"
+            )
+        return EntryPoint(script, (*rest, *arguments), cwd)
+    return EntryPoint(program, (*rest, *arguments), cwd, python=False)
+
+
+def entry_point_from_request(
+    algorithm_specification: object,
+    hyperparameters: Mapping[str, str],
+    *,
+    cwd: str,
+    unpack_to: str,
+) -> EntryPoint:
+    """What the job runs, from its AlgorithmSpecification and HyperParameters (see the module
+    docstring); relative paths are taken from ``cwd``, a packed source directory is unpacked
+    into ``unpack_to``. ConfigError when neither names a program."""
+    specification = algorithm_specification if isinstance(algorithm_specification, Mapping) else {}
+    if algorithm_specification is not None and not isinstance(algorithm_specification, Mapping):
+        raise ConfigError("AlgorithmSpecification", algorithm_specification, "a JSON object")
+    if specification.get("ContainerEntrypoint") is not None:
+        return _container_entry_point(specification, cwd)
+    if PROGRAM_HYPERPARAMETER in hyperparameters:
+        program = _json_string(hyperparameters, PROGRAM_HYPERPARAMETER)
+        directory = cwd
+        if SUBMIT_DIRECTORY_HYPERPARAMETER in hyperparameters:
+            url = _json_string(hyperparameters, SUBMIT_DIRECTORY_HYPERPARAMETER)
+            directory = _source_directory(url, cwd, unpack_to)
+        script = os.path.normpath(os.path.join(directory, program))
+        if not os.path.isfile(script):
+            raise ConfigError(
+                f"HyperParameters.{PROGRAM_HYPERPARAMETER}",
+                program,
+                f"a script in the source directory {directory}",
+            )
+        return EntryPoint(script, tuple(script_arguments(hyperparameters)), directory)
+    raise ConfigError(
+        "AlgorithmSpecification",
+        algorithm_specification,
+        "an entry point: the HyperParameters sagemaker_program (and sagemaker_submit_directory), "
+        "as the SageMaker SDK's framework estimators send them, or "
+        'AlgorithmSpecification.ContainerEntrypoint, e.g. ["train.py"]',
+    )

@@ -1,0 +1,53 @@
+"""A job's processes watch their runner, and stop when it is gone.
+
+A job runner killed outright (SIGKILL, a crash) cannot stop what it started, so each process
+it starts (the training's entry, each rule evaluator) runs a daemon thread that looks every
+``interval`` seconds whether the runner (``$TRAINPROBE_RUNNER_PID``) still exists, and calls
+``on_gone`` once when it does not: the training interrupts itself (its hook closes its files as
+on Ctrl-C), a rule stops and records Stopped. Nothing keeps running unsupervised.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+__all__ = ["WAKE_SIGNAL", "process_exists", "watch_runner"]
+
+WAKE_SIGNAL = signal.SIGUSR1
+"""What wakes a job's runner to look at once (a rule asked to stop, a StopTrainingJob)."""
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        import psutil
+
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except Exception:
+        return True
+
+
+def watch_runner(
+    runner_pid: int, on_gone: Callable[[], None], *, interval: float = 0.5
+) -> threading.Thread:
+    """Start a daemon thread that calls ``on_gone`` once the process ``runner_pid`` is gone."""
+
+    def watch() -> None:
+        stop = threading.Event()
+        while not stop.wait(interval):
+            if not process_exists(runner_pid):
+                on_gone()
+                return
+
+    thread = threading.Thread(target=watch, name="trainprobe-runner-watch", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,349 @@
+"""``python -m trainprobe.jobs.supervisor``: the runner of one job, in its own process.
+
+The launcher starts one per job. It follows the job's launch plan:
+
+1. records each profiler rule as not available (``trainprobe.jobs.rule_statuses``) and starts
+   one evaluator process per debugging rule (``trainprobe.jobs.rule_process``);
+2. starts the training (``trainprobe.jobs.training_process``) and the system monitor watching
+   it, and says the job is Training;
+3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
+   for a reason to stop it: a rule's StopTraining request in the tensor output, a StopTrainingJob
+   request in the job store, MaxRuntimeInSeconds reached, or SIGTERM to the runner itself. To
+   stop, it signals the training's process group (SIGTERM, then SIGKILL after
+   ``STOP_GRACE_SECONDS``);
+4. records how the training ended: Completed; Stopped with the reason (MaxRuntimeExceeded for the
+   runtime limit); or Failed with the last lines of the training's error output;
+5. marks the tensor output as ended (``training_job_end.ts``) if the training could not, so the
+   rules finish on the data there is, waits for them (``RULES_GRACE_SECONDS`` at most, then
+   stops them) and for the monitor, and says it is done.
+
+All along it beats in the job store (``trainprobe.jobs.liveness``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from trainprobe.capture.stop_request import read_stop_request
+from trainprobe.jobs.launch_plan import RUNNER_PID_VARIABLE, LaunchPlan
+from trainprobe.jobs.layout import JobLayout
+from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
+from trainprobe.jobs.rule_statuses import record_unavailable_profiler_rules
+from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.store import JobStore
+from trainprobe.jobs.training_process import TrainingProcess, describe_exit
+from trainprobe.storage.training_end import training_has_ended, write_training_end
+
+__all__ = ["JobRunner", "main"]
+
+log = logging.getLogger("trainprobe.jobs.runner")
+
+TICK_SECONDS = 0.2
+STOP_GRACE_SECONDS = float(os.environ.get("TRAINPROBE_STOP_GRACE_SECONDS", "10"))
+RULES_GRACE_SECONDS = 600.0
+MONITOR_GRACE_SECONDS = 10.0
+_FAILURE_REASON_LIMIT = 1024
+
+
+class _Stop:
+    """Why the training is being stopped: the job's final secondary status and the reason."""
+
+    def __init__(self, secondary_status: str, reason: str) -> None:
+        self.secondary_status = secondary_status
+        self.reason = reason
+
+
+class JobRunner:
+    """Runs the job ``name`` of ``store`` (see the module docstring)."""
+
+    def __init__(self, store: JobStore, name: str) -> None:
+        record = store.get(name)
+        if record is None:
+            raise LookupError(f"no job {name!r} in {store.path}")
+        self.store = store
+        self.name = record.name
+        self.plan = LaunchPlan.read(record.job_dir)
+        self.layout: JobLayout = self.plan.layout
+        self.created = record.creation_time
+        self.wake = threading.Event()
+        self._signalled: _Stop | None = None
+        self._done = threading.Event()
+        self.rules: list[subprocess.Popen[bytes]] = []
+        self.monitor: subprocess.Popen[bytes] | None = None
+        self.training: TrainingProcess | None = None
+
+    # ----- the run ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run the job to its end; any failure of the runner itself fails the job."""
+        self.store.update(
+            self.name,
+            runner_pid=os.getpid(),
+            runner_host=socket.gethostname(),
+            runner_started=process_start_time(os.getpid()),
+            heartbeat_time=time.time(),
+            touch=False,
+        )
+        beats = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+        beats.start()
+        try:
+            self._run()
+        except Exception as error:
+            log.exception("the job runner failed")
+            if self.training is not None and self.training.poll() is None:
+                self.training.stop(STOP_GRACE_SECONDS)
+            self.store.transition(
+                self.name,
+                "Failed",
+                "Failed",
+                "The job runner failed",
+                only_if_status=("InProgress", "Stopping"),
+                failure_reason=f"InternalServerError: the job runner failed: {error!r}",
+                training_end_time=time.time(),
+            )
+            self._stop_rules()
+        finally:
+            self._done.set()
+            self.store.update(self.name, runner_done=True, heartbeat_time=time.time(), touch=False)
+
+    def _run(self) -> None:
+        record = self.store.get(self.name)
+        assert record is not None
+        record_unavailable_profiler_rules(self.layout, record.profiler_rules)
+        self._start_rules()
+        environment = {
+            **os.environ,
+            **self.plan.environment,
+            RUNNER_PID_VARIABLE: str(os.getpid()),
+        }
+        log.info("starting the training: %s", " ".join(self.plan.command))
+        try:
+            self.training = TrainingProcess(
+                self.plan.command,
+                cwd=self.plan.working_dir,
+                environment=environment,
+                log_path=self.layout.training_log,
+            )
+        except OSError as error:
+            self._finish_training(
+                "Failed", "Failed", f"AlgorithmError: the training could not start: {error}"
+            )
+            return
+        self.store.transition(
+            self.name,
+            "InProgress",
+            "Training",
+            "Training in progress",
+            only_if_status=("InProgress",),
+            training_start_time=self.training.started,
+        )
+        self._start_monitor(self.training.pid)
+        stop = self._follow(self.training)
+        returncode = self.training.poll()
+        if stop is not None:
+            self.store.transition(
+                self.name, "Stopping", "Stopping", stop.reason, only_if_status=("InProgress",)
+            )
+            log.info("stopping the training: %s", stop.reason)
+            returncode = self.training.stop(STOP_GRACE_SECONDS)
+        assert returncode is not None
+        self.training.finish()
+        log.info("the training %s", describe_exit(returncode))
+        if stop is None:
+            stop = self._rule_stop()  # the hook may have stopped the training itself
+        if stop is not None:
+            self._finish_training("Stopped", stop.secondary_status, stop.reason)
+        elif returncode == 0:
+            self._finish_training("Completed", "Completed", "Training job completed")
+        else:
+            self._finish_training("Failed", "Failed", self._failure_reason(returncode))
+        self._wind_down()
+
+    def _follow(self, training: TrainingProcess) -> _Stop | None:
+        deadline = None
+        if self.plan.max_runtime_seconds is not None:
+            deadline = time.monotonic() + self.plan.max_runtime_seconds
+        while training.poll() is None:
+            stop = self._signalled or self._rule_stop() or self._requested_stop()
+            if stop is None and deadline is not None and time.monotonic() >= deadline:
+                seconds = self.plan.max_runtime_seconds
+                stop = _Stop(
+                    "MaxRuntimeExceeded",
+                    f"Training job reached its MaxRuntimeInSeconds of {seconds} s and was stopped",
+                )
+            if stop is not None:
+                return stop
+            self.wake.wait(TICK_SECONDS)
+            self.wake.clear()
+        return None
+
+    # ----- reasons to stop --------------------------------------------------------------
+
+    def _rule_stop(self) -> _Stop | None:
+        request = read_stop_request(self.layout.debug_output)
+        if request is None or request.time < self.created:
+            return None
+        where = f" at step {request.step}" if request.step is not None else ""
+        reason = f"Stopped by rule {request.rule}'s StopTraining action: issue found{where}"
+        return _Stop("Stopped", f"{reason}: {request.message}" if request.message else reason)
+
+    def _requested_stop(self) -> _Stop | None:
+        record = self.store.get(self.name)
+        if record is None or not record.stop_reason:
+            return None
+        return _Stop("Stopped", record.stop_reason)
+
+    def stop_on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM to the runner: stop the training as StopTrainingJob would."""
+        self._signalled = _Stop("Stopped", f"The job runner received {signal.Signals(signum).name}")
+        self.wake.set()
+
+    def wake_on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGUSR1: something changed (a rule asked to stop); look now."""
+        self.wake.set()
+
+    # ----- the end ----------------------------------------------------------------------
+
+    def _failure_reason(self, returncode: int) -> str:
+        assert self.training is not None
+        text = f"AlgorithmError: the training {describe_exit(returncode)}"
+        tail = self.training.error_tail()
+        if tail:
+            text += ". The last lines of its error output:\n" + "\n".join(tail)
+        if len(text) > _FAILURE_REASON_LIMIT:
+            head = text.split("\n", 1)[0]
+            keep = _FAILURE_REASON_LIMIT - len(head) - 5
+            text = head + "\n...\n" + text[len(text) - keep :]
+        return text
+
+    def _finish_training(self, status: str, secondary_status: str, reason: str) -> None:
+        self.store.transition(
+            self.name,
+            status,
+            secondary_status,
+            reason,
+            only_if_status=("InProgress", "Stopping"),
+            failure_reason=None if status == "Completed" else reason,
+            training_end_time=time.time(),
+        )
+        log.info("the job is %s (%s): %s", status, secondary_status, reason)
+
+    def _wind_down(self) -> None:
+        if not training_has_ended(self.layout.debug_output):
+            # The training could not say it ended (a crash, a kill): say it for it, so the
+            # rules conclude on the steps it saved.
+            write_training_end(self.layout.debug_output)
+        deadline = time.monotonic() + RULES_GRACE_SECONDS
+        while any(process.poll() is None for process in self.rules):
+            if self._signalled is not None or time.monotonic() > deadline:
+                log.info("stopping the rules that have not finished")
+                break
+            self.wake.wait(TICK_SECONDS)
+            self.wake.clear()
+        self._stop_rules()
+        if self.monitor is not None:
+            try:
+                self.monitor.wait(timeout=MONITOR_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.monitor.terminate()
+                self.monitor.wait()
+
+    def _stop_rules(self) -> None:
+        running = [process for process in self.rules if process.poll() is None]
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                process.wait(timeout=MONITOR_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    # ----- helpers ----------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        while not self._done.wait(HEARTBEAT_SECONDS):
+            try:
+                self.store.heartbeat(self.name)
+            except Exception:
+                log.exception("could not record the heartbeat")
+
+    def _start_rules(self) -> None:
+        for index, entry in enumerate(self.plan.debug_rules):
+            name = str(entry.get("RuleConfigurationName"))
+            self.rules.append(
+                _spawn(
+                    [
+                        self.plan.python,
+                        "-m",
+                        "trainprobe.jobs.rule_process",
+                        "--launch-file",
+                        self.layout.launch_file,
+                        "--index",
+                        str(index),
+                        "--runner-pid",
+                        str(os.getpid()),
+                    ],
+                    self.layout.rule_log(name),
+                    cwd=self.plan.rules_working_dir,
+                )
+            )
+        if self.rules:
+            log.info("started %d rule evaluator(s)", len(self.rules))
+
+    def _start_monitor(self, training_pid: int) -> None:
+        self.monitor = _spawn(
+            [
+                self.plan.python,
+                "-m",
+                "trainprobe.capture.system_monitor",
+                "--out",
+                self.layout.profiler_output,
+                "--interval-ms",
+                str(self.plan.monitor_interval_ms),
+                "--pid",
+                str(training_pid),
+                "--config",
+                self.layout.profiler_config_file,
+            ],
+            self.layout.monitor_log,
+            cwd=self.layout.job_dir,
+        )
+
+
+def _spawn(command: list[str], log_path: str, *, cwd: str) -> subprocess.Popen[bytes]:
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as output:
+        return subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one job from the command line; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.supervisor")
+    parser.add_argument("--store", required=True, help="the job store's SQLite file")
+    parser.add_argument("--job", required=True, help="the training job's name")
+    arguments = parser.parse_args(argv)
+    logging.basicConfig(
+        format="%(asctime)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stderr
+    )
+    runner = JobRunner(JobStore(arguments.store), arguments.job)
+    signal.signal(signal.SIGTERM, runner.stop_on_signal)
+    signal.signal(WAKE_SIGNAL, runner.wake_on_signal)
+    runner.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""``python -m trainprobe.jobs.training_entry SCRIPT [ARGS...]``: run a training script as a job.
+
+The job runner starts every Python training through this module (under torchrun too, once per
+process), the way SageMaker's framework containers start the user's script:
+
+- when the job has a hook configuration (``$TRAINPROBE_AUTO_HOOK`` is 1) and PyTorch is
+  installed, the hook is installed automatically (``trainprobe.jobs.pytorch_auto_hook``), so a
+  plain PyTorch script saves the default collections without importing trainprobe; a script that
+  creates its own hook keeps it;
+- when the job's runner goes away (``$TRAINPROBE_RUNNER_PID``), the training is interrupted as
+  by Ctrl-C, so its hook closes its files, rather than running on unsupervised;
+- then the script runs as ``__main__``, with ``sys.argv`` and ``sys.path[0]`` as
+  ``python SCRIPT ARGS`` would give it. Its exit status is the process's.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import importlib.util
+import logging
+import os
+import runpy
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+
+from trainprobe.jobs.launch_plan import AUTO_HOOK_VARIABLE, RUNNER_PID_VARIABLE
+from trainprobe.jobs.runner_watch import watch_runner
+
+__all__ = ["main"]
+
+log = logging.getLogger("trainprobe")
+
+_KILL_AFTER_SECONDS = 30.0
+
+
+def _interrupt_when_runner_is_gone() -> None:
+    value = os.environ.get(RUNNER_PID_VARIABLE, "").strip()
+    if not value.isdigit():
+        return
+
+    def on_gone() -> None:
+        _thread.interrupt_main(signal.SIGINT)
+        # A training stuck in native code may never see the interrupt.
+        timer = threading.Timer(_KILL_AFTER_SECONDS, os.kill, (os.getpid(), signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
+        # The runner read this process's output: there may be no one left to write to.
+        with contextlib.suppress(OSError):
+            print(
+                f"trainprobe: the job runner (process {value}) is gone: stopping the training",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    watch_runner(int(value), on_gone)
+
+
+def _install_auto_hook() -> None:
+    if os.environ.get(AUTO_HOOK_VARIABLE, "").strip() not in ("1", "true", "True"):
+        return
+    if importlib.util.find_spec("torch") is None:
+        return
+    try:
+        from trainprobe.jobs import pytorch_auto_hook
+
+        pytorch_auto_hook.install()
+    except Exception as error:  # the training must run even when the hook cannot
+        print(
+            f"trainprobe: the hook could not be installed automatically ({error}); "
+            "the training runs without it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the script ``argv[0]`` with arguments ``argv[1:]`` (default: this process's)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments:
+        print("usage: python -m trainprobe.jobs.training_entry SCRIPT [ARGS...]", file=sys.stderr)
+        raise SystemExit(2)
+    script = os.path.abspath(arguments[0])
+    sys.argv = [script, *arguments[1:]]
+    sys.path[0] = os.path.dirname(script)
+    _interrupt_when_runner_is_gone()
+    _install_auto_hook()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Exception as error:
+        # The traceback as `python SCRIPT` shows it: from the script's frames on.
+        trace = error.__traceback__
+        while trace is not None and trace.tb_frame.f_code.co_filename != script:
+            trace = trace.tb_next
+        traceback.print_exception(type(error), error, trace or error.__traceback__)
+        sys.stderr.flush()
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
