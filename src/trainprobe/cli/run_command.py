@@ -20,6 +20,7 @@ from typing import Any
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs import (
     JobStore,
@@ -82,7 +83,15 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="save tensors every STEPS steps (default: SageMaker's 500; the rules' collections "
         "too)",
     )
-    parser.add_argument("--no-profiler", action="store_true", help="no system monitoring")
+    parser.add_argument(
+        "--no-profiler", action="store_true", help="no system monitoring, no step timeline"
+    )
+    parser.add_argument(
+        "--framework-profile",
+        action="store_true",
+        help="SageMaker's FrameworkProfile() defaults on top of the step timeline: detailed "
+        "profiling at step 5, the data loader at step 7, Python at steps 9-11",
+    )
     parser.add_argument(
         "--profiler-interval-ms",
         type=int,
@@ -210,6 +219,17 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return environment
 
 
+def _profiling_parameters(framework_profile: bool) -> dict[str, str]:
+    """ProfilingParameters for the job: with no metrics config the hook records only the cheap
+    step timeline; ``framework_profile`` adds SageMaker's FrameworkProfile() defaults. The job
+    runner sets ``LocalPath`` to the job's profiler-output."""
+    if not framework_profile:
+        return {}
+    parameters = dict(FrameworkProfile().profiling_parameters)
+    parameters.pop("LocalPath", None)
+    return parameters
+
+
 def build_request(args: argparse.Namespace) -> dict[str, Any]:
     """The CreateTrainingJob request ``trainprobe run`` sends for ``args``."""
     stem = os.path.splitext(os.path.basename(args.script))[0]
@@ -241,8 +261,11 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     if not args.no_profiler:
         request["ProfilerConfig"] = {
             "ProfilingIntervalInMilliseconds": args.profiler_interval_ms,
+            "ProfilingParameters": _profiling_parameters(args.framework_profile),
             "DisableProfiler": False,
         }
+    elif args.framework_profile:
+        raise ConfigError("--framework-profile", True, "absent with --no-profiler")
     environment = _environment(args.env)
     if environment:
         request["Environment"] = environment

@@ -1,0 +1,411 @@
+"""``Estimator``: the SageMaker Python SDK's estimator for a local training job.
+
+Code written for ``sagemaker.estimator.Estimator`` (or ``sagemaker.pytorch.PyTorch``) with
+Debugger runs here with its Debugger arguments unchanged::
+
+    from trainprobe.debugger import Rule, rule_configs
+    from trainprobe.estimator import Estimator
+
+    estimator = Estimator(
+        entry_point="train.py",
+        source_dir="examples/digits",
+        hyperparameters={"epochs": 3},
+        rules=[Rule.sagemaker(rule_configs.loss_not_decreasing())],
+    )
+    estimator.fit()
+    estimator.latest_training_job.rule_job_summary()
+
+The CreateTrainingJob request is built as the SDK builds it (SageMaker Python SDK 2.x): the
+rules split into debugging and profiler rules, a DebuggerHookConfig (with ``output_path`` as its
+S3OutputPath) whenever debugging is not turned off with ``debugger_hook_config=False``, the
+rules' collections added to it, a ProfilerConfig unless ``disable_profiler`` is set, and, as in
+the SDK since 2.x, no profiler rule you did not ask for. The script and its directory travel as
+the ``sagemaker_program`` and ``sagemaker_submit_directory`` hyperparameters, every
+hyperparameter JSON-encoded, as the SDK's framework estimators send them. ``output_path`` is a
+local directory (default ``$TRAINPROBE_HOME/output``). The job runs on this machine
+(``trainprobe.jobs``); there is no image, role or session to give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from trainprobe.config.errors import ConfigError
+from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
+from trainprobe.config.profiler_config import ProfilerConfig
+from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.jobs import (
+    JobStore,
+    create_training_job,
+    default_output_root,
+    describe_training_job,
+    job_name_from_base,
+    stop_training_job,
+    update_training_job,
+)
+from trainprobe.jobs.describe import layout_of
+from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY_HYPERPARAMETER
+from trainprobe.jobs.progress import LogTail
+from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
+from trainprobe.jobs.store import TERMINAL_STATUSES
+
+__all__ = ["Estimator", "TrainingJob", "UnexpectedStatusException"]
+
+MAX_RUN_DEFAULT = 24 * 60 * 60
+"""The SDK's default ``max_run``: one day."""
+
+_POLL_SECONDS = 0.5
+
+
+class UnexpectedStatusException(ValueError):
+    """A job ended in a status other than the one waited for (Failed), as the SDK raises."""
+
+    def __init__(self, message: str, allowed_statuses: list[str], actual_status: str) -> None:
+        super().__init__(message)
+        self.allowed_statuses = allowed_statuses
+        self.actual_status = actual_status
+
+
+class TrainingJob:
+    """A job an estimator started: ``estimator.latest_training_job``, as in the SDK."""
+
+    def __init__(self, name: str, store: JobStore) -> None:
+        self.name = name
+        self.job_name = name
+        self._store = store
+
+    def describe(self) -> dict[str, Any]:
+        """The job's DescribeTrainingJob response."""
+        return describe_training_job({"TrainingJobName": self.name}, store=self._store)
+
+    def rule_job_summary(self) -> list[dict[str, Any]]:
+        """The debugging rules' evaluation statuses, then the profiler rules'."""
+        description = self.describe()
+        return [
+            *(description.get("DebugRuleEvaluationStatuses") or []),
+            *(description.get("ProfilerRuleEvaluationStatuses") or []),
+        ]
+
+    def stop(self) -> None:
+        """Stop the job (StopTrainingJob)."""
+        stop_training_job({"TrainingJobName": self.name}, store=self._store)
+
+    def wait(self, logs: bool = True, out: TextIO | None = None) -> dict[str, Any]:
+        """Wait until the job and its rules have finished; with ``logs``, print the training's
+        output as it comes. Returns the last description; a failed job raises
+        UnexpectedStatusException, as in the SDK."""
+        record = self._store.get(self.name)
+        tail = LogTail(layout_of(record).training_log) if logs and record is not None else None
+        out = out or sys.stdout
+        while True:
+            description = self.describe()
+            if tail is not None:
+                for line in tail.new_lines():
+                    print(line, file=out, flush=True)
+            if _finished(description):
+                break
+            time.sleep(_POLL_SECONDS)
+        if description["TrainingJobStatus"] == "Failed":
+            raise UnexpectedStatusException(
+                f"Error for Training job {self.name}: Failed. Reason: "
+                f"{description.get('FailureReason', '')}",
+                allowed_statuses=["Completed", "Stopped"],
+                actual_status="Failed",
+            )
+        return description
+
+
+def _finished(description: Mapping[str, Any]) -> bool:
+    rules = [
+        *(description.get("DebugRuleEvaluationStatuses") or []),
+        *(description.get("ProfilerRuleEvaluationStatuses") or []),
+    ]
+    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
+        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES for rule in rules
+    )
+
+
+class Estimator:
+    """A training script run as a local job, configured as the SDK's estimator is."""
+
+    def __init__(
+        self,
+        entry_point: str,
+        source_dir: str | None = None,
+        hyperparameters: Mapping[str, Any] | None = None,
+        instance_count: int = 1,
+        instance_type: str = "local",
+        rules: Sequence[Rule | ProfilerRule] | None = None,
+        debugger_hook_config: DebuggerHookConfig | bool | None = None,
+        profiler_config: ProfilerConfig | None = None,
+        disable_profiler: bool = False,
+        tensorboard_output_config: TensorBoardOutputConfig | None = None,
+        output_path: str | None = None,
+        environment: Mapping[str, str] | None = None,
+        max_run: int = MAX_RUN_DEFAULT,
+        base_job_name: str | None = None,
+        store: JobStore | None = None,
+    ) -> None:
+        """As the SDK's; ``store`` is the job store to use (default: the user's)."""
+        if not isinstance(instance_count, int) or isinstance(instance_count, bool):
+            raise ConfigError("instance_count", instance_count, "a whole number from 1")
+        self.entry_point = entry_point
+        self.source_dir = source_dir
+        self._hyperparameters = dict(hyperparameters or {})
+        self.instance_count = instance_count
+        self.instance_type = instance_type
+        self.rules = list(rules) if rules is not None else None
+        self.debugger_hook_config = debugger_hook_config
+        self.profiler_config = profiler_config
+        self.disable_profiler = disable_profiler
+        self.tensorboard_output_config = tensorboard_output_config
+        self.output_path = output_path or default_output_root()
+        self.environment = dict(environment or {})
+        self.max_run = max_run
+        self.base_job_name = base_job_name
+        self.store = store if store is not None else JobStore()
+        self.latest_training_job: TrainingJob | None = None
+        self._current_job_name: str | None = None
+        self.debugger_rules: list[Rule] = []
+        self.profiler_rules: list[ProfilerRule] = []
+        if (
+            disable_profiler
+            and profiler_config is not None
+            and not profiler_config.disable_profiler
+        ):
+            raise ConfigError(
+                "profiler_config.disable_profiler",
+                False,
+                "True when disable_profiler is True",
+            )
+
+    # ----- the request -----
+
+    def hyperparameters(self) -> dict[str, str]:
+        """The hyperparameters as sent: JSON-encoded, with the script and its directory."""
+        values: dict[str, Any] = {
+            **self._hyperparameters,
+            PROGRAM_HYPERPARAMETER: self._program(),
+            SUBMIT_DIRECTORY_HYPERPARAMETER: os.path.abspath(self._script_directory()),
+        }
+        return {key: json.dumps(value) for key, value in values.items()}
+
+    def _program(self) -> str:
+        """The script, relative to its directory (``source_dir`` when given, as in the SDK)."""
+        if self.source_dir is not None:
+            return self.entry_point
+        return os.path.basename(self.entry_point)
+
+    def _script_directory(self) -> str:
+        if self.source_dir is not None:
+            return self.source_dir
+        return os.path.dirname(os.path.abspath(self.entry_point))
+
+    def _split_rules(self) -> None:
+        self.debugger_rules, self.profiler_rules = [], []
+        for rule in self.rules or []:
+            if isinstance(rule, Rule):
+                self.debugger_rules.append(rule)
+            elif isinstance(rule, ProfilerRule):
+                self.profiler_rules.append(rule)
+            else:
+                raise ConfigError("rules", rule, "a list of Rule and ProfilerRule objects")
+
+    def _hook_config(self) -> DebuggerHookConfig | None:
+        if self.debugger_hook_config is False:
+            if self.debugger_rules:
+                raise ConfigError(
+                    "debugger_hook_config", False, "a DebuggerHookConfig when rules are given"
+                )
+            return None
+        hook = self.debugger_hook_config
+        if not isinstance(hook, DebuggerHookConfig):
+            hook = DebuggerHookConfig(s3_output_path=self.output_path)
+        if not hook.s3_output_path:
+            hook.s3_output_path = self.output_path
+        self.debugger_hook_config = hook
+        return hook
+
+    def _collections(self, hook: DebuggerHookConfig) -> list[dict[str, Any]]:
+        """The hook's collections, then each rule's not already there (the SDK keeps a set)."""
+        seen: list[Any] = []
+        for rule in self.debugger_rules:
+            seen += [c for c in rule.collection_configs or [] if c not in seen]
+        seen += [c for c in hook.collection_configs or [] if c not in seen]
+        return [collection.to_request_dict() for collection in seen]
+
+    def _profiler_request(self) -> dict[str, Any]:
+        if self.disable_profiler:
+            if self.profiler_rules:
+                raise ConfigError("rules", "ProfilerRule", "none when disable_profiler is True")
+            return ProfilerConfig._to_profiler_disabled_request_dict()
+        if self.profiler_config is None:
+            self.profiler_config = ProfilerConfig(s3_output_path=self.output_path)
+        if not self.profiler_config.s3_output_path:
+            self.profiler_config.s3_output_path = self.output_path
+        return self.profiler_config._to_request_dict()
+
+    def _request(self, job_name: str) -> dict[str, Any]:
+        """The CreateTrainingJob request ``fit`` sends for a job named ``job_name``."""
+        self._split_rules()
+        request: dict[str, Any] = {
+            "TrainingJobName": job_name,
+            "AlgorithmSpecification": {"TrainingInputMode": "File"},
+            "HyperParameters": self.hyperparameters(),
+            "OutputDataConfig": {"S3OutputPath": self.output_path},
+            "ResourceConfig": {
+                "InstanceCount": self.instance_count,
+                "InstanceType": self.instance_type,
+            },
+            "StoppingCondition": {"MaxRuntimeInSeconds": self.max_run},
+        }
+        if self.environment:
+            request["Environment"] = dict(self.environment)
+        debugging = []
+        for rule in self.debugger_rules:
+            rule.prepare_actions(job_name)
+            debugging.append(rule.to_debugger_rule_config_dict())
+        if debugging:
+            request["DebugRuleConfigurations"] = debugging
+        hook = self._hook_config()
+        if hook is not None:
+            hook_request = hook._to_request_dict()
+            # The SDK always sends the list, empty when neither the hook nor a rule has one.
+            hook_request["CollectionConfigurations"] = self._collections(hook)
+            request["DebugHookConfig"] = hook_request
+        if self.tensorboard_output_config is not None:
+            request["TensorBoardOutputConfig"] = self.tensorboard_output_config._to_request_dict()
+        profiler = [rule.to_profiler_rule_config_dict() for rule in self.profiler_rules]
+        if profiler:
+            request["ProfilerRuleConfigurations"] = profiler
+        request["ProfilerConfig"] = self._profiler_request()
+        return request
+
+    # ----- running -----
+
+    def fit(self, wait: bool = True, logs: bool = True, job_name: str | None = None) -> None:
+        """Start a training job and, with ``wait``, follow it to the end (``logs``: print the
+        training's output). A failed job raises UnexpectedStatusException."""
+        base = self.base_job_name or os.path.splitext(os.path.basename(self.entry_point))[0]
+        name = job_name or job_name_from_base(base)
+        self._current_job_name = name
+        create_training_job(self._request(name), store=self.store)
+        self.latest_training_job = TrainingJob(name, self.store)
+        if wait:
+            self.latest_training_job.wait(logs=logs)
+
+    def _job(self) -> TrainingJob:
+        if self.latest_training_job is None:
+            raise ConfigError("latest_training_job", None, "a training job: call fit() first")
+        return self.latest_training_job
+
+    def rule_job_summary(self) -> list[dict[str, Any]]:
+        """The latest job's rule evaluation statuses (debugging, then profiler)."""
+        return self._job().rule_job_summary()
+
+    def latest_job_debugger_artifacts_path(self) -> str | None:
+        """Where the latest job's tensors are: ``<hook output>/<job>/debug-output``."""
+        job = self._job()
+        hook = self.debugger_hook_config
+        if not isinstance(hook, DebuggerHookConfig) or not hook.s3_output_path:
+            return None
+        return os.path.join(hook.s3_output_path, job.name, "debug-output")
+
+    def latest_job_tensorboard_artifacts_path(self) -> str | None:
+        """Where the latest job's TensorBoard files are, when it has a TensorBoardOutputConfig."""
+        job = self._job()
+        config = self.tensorboard_output_config
+        if config is None or not config.s3_output_path:
+            return None
+        return os.path.join(config.s3_output_path, job.name, "tensorboard-output")
+
+    def latest_job_profiler_artifacts_path(self) -> str | None:
+        """Where the latest job's profiler data is, unless profiling is off."""
+        job = self._job()
+        config = self.profiler_config
+        if config is None or config.disable_profiler or not config.s3_output_path:
+            return None
+        return os.path.join(config.s3_output_path, job.name, "profiler-output")
+
+    def enable_default_profiling(self) -> None:
+        """Turn system monitoring on for the running job, with the default configuration."""
+        job = self._job()
+        description = job.describe()
+        if description.get("ProfilingStatus") == "Enabled":
+            raise ConfigError(
+                "ProfilingStatus",
+                "Enabled",
+                "Disabled: profiling is already on; change it with update_profiler()",
+            )
+        where = (description.get("ProfilerConfig") or {}).get("S3OutputPath") or self.output_path
+        self.profiler_config = ProfilerConfig(s3_output_path=where)
+        self.profiler_rules = []
+        self._update(self.profiler_config._to_request_dict(), None)
+
+    def disable_profiling(self) -> None:
+        """Turn profiling off for the running job."""
+        job = self._job()
+        if job.describe().get("ProfilingStatus") == "Disabled":
+            raise ConfigError("ProfilingStatus", "Disabled", "Enabled: profiling is already off")
+        self._update(ProfilerConfig._to_profiler_disabled_request_dict(), None)
+
+    def update_profiler(
+        self,
+        rules: Sequence[ProfilerRule] | None = None,
+        system_monitor_interval_millis: int | None = None,
+        s3_output_path: str | None = None,
+        framework_profile_params: FrameworkProfile | None = None,
+        disable_framework_metrics: bool = False,
+    ) -> None:
+        """Change the running job's profiling: new profiler rules, a new monitoring interval,
+        framework profiling on (``framework_profile_params``) or off."""
+        self._job()
+        if not (
+            rules
+            or system_monitor_interval_millis
+            or s3_output_path
+            or framework_profile_params
+            or disable_framework_metrics
+        ):
+            raise ConfigError(
+                "update_profiler", None, "a profiler config or profiler rules to update"
+            )
+        if disable_framework_metrics and framework_profile_params:
+            raise ConfigError(
+                "framework_profile_params",
+                framework_profile_params,
+                "None when disable_framework_metrics is True",
+            )
+        rule_configs = None
+        if rules:
+            for rule in rules:
+                if not isinstance(rule, ProfilerRule):
+                    raise ConfigError("rules", rule, "ProfilerRule objects")
+            self.profiler_rules = list(rules)
+            rule_configs = [rule.to_profiler_rule_config_dict() for rule in rules]
+        if disable_framework_metrics:
+            framework_profile_params = FrameworkProfile()
+            framework_profile_params.profiling_parameters = {}
+        self.profiler_config = ProfilerConfig(
+            s3_output_path=s3_output_path,
+            system_monitor_interval_millis=system_monitor_interval_millis,
+            framework_profile_params=framework_profile_params,
+        )
+        self._update(self.profiler_config._to_request_dict(), rule_configs)
+
+    def _update(
+        self, profiler_config: dict[str, Any], rule_configs: list[dict[str, Any]] | None
+    ) -> None:
+        request: dict[str, Any] = {
+            "TrainingJobName": self._job().name,
+            "ProfilerConfig": profiler_config,
+        }
+        if rule_configs:
+            request["ProfilerRuleConfigurations"] = rule_configs
+        update_training_job(request, store=self.store)
