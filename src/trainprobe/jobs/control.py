@@ -4,7 +4,7 @@ Stopping records the request in the job store (the job is Stopping at once) and 
 runner, which stops the training (SIGTERM, then SIGKILL after a grace period) and ends the job
 Stopped. Updating replaces the job's profiler config file, which the system monitor and the
 training watch: a new sampling interval or ``DisableProfiler`` applies within an interval, with
-no restart. New profiler rules are recorded (as not available in this version, see
+no restart. New profiler rules are recorded (as not started on a running job, see
 ``trainprobe.jobs.rule_statuses``).
 """
 

@@ -31,9 +31,9 @@ __all__ = [
 UNFINISHED_STATUSES = frozenset({IN_PROGRESS, STOPPING})
 
 PROFILER_RULES_UNAVAILABLE = (
-    "profiler rules are not available in this version of trainprobe: this rule was not "
-    "evaluated. The job's system and framework metrics are kept under {profiler_output} for "
-    "later analysis."
+    "profiler rules added while a job runs are not started in this version of trainprobe: "
+    "this rule was not evaluated. Run it on the job's profiler output, {profiler_output}, with "
+    "python -m trainprobe.rules.profiler."
 )
 
 
@@ -44,7 +44,7 @@ def _names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
 def record_unavailable_profiler_rules(
     layout: JobLayout, rules: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Record each profiler rule without a status yet as Error: not available (see above)."""
+    """Record each profiler rule added by UpdateTrainingJob as Error: not started (see above)."""
     details = PROFILER_RULES_UNAVAILABLE.format(profiler_output=layout.profiler_output)
     for name in _names(rules):
         directory = layout.rule_output_dir(name)

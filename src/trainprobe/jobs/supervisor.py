@@ -2,8 +2,8 @@
 
 The launcher starts one per job. It follows the job's launch plan:
 
-1. records each profiler rule as not available (``trainprobe.jobs.rule_statuses``) and starts
-   one evaluator process per debugging rule (``trainprobe.jobs.rule_process``);
+1. starts one evaluator process per debugging rule (``trainprobe.jobs.rule_process``) and one
+   for all the profiler rules (``python -m trainprobe.rules.profiler``);
 2. starts the training (``trainprobe.jobs.training_process``) and the system monitor watching
    it, and says the job is Training;
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
@@ -14,8 +14,9 @@ The launcher starts one per job. It follows the job's launch plan:
 4. records how the training ended: Completed; Stopped with the reason (MaxRuntimeExceeded for the
    runtime limit); or Failed with the last lines of the training's error output;
 5. marks the tensor output as ended (``training_job_end.ts``) if the training could not, so the
-   rules finish on the data there is, waits for them (``RULES_GRACE_SECONDS`` at most, then
-   stops them) and for the monitor, and says it is done.
+   rules finish on the data there is; waits for the monitor, then marks the profiler output as
+   ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), and says
+   it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``).
 """
@@ -23,6 +24,7 @@ All along it beats in the job store (``trainprobe.jobs.liveness``).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -33,12 +35,12 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from trainprobe.capture.stop_request import read_stop_request
 from trainprobe.jobs.launch_plan import RUNNER_PID_VARIABLE, LaunchPlan
 from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
-from trainprobe.jobs.rule_statuses import record_unavailable_profiler_rules
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobStore
 from trainprobe.jobs.training_process import TrainingProcess, describe_exit
@@ -119,8 +121,8 @@ class JobRunner:
     def _run(self) -> None:
         record = self.store.get(self.name)
         assert record is not None
-        record_unavailable_profiler_rules(self.layout, record.profiler_rules)
         self._start_rules()
+        self._start_profiler_rules(record.profiler_rules)
         environment = {
             **os.environ,
             **self.plan.environment,
@@ -243,6 +245,15 @@ class JobRunner:
             # The training could not say it ended (a crash, a kill): say it for it, so the
             # rules conclude on the steps it saved.
             write_training_end(self.layout.debug_output)
+        if self.monitor is not None:
+            # The monitor ends with the training it watches; then the profiler data is whole,
+            # and the profiler rules may conclude.
+            try:
+                self.monitor.wait(timeout=MONITOR_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.monitor.terminate()
+                self.monitor.wait()
+        write_training_end(self.layout.profiler_output)
         deadline = time.monotonic() + RULES_GRACE_SECONDS
         while any(process.poll() is None for process in self.rules):
             if self._signalled is not None or time.monotonic() > deadline:
@@ -301,6 +312,30 @@ class JobRunner:
         if self.rules:
             log.info("started %d rule evaluator(s)", len(self.rules))
 
+    def _start_profiler_rules(self, entries: list[dict[str, Any]]) -> None:
+        """One process evaluates every profiler rule of the job on its profiler output."""
+        if not entries:
+            return
+        request_file = os.path.join(self.layout.config_dir, "profilerrules.json")
+        with open(request_file, "w", encoding="utf-8") as file:
+            json.dump(entries, file)
+        command = [
+            self.plan.python,
+            "-m",
+            "trainprobe.rules.profiler",
+            self.layout.profiler_output,
+            "--rule-output",
+            self.layout.rule_output,
+            "--request",
+            request_file,
+        ]
+        if not _framework_profiling(self.layout.profiler_config_file):
+            # The step timeline will never come: rules that need it say so instead of waiting.
+            command.append("--no-framework-profiling")
+        self.rules.append(
+            _spawn(command, self.layout.rule_log("profiler-rules"), cwd=self.layout.job_dir)
+        )
+
     def _start_monitor(self, training_pid: int) -> None:
         self.monitor = _spawn(
             [
@@ -319,6 +354,16 @@ class JobRunner:
             self.layout.monitor_log,
             cwd=self.layout.job_dir,
         )
+
+
+def _framework_profiling(profiler_config_file: str) -> bool:
+    """Whether the job's profiler config turns the framework profiler (and its timeline) on."""
+    try:
+        with open(profiler_config_file, encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, ValueError):
+        return False
+    return "ProfilingParameters" in config and not config.get("DisableProfiler", False)
 
 
 def _spawn(command: list[str], log_path: str, *, cwd: str) -> subprocess.Popen[bytes]:

@@ -1,0 +1,64 @@
+"""The profiler rules: why is the training slow, and what to change.
+
+They read a job's profiler output (system metrics and the framework timeline,
+``trainprobe.storage.system_metrics`` and ``trainprobe.storage.trace_file``) window by window while
+the job runs (``ProfilerTrial``), keep their report data (times triggered, violations, datapoints,
+parameters, details and a recommendation in plain words) and end with the rule engine's statuses::
+
+    from trainprobe.rules.profiler import ProfilerRuleDefinition, run_profiler_rules
+
+    report = ProfilerRuleDefinition.for_builtin("ProfilerReport", {"CPUBottleneck_threshold": "20"})
+    [verdict] = run_profiler_rules([report], "<job>/profiler-output", "<job>/rule-output")
+
+or, as a process, ``python -m trainprobe.rules.profiler <job>/profiler-output --rule-output
+<job>/rule-output``. The rules: BatchSize, CPUBottleneck, Dataloader, GPUMemoryIncrease,
+IOBottleneck, LoadBalancing, LowGPUUtilization, MaxInitializationTime, OverallFrameworkMetrics,
+OverallSystemUsage, StepOutlier, and ProfilerReport, which runs them all. ``WindowRule`` is their
+base class.
+"""
+
+from __future__ import annotations
+
+from trainprobe.rules.profiler.bottlenecks import CPUBottleneck, IOBottleneck
+from trainprobe.rules.profiler.builtin import PROFILER_RULE_CLASSES
+from trainprobe.rules.profiler.dataloader import Dataloader
+from trainprobe.rules.profiler.definition import ProfilerRuleDefinition, profiler_rule_class
+from trainprobe.rules.profiler.evaluator import REPORTS_DIR, ProfilerRuleEvaluator, report_path
+from trainprobe.rules.profiler.gpu_memory import BatchSize, GPUMemoryIncrease
+from trainprobe.rules.profiler.gpu_utilization import LoadBalancing, LowGPUUtilization
+from trainprobe.rules.profiler.overview import OverallFrameworkMetrics, OverallSystemUsage
+from trainprobe.rules.profiler.report import ProfilerReport
+from trainprobe.rules.profiler.report_data import RuleReport
+from trainprobe.rules.profiler.rule import WindowRule
+from trainprobe.rules.profiler.runner import ProfilerRuleRunner, run_profiler_rules
+from trainprobe.rules.profiler.steps import MaxInitializationTime, StepOutlier
+from trainprobe.rules.profiler.trial import ProfilerTrial
+from trainprobe.rules.profiler.window import Sample, Window
+
+__all__ = [
+    "PROFILER_RULE_CLASSES",
+    "REPORTS_DIR",
+    "BatchSize",
+    "CPUBottleneck",
+    "Dataloader",
+    "GPUMemoryIncrease",
+    "IOBottleneck",
+    "LoadBalancing",
+    "LowGPUUtilization",
+    "MaxInitializationTime",
+    "OverallFrameworkMetrics",
+    "OverallSystemUsage",
+    "ProfilerReport",
+    "ProfilerRuleDefinition",
+    "ProfilerRuleEvaluator",
+    "ProfilerRuleRunner",
+    "ProfilerTrial",
+    "RuleReport",
+    "Sample",
+    "StepOutlier",
+    "Window",
+    "WindowRule",
+    "profiler_rule_class",
+    "report_path",
+    "run_profiler_rules",
+]

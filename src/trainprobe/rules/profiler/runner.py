@@ -1,0 +1,247 @@
+"""The profiler rule runner: follows a job's profiler output and evaluates profiler rules on it.
+
+``run_profiler_rules(definitions, profiler_output_dir, rule_output_dir)`` returns each rule's
+verdict, with the rule engine's statuses, once the job has ended and every window is evaluated.
+``ProfilerRuleRunner`` does the same with ``run()`` and can be stopped from another thread. One
+runner reads the job for all its rules (a ProfilerReport runs the 11 rules on the same windows).
+
+1. It waits for the job's first data (``no_data_timeout`` seconds at most; a job that ends
+   without any is reported at once): system readings or framework events.
+2. Each rule's windows start there and are ``scan_interval_us`` long (60 s by default). A window is
+   evaluated once its data is complete (``ProfilerTrial.ready_until_us``), so a rule follows a live
+   job about one window behind. The runner looks for new data every ``poll_interval`` seconds.
+3. Once the job has ended (``ProfilerTrial.ended``: the ``training_job_end.ts`` marker, or
+   ``job_ended``), the remaining windows up to the newest data are evaluated, the last one ending
+   there, and every rule ends: IssuesFound if it ever fired, else NoIssuesFound; Error if it failed
+   or there was no data; Stopped after ``stop()`` or Ctrl-C.
+
+``framework_profiling=False`` tells the rules that time steps (MaxInitializationTime, StepOutlier,
+Dataloader, OverallFrameworkMetrics) that the job records no framework events, so that a job
+without framework profiling does not look as if it never started a step.
+
+Each rule writes ``<rule_output_dir>/<RuleConfigurationName>/``: status, evaluations and actions
+(``trainprobe.storage.rule_output``) and its report data
+(``profiler-output/profiler-reports/<Rule>.json``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from trainprobe.config.errors import ConfigError
+from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
+from trainprobe.rules.actions.stop_training import StopTrainingCallback
+from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
+from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
+from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
+from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
+
+__all__ = [
+    "DEFAULT_NO_DATA_TIMEOUT",
+    "DEFAULT_POLL_INTERVAL",
+    "ProfilerRuleRunner",
+    "run_profiler_rules",
+]
+
+DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_NO_DATA_TIMEOUT = 300.0
+
+Definitions = (
+    ProfilerRuleDefinition
+    | ProfilerRuleConfig
+    | Sequence[ProfilerRuleDefinition | ProfilerRuleConfig]
+)
+
+
+def _definitions(given: Definitions) -> list[ProfilerRuleDefinition]:
+    listed = [given] if isinstance(given, ProfilerRuleDefinition | ProfilerRuleConfig) else given
+    found = [
+        item
+        if isinstance(item, ProfilerRuleDefinition)
+        else ProfilerRuleDefinition.from_config(item)
+        for item in listed
+    ]
+    names = [definition.name for definition in found]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConfigError("RuleConfigurationName", duplicates[0], "a name used by one rule only")
+    return found
+
+
+class ProfilerRuleRunner:
+    """Evaluates profiler rules on the job whose profiler output is ``profiler_output_dir`` (see
+    the module docstring for the parameters)."""
+
+    def __init__(
+        self,
+        definitions: Definitions,
+        profiler_output_dir: str,
+        *,
+        rule_output_dir: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        no_data_timeout: float = DEFAULT_NO_DATA_TIMEOUT,
+        framework_wait: float = DEFAULT_FRAMEWORK_WAIT,
+        framework_profiling: bool = True,
+        job_ended: Callable[[], bool] | None = None,
+        on_stop_training: StopTrainingCallback | None = None,
+        on_evaluation: Callable[[str, Evaluation], None] | None = None,
+    ) -> None:
+        self.profiler_output_dir = profiler_output_dir
+        self.poll_interval = poll_interval
+        self.no_data_timeout = no_data_timeout
+        self.trial = ProfilerTrial(
+            profiler_output_dir,
+            framework_wait_s=framework_wait,
+            framework_profiling=framework_profiling,
+            job_ended=job_ended,
+        )
+        self.evaluators = [
+            ProfilerRuleEvaluator(
+                definition,
+                profiler_output_dir,
+                output_dir=(
+                    os.path.join(rule_output_dir, definition.name)
+                    if rule_output_dir is not None
+                    else None
+                ),
+                on_stop_training=on_stop_training,
+                on_evaluation=_for_rule(on_evaluation, definition.name),
+            )
+            for definition in _definitions(definitions)
+        ]
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
+        self._stop.set()
+        for evaluator in self._active():
+            evaluator.stop()
+
+    def run(self) -> list[Verdict]:
+        """Follow the job until every rule's verdict is known; the verdicts, in order."""
+        for evaluator in self.evaluators:
+            evaluator.begin()
+        try:
+            self._follow()
+        except KeyboardInterrupt:
+            for evaluator in self._active():
+                evaluator.finish_stopped("interrupted")
+        except OSError as error:
+            for evaluator in self._active():
+                evaluator.finish(ERROR, f"cannot read {self.profiler_output_dir}: {error}")
+        return [evaluator.verdict for evaluator in self.evaluators]
+
+    def _active(self) -> list[ProfilerRuleEvaluator]:
+        return [evaluator for evaluator in self.evaluators if not evaluator.finished]
+
+    def _stopped(self) -> bool:
+        if not self._stop.is_set():
+            return False
+        for evaluator in self._active():
+            evaluator.finish_stopped("stopped on request")
+        return True
+
+    def _follow(self) -> None:
+        trial = self.trial
+        started = time.monotonic()
+        while self._active() and not self._stopped():
+            ended = (
+                trial.ended()
+            )  # before reading, so that no data written before the end is missed
+            trial.refresh()
+            if trial.first_us is None:
+                if ended or time.monotonic() - started > self.no_data_timeout:
+                    why = (
+                        "the job ended without"
+                        if ended
+                        else (f"no data appeared within {self.no_data_timeout:g} s: found no")
+                    )
+                    for evaluator in self._active():
+                        evaluator.finish(
+                            ERROR,
+                            f"{why} system metrics or framework events under "
+                            f"{self.profiler_output_dir}. Check that the system monitor or "
+                            "framework profiling runs and writes there.",
+                        )
+                    return
+                self._stop.wait(self.poll_interval)
+                continue
+            for evaluator in self._active():
+                evaluator.start(trial.first_us)
+            self._evaluate_ready(ended)
+            if ended:
+                for evaluator in self._active():
+                    evaluator.conclude()
+                return
+            starts = [e.next_start_us for e in self._active() if e.next_start_us is not None]
+            if starts:
+                trial.forget_before(min(starts))
+            self._stop.wait(self.poll_interval)
+
+    def _evaluate_ready(self, ended: bool) -> None:
+        trial = self.trial
+        ready = trial.ready_until_us()
+        data_end = trial.data_end_us()
+        for evaluator in self._active():
+            while not evaluator.finished and not self._stop.is_set():
+                assert evaluator.next_start_us is not None
+                start, end = evaluator.next_start_us, evaluator.next_end_us
+                if ended:
+                    last = data_end if data_end is not None else start
+                    if start > last or (start == last and evaluator.windows):
+                        break
+                    final = end >= last
+                    if final:
+                        end = last + 1  # the newest reading, at ``last``, belongs in it
+                elif ready is None or end > ready:
+                    break
+                else:
+                    final = False
+                window = trial.window(evaluator.windows, start, end, final=final)
+                evaluator.take(window)
+                if final:
+                    break
+
+
+def _for_rule(
+    callback: Callable[[str, Evaluation], None] | None, name: str
+) -> Callable[[Evaluation], None] | None:
+    if callback is None:
+        return None
+
+    def call(evaluation: Evaluation) -> None:
+        callback(name, evaluation)
+
+    return call
+
+
+def run_profiler_rules(
+    definitions: Definitions,
+    profiler_output_dir: str,
+    rule_output_dir: str | None,
+    *,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    no_data_timeout: float = DEFAULT_NO_DATA_TIMEOUT,
+    framework_wait: float = DEFAULT_FRAMEWORK_WAIT,
+    framework_profiling: bool = True,
+    job_ended: Callable[[], bool] | None = None,
+    on_stop_training: StopTrainingCallback | None = None,
+) -> list[Verdict]:
+    """Evaluate profiler rules on the job at ``profiler_output_dir`` until it has ended, writing
+    each rule's output under ``rule_output_dir`` (see ProfilerRuleRunner); the verdicts, in the
+    order of ``definitions``."""
+    runner = ProfilerRuleRunner(
+        definitions,
+        profiler_output_dir,
+        rule_output_dir=rule_output_dir,
+        poll_interval=poll_interval,
+        no_data_timeout=no_data_timeout,
+        framework_wait=framework_wait,
+        framework_profiling=framework_profiling,
+        job_ended=job_ended,
+        on_stop_training=on_stop_training,
+    )
+    return runner.run()
