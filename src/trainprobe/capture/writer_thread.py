@@ -102,8 +102,9 @@ class TensorRecord:
 class ScalarBatch:
     """Several scalars computed together on the device, arriving as one buffer.
 
-    ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``; with
-    ``export`` each also becomes a TensorBoard scalar tagged ``names[i]``.
+    ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``, the whole
+    batch in one write (``StepWriter.add_scalars``); with ``export`` each also becomes a
+    TensorBoard scalar tagged ``names[i]``.
     """
 
     step: int
@@ -336,27 +337,16 @@ class WriterThread:
             _release(message.value)
         elif isinstance(message, ScalarBatch):
             values = _resolve(message.values).reshape(-1)
-            writer = self._step(message.step)
-            export = self.tensorboard if message.export else None
-            for index, (name, dtype) in enumerate(zip(message.names, message.dtypes, strict=True)):
-                value = np.asarray(values[index], dtype=dtype)
-                writer.add(
-                    name,
-                    value,
-                    mode=message.mode,
-                    mode_step=message.mode_step,
-                    wall_time=message.wall_time,
-                )
-                if export is not None:
-                    export.add(
-                        message.mode,
-                        message.step,
-                        "",
-                        name,
-                        value,
-                        True,
-                        wall_time=message.wall_time,
-                    )
+            self._step(message.step).add_scalars(
+                message.names,
+                message.dtypes,
+                values,
+                mode=message.mode,
+                mode_step=message.mode_step,
+                wall_time=message.wall_time,
+            )
+            if message.export and self.tensorboard is not None:
+                self._export_scalars(self.tensorboard, message, values)
         elif isinstance(message, ShapeRecord):
             self._step(message.step).add_shape(
                 message.name,
@@ -377,6 +367,12 @@ class WriterThread:
         elif isinstance(message, _TrainingEnd):
             self._close_step()
             write_training_end(self.out_dir)
+
+    @staticmethod
+    def _export_scalars(export: TensorBoardExport, batch: ScalarBatch, values: np.ndarray) -> None:
+        for index, (name, dtype) in enumerate(zip(batch.names, batch.dtypes, strict=True)):
+            value = np.asarray(values[index], dtype=dtype)
+            export.add(batch.mode, batch.step, "", name, value, True, wall_time=batch.wall_time)
 
     def _step(self, step: int) -> StepWriter:
         if self._writer is not None and self._writer.step != step:

@@ -34,6 +34,8 @@ LENGTH_DELIMITED = 2
 FIXED32 = 5
 
 _DOUBLE = struct.Struct("<d")
+# Nearly every key and length fits in one byte: those varints are made once.
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
 class WireError(ValueError):
@@ -42,6 +44,8 @@ class WireError(ValueError):
 
 def varint(value: int) -> bytes:
     """``value`` as a base-128 varint; negative int64 values take ten bytes, as in protobuf."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -59,7 +63,7 @@ def key(field: int, wire_type: int) -> bytes:
 
 def length_prefix(field: int, length: int) -> bytes:
     """Key and length of a length-delimited field whose body follows separately."""
-    return key(field, LENGTH_DELIMITED) + varint(length)
+    return varint((field << 3) | LENGTH_DELIMITED) + varint(length)
 
 
 def message_field(field: int, body: bytes) -> bytes:

@@ -1,9 +1,10 @@
 """Writing one (global step, worker): its event file of tensor records and its index file.
 
-The hook opens a ``StepWriter`` per saved step, ``add``s each tensor (from its writer thread),
-and ``close``s it. The event file is written under a temporary name as tensors arrive and
-renamed into place on close, then the index file appears: a reader that sees the index can
-always read the records it points to. A step that saved nothing leaves no file at all.
+The hook opens a ``StepWriter`` per saved step, ``add``s each tensor (from its writer thread)
+or ``add_scalars`` a batch of scalars (its reductions) in one write, and ``close``s it. The
+event file is written under a temporary name as tensors arrive and renamed into place on close,
+then the index file appears: a reader that sees the index can always read the records it points
+to. A step that saved nothing leaves no file at all.
 
 The collections file and the end-of-training marker are written by the functions re-exported
 here, so the hook needs only this module.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
 import numpy as np
@@ -21,8 +23,12 @@ from trainprobe.storage import files, locations
 from trainprobe.storage.collections_file import write_collections_file
 from trainprobe.storage.index_file import ShapeEntry, StepIndex, TensorLocation, encode_index
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.tensor_event import encode_tensor_event
-from trainprobe.storage.tfrecord import frame
+from trainprobe.storage.tensor_event import (
+    DTYPE_CODES,
+    encode_scalar_events,
+    encode_tensor_event,
+)
+from trainprobe.storage.tfrecord import frame, frame_bytes
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 __all__ = ["StepWriter", "training_has_ended", "write_collections_file", "write_training_end"]
@@ -84,6 +90,17 @@ class StepWriter:
         numpy (``"bfloat16"`` saved as float32); smdebug ignores it, trainprobe reports it.
         Raises TypeError for a dtype that cannot be saved.
         """
+        if isinstance(array, np.ndarray) and array.ndim == 0 and array.dtype.name in DTYPE_CODES:
+            self.add_scalars(
+                [name],
+                [array.dtype.name],
+                array.reshape(1),
+                mode=mode,
+                mode_step=mode_step,
+                wall_time=wall_time,
+                original_dtype=original_dtype,
+            )
+            return
         chunks = encode_tensor_event(
             name,
             array,
@@ -95,15 +112,59 @@ class StepWriter:
         )
         record = frame(chunks)
         with self._lock:
-            if self._closed:
-                raise ValueError(f"step {self.step} of {self.worker} is already closed")
-            if self._events is None:
-                path = locations.event_file(self.step, self.worker)
-                self._events = files.AtomicFile(locations.join(self.out_dir, path))
-            start = self._events.size
-            self._events.writelines(record)
-            self._tensors.append(TensorLocation(name, start, self._events.size - start))
+            events = self._open_events()
+            start = events.size
+            events.writelines(record)
+            self._tensors.append(TensorLocation(name, start, events.size - start))
             self._first_mode(mode, mode_step)
+
+    def add_scalars(
+        self,
+        names: Sequence[str],
+        dtypes: Sequence[str],
+        values: np.ndarray,
+        *,
+        mode: ModeKeys,
+        mode_step: int,
+        wall_time: float | None = None,
+        original_dtype: str | None = None,
+    ) -> None:
+        """Append many 0-d tensors at once: ``names[i]`` holds ``values[i]`` as ``dtypes[i]``.
+
+        The same bytes as ``add``-ing each ``np.asarray(values[i], dtype=dtypes[i])`` in turn,
+        at a fraction of the cost: the hook writes its reductions this way at every step.
+        Raises TypeError for a dtype that cannot be saved (then nothing is appended).
+        """
+        payloads = encode_scalar_events(
+            names,
+            dtypes,
+            values,
+            step=self.step,
+            mode=ModeKeys(mode),
+            mode_step=mode_step,
+            wall_time=time.time() if wall_time is None else wall_time,
+            original_dtype=original_dtype,
+        )
+        records = [frame_bytes(payload) for payload in payloads]
+        with self._lock:
+            events = self._open_events()
+            start = events.size
+            found = []
+            for name, record in zip(names, records, strict=True):
+                found.append(TensorLocation(name, start, len(record)))
+                start += len(record)
+            events.write(b"".join(records))
+            self._tensors.extend(found)
+            self._first_mode(mode, mode_step)
+
+    def _open_events(self) -> files.AtomicFile:
+        # The event file appears (under its temporary name) with the step's first tensor.
+        if self._closed:
+            raise ValueError(f"step {self.step} of {self.worker} is already closed")
+        if self._events is None:
+            path = locations.event_file(self.step, self.worker)
+            self._events = files.AtomicFile(locations.join(self.out_dir, path))
+        return self._events
 
     def add_shape(
         self,

@@ -15,6 +15,11 @@ Fields are written in field-number order and proto3 defaults are left out, as pr
 the bytes equal smdebug's for the same tensor and wall time. The tensor's bytes are handed back
 as a memoryview of the array: they reach the file without a copy.
 
+Scalars (0-d tensors) have a fast path, ``encode_scalar_events``, for the dozens a hook writes at
+every step (reductions, losses): a scalar's message differs from one step to the next only in
+its value, step, wall time and mode step, so each name's tag and tensor head are made once and a
+step's messages are joined from those pieces, with the same bytes as the general encoder's.
+
 numpy has no bfloat16: such tensors arrive as float32 with ``original_dtype="bfloat16"``, kept
 in a third plugin entry (``original_dtype``) that smdebug's reader ignores.
 """
@@ -22,6 +27,7 @@ in a third plugin entry (``original_dtype``) that smdebug's reader ignores.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +40,7 @@ __all__ = [
     "TensorEvent",
     "decode_tensor_event",
     "decode_tensor_value",
+    "encode_scalar_events",
     "encode_tensor_event",
 ]
 
@@ -78,6 +85,21 @@ _DIM_SIZE, _DIM_NAME = 1, 2
 
 Chunk = bytes | memoryview
 
+# The keys of Event.summary and Summary.value; a 0-d tensor's TensorShapeProto (no dims).
+_SUMMARY_KEY = wire.key(_EVENT_SUMMARY, wire.LENGTH_DELIMITED)
+_VALUE_KEY = wire.key(_SUMMARY_VALUE, wire.LENGTH_DELIMITED)
+_NO_DIMS = wire.message_field(_TENSOR_SHAPE, b"")
+# numpy dtype name -> (TF DataType number, little-endian dtype, item size)
+_SCALAR_DTYPES: dict[str, tuple[int, np.dtype[np.generic], int]] = {
+    name: (code, _NUMPY_DTYPES[code], _NUMPY_DTYPES[code].itemsize)
+    for name, code in DTYPE_CODES.items()
+}
+_CACHE_LIMIT = 4096
+_SMALL_CACHE_LIMIT = 64
+_SHAPE_FIELDS: dict[tuple[str, tuple[int, ...]], bytes] = {}
+_SCALAR_PREFIXES: dict[tuple[str, int], bytes] = {}
+_METADATA_FIELDS: dict[tuple[int, int, str | None], bytes] = {}
+
 
 @dataclass
 class TensorEvent:
@@ -119,16 +141,42 @@ def _plugin(name: str, content: str) -> bytes:
     return wire.message_field(_METADATA_PLUGIN_DATA, body)
 
 
+def _metadata_field(mode: ModeKeys, mode_step: int, original_dtype: str | None) -> bytes:
+    """Summary.Value's metadata field: the mode step, the mode (and the original dtype).
+
+    Every tensor of a step carries the same one: the recent ones are remembered.
+    """
+    cache_key = (int(mode), mode_step, original_dtype)
+    found = _METADATA_FIELDS.get(cache_key)
+    if found is None:
+        metadata = _plugin(MODE_STEP_PLUGIN, str(mode_step)) + _plugin(MODE_PLUGIN, str(int(mode)))
+        if original_dtype is not None:
+            metadata += _plugin(ORIGINAL_DTYPE_PLUGIN, original_dtype)
+        found = wire.message_field(_VALUE_METADATA, metadata)
+        if len(_METADATA_FIELDS) >= _SMALL_CACHE_LIMIT:
+            _METADATA_FIELDS.clear()
+        _METADATA_FIELDS[cache_key] = found
+    return found
+
+
 def _shape(name: str, shape: tuple[int, ...]) -> bytes:
-    dims = b"".join(
-        wire.message_field(
-            _SHAPE_DIM,
-            wire.varint_field(_DIM_SIZE, size)
-            + wire.message_field(_DIM_NAME, f"{name}_{size}".encode()),
+    # A tensor has the same name and shape at every step: the recent ones are remembered.
+    cache_key = (name, shape)
+    found = _SHAPE_FIELDS.get(cache_key)
+    if found is None:
+        dims = b"".join(
+            wire.message_field(
+                _SHAPE_DIM,
+                wire.varint_field(_DIM_SIZE, size)
+                + wire.message_field(_DIM_NAME, f"{name}_{size}".encode()),
+            )
+            for size in shape
         )
-        for size in shape
-    )
-    return wire.message_field(_TENSOR_SHAPE, dims)
+        found = wire.message_field(_TENSOR_SHAPE, dims)
+        if len(_SHAPE_FIELDS) >= _CACHE_LIMIT:
+            _SHAPE_FIELDS.clear()
+        _SHAPE_FIELDS[cache_key] = found
+    return found
 
 
 def _tensor_body(name: str, array: np.ndarray) -> list[Chunk]:
@@ -156,6 +204,10 @@ def _tensor_body(name: str, array: np.ndarray) -> list[Chunk]:
     return [head + wire.length_prefix(_TENSOR_CONTENT, array.nbytes), content]
 
 
+def _event_head(wall_time: float, step: int) -> bytes:
+    return wire.double_field(_EVENT_WALL_TIME, wall_time) + wire.varint_field(_EVENT_STEP, step)
+
+
 def encode_tensor_event(
     name: str,
     array: np.ndarray,
@@ -173,24 +225,107 @@ def encode_tensor_event(
     """
     tensor = _tensor_body(name, np.asarray(array))
     tensor_length = sum(len(chunk) for chunk in tensor)
-    metadata = _plugin(MODE_STEP_PLUGIN, str(mode_step)) + _plugin(MODE_PLUGIN, str(int(mode)))
-    if original_dtype is not None:
-        metadata += _plugin(ORIGINAL_DTYPE_PLUGIN, original_dtype)
+    metadata_field = _metadata_field(mode, mode_step, original_dtype)
     tag = wire.message_field(_VALUE_TAG, name.encode("utf-8"))
     tensor_prefix = wire.length_prefix(_VALUE_TENSOR, tensor_length)
-    metadata_field = wire.message_field(_VALUE_METADATA, metadata)
     value_length = len(tag) + len(tensor_prefix) + tensor_length + len(metadata_field)
     value_prefix = wire.length_prefix(_SUMMARY_VALUE, value_length)
     summary_length = len(value_prefix) + value_length
     head = (
-        wire.double_field(_EVENT_WALL_TIME, wall_time)
-        + wire.varint_field(_EVENT_STEP, step)
+        _event_head(wall_time, step)
         + wire.length_prefix(_EVENT_SUMMARY, summary_length)
         + value_prefix
         + tag
         + tensor_prefix
     )
     return [head + tensor[0], *tensor[1:], metadata_field]
+
+
+def _scalar_prefix(name: str, code: int, size: int) -> bytes:
+    """A 0-d tensor's Summary.Value up to its content: the tag, then TensorProto's head."""
+    cache_key = (name, code)
+    found = _SCALAR_PREFIXES.get(cache_key)
+    if found is None:
+        tensor_head = (
+            wire.varint_field(_TENSOR_DTYPE, code)
+            + _NO_DIMS
+            + wire.length_prefix(_TENSOR_CONTENT, size)
+        )
+        found = (
+            wire.message_field(_VALUE_TAG, name.encode("utf-8"))
+            + wire.length_prefix(_VALUE_TENSOR, len(tensor_head) + size)
+            + tensor_head
+        )
+        if len(_SCALAR_PREFIXES) >= _CACHE_LIMIT:
+            _SCALAR_PREFIXES.clear()
+        _SCALAR_PREFIXES[cache_key] = found
+    return found
+
+
+def encode_scalar_events(
+    names: Sequence[str],
+    dtypes: Sequence[str],
+    values: np.ndarray,
+    *,
+    step: int,
+    mode: ModeKeys,
+    mode_step: int,
+    wall_time: float,
+    original_dtype: str | None = None,
+) -> list[bytes]:
+    """The Event messages of many 0-d tensors of one step, each as one bytes object.
+
+    ``names[i]`` holds ``values[i]`` (``values`` is flat) as a 0-d array of numpy dtype
+    ``dtypes[i]``: the bytes equal ``encode_tensor_event``'s for
+    ``np.asarray(values[i], dtype=dtypes[i])``. The scalars a hook writes at every step
+    (reductions, losses) differ from step to step only in their value, step, wall time and mode
+    step, so each name's tag and tensor head are made once and the rest is joined from pieces.
+    Raises TypeError for a dtype that cannot be saved.
+    """
+    flat = np.asarray(values).reshape(-1)
+    head = _event_head(wall_time, step)
+    metadata = _metadata_field(mode, mode_step, original_dtype)
+    varint = wire.varint
+    payloads: list[bytes] = []
+    for index, (name, dtype, content) in enumerate(
+        zip(names, dtypes, _scalar_contents(flat, dtypes), strict=True)
+    ):
+        if content is None:  # strings, or a dtype that cannot be saved (raises TypeError)
+            chunks = encode_tensor_event(
+                name,
+                np.asarray(flat[index], dtype=dtype),
+                step=step,
+                mode=mode,
+                mode_step=mode_step,
+                wall_time=wall_time,
+                original_dtype=original_dtype,
+            )
+            payloads.append(b"".join(chunks))
+            continue
+        prefix = _scalar_prefix(name, _SCALAR_DTYPES[dtype][0], len(content))
+        value_length = len(prefix) + len(content) + len(metadata)
+        value_prefix = _VALUE_KEY + varint(value_length)
+        summary_length = varint(len(value_prefix) + value_length)
+        payloads.append(
+            b"".join((head, _SUMMARY_KEY, summary_length, value_prefix, prefix, content, metadata))
+        )
+    return payloads
+
+
+def _scalar_contents(flat: np.ndarray, dtypes: Sequence[str]) -> list[bytes | None]:
+    """Each value's bytes in its dtype (None where the dtype is not a number type), converting
+    the values of one dtype together."""
+    contents: list[bytes | None] = [None] * len(dtypes)
+    for dtype in dict.fromkeys(dtypes):
+        known = _SCALAR_DTYPES.get(dtype)
+        if known is None:
+            continue
+        _, little, size = known
+        positions = [index for index, each in enumerate(dtypes) if each == dtype]
+        raw = flat[positions].astype(little).tobytes()
+        for order, index in enumerate(positions):
+            contents[index] = raw[order * size : (order + 1) * size]
+    return contents
 
 
 def _signed(value: int) -> int:
@@ -204,7 +339,6 @@ def _text(data: memoryview, start: int, stop: int) -> str:
 _DOUBLE = struct.Struct("<d")
 # Keys of Event.summary, Summary.value, Value.tag and Value.tensor, in the usual layout.
 _USUAL_KEYS = (0x2A, 0x0A, 0x0A, 0x42)
-_CACHE_LIMIT = 4096
 _SHAPES: dict[bytes, tuple[int, ...]] = {}
 _METADATA: dict[bytes, tuple[ModeKeys | None, int | None, str | None]] = {}
 

@@ -22,6 +22,7 @@ __all__ = [
     "RecordError",
     "crc32c",
     "frame",
+    "frame_bytes",
     "iter_records",
     "masked_crc32c",
     "unframe",
@@ -34,8 +35,11 @@ OVERHEAD = HEADER_SIZE + FOOTER_SIZE
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _HEADER = struct.Struct("<QI")
-# The same lengths recur (a tensor has the same size at every step): their checked CRCs.
+# The same lengths recur (a tensor has the same size at every step): their checked CRCs, and
+# the headers written for them.
 _LENGTH_CRCS: dict[int, int] = {}
+_HEADERS: dict[int, bytes] = {}
+_CACHE_LIMIT = 4096
 
 
 def _make_table() -> tuple[int, ...]:
@@ -85,10 +89,28 @@ def frame(
     constant.
     """
     length = sum(len(chunk) for chunk in payload)
-    length_bytes = _LENGTH.pack(length)
-    header = length_bytes + _CRC.pack(masked_crc32c(length_bytes))
     footer = _CRC.pack(masked_crc32c(b"".join(payload))) if real_crc else _FAKE_FOOTER
-    return [header, *payload, footer]
+    return [_header(length), *payload, footer]
+
+
+def frame_bytes(payload: bytes) -> bytes:
+    """The whole record around a small ``payload``, as one bytes object, smdebug's footer.
+
+    The same bytes as joining ``frame([payload])``; meant for the many small records (scalars)
+    that a step writes together.
+    """
+    return _header(len(payload)) + payload + _FAKE_FOOTER
+
+
+def _header(length: int) -> bytes:
+    header = _HEADERS.get(length)
+    if header is None:
+        length_bytes = _LENGTH.pack(length)
+        header = length_bytes + _CRC.pack(masked_crc32c(length_bytes))
+        if len(_HEADERS) >= _CACHE_LIMIT:
+            _HEADERS.clear()
+        _HEADERS[length] = header
+    return header
 
 
 def _check_footer(payload: memoryview, footer: int, *, verify_data: bool) -> None:
@@ -110,7 +132,7 @@ def unframe(record: bytes | bytearray | memoryview, *, verify_data: bool = False
     if _LENGTH_CRCS.get(length) != length_crc:
         if length_crc != masked_crc32c(view[:8]):
             raise RecordError("the record's length CRC does not match its length")
-        if len(_LENGTH_CRCS) >= 4096:
+        if len(_LENGTH_CRCS) >= _CACHE_LIMIT:
             _LENGTH_CRCS.clear()
         _LENGTH_CRCS[length] = length_crc
     if len(view) != length + OVERHEAD:

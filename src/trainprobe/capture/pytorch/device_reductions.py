@@ -89,6 +89,19 @@ def passes_for(ops: tuple[Op, ...]) -> tuple[str, ...]:
     return tuple(name for name in _ORDER if name in wanted)
 
 
+@functools.lru_cache(maxsize=256)
+def _layout(ops: tuple[Op, ...]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """The passes ``ops`` need, where each pass's results start among a tensor's results, and
+    which norm orders the passes take (those are batched over tensors)."""
+    passes = passes_for(ops)
+    offsets, cursor = [], 0
+    for name in passes:
+        offsets.append(cursor)
+        cursor += _WIDTH.get(name, 1)
+    orders = tuple(order for name, order in (("l1", 1), ("l2", 2)) if name in passes)
+    return passes, tuple(offsets), orders
+
+
 def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype == torch.float64 or dtype in (torch.int64, torch.int32):
         return torch.float64
@@ -123,23 +136,34 @@ def _run_pass(name: str, x: torch.Tensor, norms: dict[int, torch.Tensor]) -> lis
 
 @dataclass(frozen=True)
 class _Entry:
-    """Where one tensor's pass results sit in the step's buffer, and what to derive from them."""
+    """Where one tensor's pass results sit, and what to derive from them.
+
+    The results start at ``first`` among the step's results of ``dtype`` (and so at a known
+    place in the step's buffer); ``offsets`` place each pass's results relative to that start.
+    """
 
     names: Sequence[str]
     ops: Sequence[Op]
     passes: tuple[str, ...]
-    positions: Sequence[int]
+    offsets: tuple[int, ...]
     count: int
+    dtype: torch.dtype
+    first: int
 
 
 class DerivedScalars:
     """The step's reduction values, derived on the host from the pass results once they arrive."""
 
     def __init__(
-        self, copy: HostCopy, entries: Sequence[_Entry], scalar_positions: Sequence[int]
+        self,
+        copy: HostCopy,
+        entries: Sequence[_Entry],
+        starts: Sequence[int],
+        scalar_positions: Sequence[int],
     ) -> None:
         self._copy = copy
         self._entries = entries
+        self._starts = starts
         self._scalar_positions = scalar_positions
         self.nbytes = copy.nbytes
 
@@ -147,9 +171,10 @@ class DerivedScalars:
         """Every reduction, in the order of their names, as float64."""
         flat = self._copy.result().astype(np.float64, copy=False)
         values: list[float] = []
-        for entry in self._entries:
+        for entry, start in zip(self._entries, self._starts, strict=True):
             found: dict[str, float] = {}
-            for name, position in zip(entry.passes, entry.positions, strict=True):
+            for name, offset in zip(entry.passes, entry.offsets, strict=True):
+                position = start + offset
                 if name == "minmax":
                     found["min"], found["max"] = float(flat[position]), float(flat[position + 1])
                 else:
@@ -170,12 +195,12 @@ class ReductionBatch:
         self._scalar_dtypes: list[str] = []
         self._scalar_slots: list[tuple[torch.dtype, int]] = []
         self._values: dict[torch.dtype, list[torch.Tensor]] = {}
-        self._slots: list[tuple[torch.dtype, int]] = []
 
-    def _place(self, value: torch.Tensor) -> tuple[torch.dtype, int]:
-        bucket = self._values.setdefault(value.dtype, [])
-        bucket.append(value)
-        return value.dtype, len(bucket) - 1
+    def _bucket(self, dtype: torch.dtype) -> list[torch.Tensor]:
+        bucket = self._values.get(dtype)
+        if bucket is None:
+            bucket = self._values[dtype] = []
+        return bucket
 
     def add(
         self,
@@ -187,36 +212,33 @@ class ReductionBatch:
 
         The tensors must not be empty.
         """
-        passes = passes_for(tuple(ops))
+        ops = tuple(ops)
+        passes, offsets, orders = _layout(ops)
         prepared = []
         for tensor in tensors:
             x = tensor.detach() if tensor.requires_grad else tensor
             wanted = _accumulate_dtype(x.dtype)
             prepared.append(x if x.dtype == wanted else x.to(wanted))
         shared: list[dict[int, torch.Tensor]] = [{} for _ in prepared]
-        orders = [order for name, order in (("l1", 1), ("l2", 2)) if name in passes]
         if len(prepared) > 1 and orders:
             _batched_norms(prepared, orders, shared)
         for names, tensor, x, norms in zip(reduction_names, tensors, prepared, shared, strict=True):
-            slots: list[tuple[torch.dtype, int]] = []
+            bucket = self._bucket(x.dtype)
+            first = len(bucket)
             for name in passes:
-                results = _run_pass(name, x, norms)
-                slots.extend(self._place(value) for value in results)
-            first = len(self._slots)
-            self._slots.extend(slots)
-            positions, cursor = [], first
-            for name in passes:
-                positions.append(cursor)
-                cursor += _WIDTH.get(name, 1)
-            self._entries.append(_Entry(list(names), list(ops), passes, positions, x.numel()))
+                bucket.extend(_run_pass(name, x, norms))
+            self._entries.append(_Entry(names, ops, passes, offsets, x.numel(), x.dtype, first))
             self.names.extend(names)
             self.dtypes.extend([saved_dtype(tensor.dtype)] * len(names))
 
     def add_value(self, name: str, dtype: str, value: torch.Tensor) -> None:
         """Add a value already computed (a scalar saved by the user)."""
+        value = value.detach().reshape(())
+        bucket = self._bucket(value.dtype)
         self._scalar_names.append(name)
         self._scalar_dtypes.append(dtype)
-        self._scalar_slots.append(self._place(value.detach().reshape(())))
+        self._scalar_slots.append((value.dtype, len(bucket)))
+        bucket.append(value)
 
     def __bool__(self) -> bool:
         return bool(self.names or self._scalar_names)
@@ -238,20 +260,16 @@ class ReductionBatch:
         if len(devices) > 1:
             parts = [part.to("cpu") for part in parts]
         buffer = torch.cat(parts) if len(parts) > 1 else parts[0]
-        slot_index = [offsets[dtype] + index for dtype, index in self._slots]
-        entries = [
-            _Entry(e.names, e.ops, e.passes, [slot_index[p] for p in e.positions], e.count)
-            for e in self._entries
-        ]
+        starts = [offsets[entry.dtype] + entry.first for entry in self._entries]
         scalars = [offsets[dtype] + index for dtype, index in self._scalar_slots]
-        derived = DerivedScalars(start_copy(buffer, snapshot=False), entries, scalars)
+        derived = DerivedScalars(start_copy(buffer, snapshot=False), self._entries, starts, scalars)
         names = self.names + self._scalar_names
         dtypes = self.dtypes + self._scalar_dtypes
         return names, dtypes, derived
 
 
 def _batched_norms(
-    tensors: list[torch.Tensor], orders: list[int], into: list[dict[int, torch.Tensor]]
+    tensors: list[torch.Tensor], orders: Sequence[int], into: list[dict[int, torch.Tensor]]
 ) -> None:
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
     for index, tensor in enumerate(tensors):

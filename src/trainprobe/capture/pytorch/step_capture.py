@@ -96,6 +96,7 @@ class StepCapture:
         self._saved_a_step = False
         self._collections_sent: tuple[dict[str, Any], int] | None = None
         self._skipped: set[str] = set()
+        self._names: dict[tuple[Ops, str], tuple[str, ...]] = {}
 
     # ----- who writes -----
 
@@ -200,12 +201,17 @@ class StepCapture:
                 if plan.reductions and not tensor.is_complex():
                     grouped.setdefault(plan.reductions, []).append((name, tensor))
             for ops, members in grouped.items():
-                names = [
-                    [reduction_tensor_name(op, name, of_abs) for op, of_abs in ops]
-                    for name, _ in members
-                ]
+                names = [self._reduction_names(ops, name) for name, _ in members]
                 self._reductions.add(names, [tensor for _, tensor in members], ops)
                 current.sent = True
+
+    def _reduction_names(self, ops: Ops, name: str) -> tuple[str, ...]:
+        """The names of reductions ``ops`` of tensor ``name`` (remembered: asked every step)."""
+        found = self._names.get((ops, name))
+        if found is None:
+            found = tuple(reduction_tensor_name(op, name, of_abs) for op, of_abs in ops)
+            self._names[(ops, name)] = found
+        return found
 
     def _dense(self, name: str, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` is an ordinary dense tensor; others are skipped (said once)."""
