@@ -19,7 +19,6 @@ run after; their outcomes are recorded and never change the verdict.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -43,6 +42,7 @@ from trainprobe.rules.rule import (
     RuleEvaluationConditionMet,
     take_evidence,
 )
+from trainprobe.rules.rule_run import RuleRun
 from trainprobe.rules.verdict import (
     ERROR,
     IN_PROGRESS,
@@ -50,12 +50,9 @@ from trainprobe.rules.verdict import (
     NO_ISSUES_FOUND,
     SKIPPED,
     STOPPED,
-    STOPPING,
     Evaluation,
-    Verdict,
 )
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
 __all__ = ["RuleEvaluator"]
 
@@ -71,7 +68,7 @@ _STEP_NOT_JUDGED = (
 )
 
 
-class RuleEvaluator:
+class RuleEvaluator(RuleRun):
     """One rule, evaluated on the job at ``trial_path``; writes into ``output_dir`` (its own
     directory, ``<job>/rule-output/<name>``; None writes nothing)."""
 
@@ -85,24 +82,15 @@ class RuleEvaluator:
         on_stop_training: StopTrainingCallback | None = None,
         on_evaluation: Callable[[Evaluation], None] | None = None,
     ) -> None:
+        super().__init__(definition.name, output_dir)
         self.definition = definition
         self.trial_path = trial_path
         self.every_step = (not definition.builtin) if every_step is None else bool(every_step)
         self.on_stop_training = on_stop_training
         self.on_evaluation = on_evaluation
-        self.verdict = Verdict(definition.name, IN_PROGRESS, "")
-        self.finished = False
         self.rule: Rule | None = None
-        self._writer = RuleOutputWriter(output_dir) if output_dir is not None else None
-        self._lock = threading.Lock()
-        self._actions = RuleActions([])
         self._last_unjudged: str | None = None
         self._steps_in_modes = 0
-
-    @property
-    def name(self) -> str:
-        """The rule configuration name."""
-        return self.definition.name
 
     @property
     def status(self) -> str:
@@ -152,16 +140,6 @@ class RuleEvaluator:
                 self.finish(ERROR, f"the rule's action_str: ConfigError: {error}")
                 return
         self._set_status(IN_PROGRESS, f"evaluating {self.trial_path}")
-
-    def stop(self) -> None:
-        """Say the rule is stopping (the runner finishes it as Stopped)."""
-        self._set_status(STOPPING, "stop requested")
-
-    def finish(self, status: str, details: str) -> None:
-        """End the rule's run with ``status``; later calls change nothing."""
-        self._set_status(status, details, finished=True)
-        if self._writer is not None:
-            self._writer.close()
 
     def finish_stopped(self, why: str) -> None:
         """End the run as Stopped, saying how far it got."""
@@ -281,18 +259,13 @@ class RuleEvaluator:
 
     def _first_issue(self, evaluation: Evaluation) -> None:
         self._set_status(ISSUES_FOUND, self._issue_details())
-        if not len(self._actions):
-            return
         notice = Notice(
             rule=self.definition.name,
             trial_path=self.trial_path,
             step=evaluation.step,
             evidence=evaluation.evidence,
         )
-        for outcome in self._actions.run(notice):
-            self.verdict.actions.append(outcome)
-            if self._writer is not None:
-                self._writer.append_action({"step": evaluation.step, **outcome.to_json()})
+        self._run_actions(notice, evaluation, "step")
 
     # ----- the end ----------------------------------------------------------------------
 
@@ -347,29 +320,6 @@ class RuleEvaluator:
                 f"save it with CollectionConfig({error.value!r}) ({error})"
             )
         return f"{name} failed at step {step}: ConfigError: {error}"
-
-    # ----- status -----------------------------------------------------------------------
-
-    def _set_status(self, status: str, details: str, *, finished: bool = False) -> None:
-        with self._lock:
-            if self.finished:
-                return
-            self.finished = finished
-            self.verdict.status = status
-            self.verdict.details = details
-            if self._writer is not None:
-                self._writer.write_status(
-                    RuleStatus(
-                        rule_configuration_name=self.definition.name,
-                        rule_evaluation_status=status,
-                        status_details=details,
-                        last_modified_time=time.time(),
-                        finished=finished,
-                        steps_evaluated=self.verdict.steps_evaluated,
-                    )
-                )
-        if finished:
-            log.info("trainprobe: rule %s: %s: %s", self.definition.name, status, details)
 
 
 def no_steps_message(trial_path: str, waited: float | None = None) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 
@@ -30,18 +29,16 @@ from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.report import ProfilerReport
 from trainprobe.rules.profiler.rule import WindowRule
 from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.rule_run import RuleRun
 from trainprobe.rules.verdict import (
     ERROR,
     IN_PROGRESS,
     ISSUES_FOUND,
     NO_ISSUES_FOUND,
     STOPPED,
-    STOPPING,
     Evaluation,
-    Verdict,
 )
 from trainprobe.storage import files
-from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
 __all__ = ["REPORTS_DIR", "ProfilerRuleEvaluator", "report_path"]
 
@@ -55,9 +52,11 @@ def report_path(rule_output_dir: str, rule: str) -> str:
     return f"{rule_output_dir.rstrip('/')}/{REPORTS_DIR}/{rule}.json"
 
 
-class ProfilerRuleEvaluator:
+class ProfilerRuleEvaluator(RuleRun):
     """One profiler rule on the job at ``profiler_output_dir``; writes into ``output_dir``
     (``<job>/rule-output/<name>``; None writes nothing)."""
+
+    kind = "profiler rule"
 
     def __init__(
         self,
@@ -68,25 +67,16 @@ class ProfilerRuleEvaluator:
         on_stop_training: StopTrainingCallback | None = None,
         on_evaluation: Callable[[Evaluation], None] | None = None,
     ) -> None:
+        super().__init__(definition.name, output_dir)
         self.definition = definition
         self.profiler_output_dir = profiler_output_dir
         self.output_dir = output_dir
         self.on_stop_training = on_stop_training
         self.on_evaluation = on_evaluation
-        self.verdict = Verdict(definition.name, IN_PROGRESS, "")
-        self.finished = False
         self.rule: WindowRule | None = None
         self.scan_interval_us = float(definition.scan_interval_us)
         self.next_start_us: float | None = None
         self.windows = 0
-        self._writer = RuleOutputWriter(output_dir) if output_dir is not None else None
-        self._lock = threading.Lock()
-        self._actions = RuleActions([])
-
-    @property
-    def name(self) -> str:
-        """The rule configuration name."""
-        return self.definition.name
 
     @property
     def next_end_us(self) -> float:
@@ -120,16 +110,6 @@ class ProfilerRuleEvaluator:
             return
         self.next_start_us = first_us
         self._set_status(IN_PROGRESS, f"evaluating {self.profiler_output_dir}")
-
-    def stop(self) -> None:
-        """Say the rule is stopping (the runner finishes it as Stopped)."""
-        self._set_status(STOPPING, "stop requested")
-
-    def finish(self, status: str, details: str) -> None:
-        """End the rule's run with ``status``; later calls change nothing."""
-        self._set_status(status, details, finished=True)
-        if self._writer is not None:
-            self._writer.close()
 
     def finish_stopped(self, why: str) -> None:
         """End the run as Stopped, saying how far it got."""
@@ -195,18 +175,13 @@ class ProfilerRuleEvaluator:
 
     def _first_issue(self, evaluation: Evaluation) -> None:
         self._set_status(ISSUES_FOUND, self._details())
-        if not len(self._actions):
-            return
         notice = Notice(
             rule=self.definition.name,
             trial_path=self.profiler_output_dir,
             step=None,
             evidence=evaluation.evidence,
         )
-        for outcome in self._actions.run(notice):
-            self.verdict.actions.append(outcome)
-            if self._writer is not None:
-                self._writer.append_action({"window": evaluation.step, **outcome.to_json()})
+        self._run_actions(notice, evaluation, "window")
 
     def _details(self) -> str:
         rule = self.rule
@@ -239,26 +214,3 @@ class ProfilerRuleEvaluator:
         for report in rule.reports():
             data = json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
             files.write_atomic(report_path(self.output_dir, report.rule), data.encode())
-
-    # ----- status ----------------------------------------------------------------------------
-
-    def _set_status(self, status: str, details: str, *, finished: bool = False) -> None:
-        with self._lock:
-            if self.finished:
-                return
-            self.finished = finished
-            self.verdict.status = status
-            self.verdict.details = details
-            if self._writer is not None:
-                self._writer.write_status(
-                    RuleStatus(
-                        rule_configuration_name=self.definition.name,
-                        rule_evaluation_status=status,
-                        status_details=details,
-                        last_modified_time=time.time(),
-                        finished=finished,
-                        steps_evaluated=self.verdict.steps_evaluated,
-                    )
-                )
-        if finished:
-            log.info("trainprobe: profiler rule %s: %s: %s", self.definition.name, status, details)
