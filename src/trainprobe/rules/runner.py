@@ -95,7 +95,7 @@ class RuleRunner:
                 ),
                 every_step=every_step,
                 on_stop_training=on_stop_training,
-                on_evaluation=_for_rule(on_evaluation, definition.name),
+                on_evaluation=for_rule(on_evaluation, definition.name),
             )
             for definition in definitions
         ]
@@ -214,9 +214,10 @@ class RuleRunner:
         return self._other_trials[path]
 
 
-def _for_rule(
+def for_rule(
     callback: Callable[[str, Evaluation], None] | None, name: str
 ) -> Callable[[Evaluation], None] | None:
+    """``callback`` with the rule's name bound, for one rule's evaluator (None stays None)."""
     if callback is None:
         return None
 

@@ -37,6 +37,7 @@ from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
+from trainprobe.rules.runner import for_rule
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 
 __all__ = [
@@ -108,7 +109,7 @@ class ProfilerRuleRunner:
                     else None
                 ),
                 on_stop_training=on_stop_training,
-                on_evaluation=_for_rule(on_evaluation, definition.name),
+                on_evaluation=for_rule(on_evaluation, definition.name),
             )
             for definition in _definitions(definitions)
         ]
@@ -204,18 +205,6 @@ class ProfilerRuleRunner:
                 evaluator.take(window)
                 if final:
                     break
-
-
-def _for_rule(
-    callback: Callable[[str, Evaluation], None] | None, name: str
-) -> Callable[[Evaluation], None] | None:
-    if callback is None:
-        return None
-
-    def call(evaluation: Evaluation) -> None:
-        callback(name, evaluation)
-
-    return call
 
 
 def run_profiler_rules(
