@@ -167,8 +167,13 @@ def test_the_report_follows_a_live_job_window_by_window(tmp_path: Path) -> None:
     following = follow([definition("ProfilerReport", **overrides)], tmp_path)
     try:
         # Reports appear, and grow, while the job runs; each file is always whole JSON.
+        # The reports of a window are written one file after another: wait for this one.
         wait_until(
-            lambda: (tmp_path / "rule-output/ProfilerReport/profiler-output").exists(),
+            lambda: (
+                tmp_path
+                / "rule-output/ProfilerReport/profiler-output/profiler-reports"
+                / "OverallSystemUsage.json"
+            ).exists(),
             "the first window's reports",
         )
         first = report_of(tmp_path, "OverallSystemUsage", "ProfilerReport")["Windows"]
