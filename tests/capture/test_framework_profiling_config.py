@@ -28,8 +28,9 @@ from framework_training import (
     write_config,
 )
 
+from trainprobe.capture.profiler_config_file import ProfilerConfigFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
-from trainprobe.capture.pytorch.profiling.config_file import ProfilerConfigWatch
+from trainprobe.capture.pytorch.profiling.profiler import framework_plan
 from trainprobe.config.errors import ConfigErrors
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.metrics_config import (
@@ -97,7 +98,7 @@ def test_the_file_is_checked_at_most_every_check_interval(
     path = tmp_path / "profilerconfig.json"
     write_config(path, far_away())
     clock = FakeClock()
-    watch = ProfilerConfigWatch(str(path), check_interval=0.5, clock=clock)
+    watch = ProfilerConfigFile(str(path), framework_plan, check_interval=0.5, clock=clock)
     assert watch.read().detailed is not None
 
     python = PythonProfilingConfig(start_step=3)

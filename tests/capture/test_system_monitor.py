@@ -26,7 +26,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from trainprobe.capture.system_monitor import MonitorSettings, SystemMonitor
+from trainprobe.capture.system_monitor import MonitorSettings, SystemMonitor, watch_profiler_config
 from trainprobe.capture.system_monitor.__main__ import main
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader
 
@@ -283,6 +283,26 @@ def test_the_config_file_changes_the_interval_and_turns_monitoring_off_and_on(
         _, stderr = monitor.communicate(timeout=60)
     assert monitor.returncode == 0
     assert "every 100 ms" in stderr and "off" in stderr
+
+
+def test_a_config_file_turned_invalid_keeps_the_settings_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "profiler_config.json"
+    write_config(config, {})
+    watch = watch_profiler_config(str(config), default_interval_ms=200)
+    assert watch.read() == MonitorSettings(enabled=True, interval_ms=200)
+    assert watch.changed() is None
+
+    with caplog.at_level(logging.WARNING):
+        write_config(config, {"ProfilingIntervalInMilliseconds": 42})
+        assert watch.changed() is None
+        assert watch.changed() is None
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "ignoring" in warning and "ProfilingIntervalInMilliseconds" in warning
+
+    write_config(config, {"ProfilingIntervalInMilliseconds": 1000, "DisableProfiler": True})
+    assert watch.changed() == MonitorSettings(enabled=False, interval_ms=1000)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,6 @@ What it writes and how files appear: ``trainprobe.storage.system_metrics``.
 from __future__ import annotations
 
 from trainprobe.capture.system_monitor.monitor import Outcome, SystemMonitor
-from trainprobe.capture.system_monitor.settings import MonitorSettings, ProfilerConfigFile
+from trainprobe.capture.system_monitor.settings import MonitorSettings, watch_profiler_config
 
-__all__ = ["MonitorSettings", "Outcome", "ProfilerConfigFile", "SystemMonitor"]
+__all__ = ["MonitorSettings", "Outcome", "SystemMonitor", "watch_profiler_config"]

@@ -19,8 +19,8 @@ from types import FrameType
 from trainprobe.capture.system_monitor.monitor import Outcome, SystemMonitor
 from trainprobe.capture.system_monitor.settings import (
     MonitorSettings,
-    ProfilerConfigFile,
     check_interval,
+    watch_profiler_config,
 )
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
@@ -63,7 +63,7 @@ def _monitor(arguments: argparse.Namespace) -> SystemMonitor:
     settings = MonitorSettings(interval_ms=interval)
     config = None
     if arguments.config is not None:
-        config = ProfilerConfigFile(arguments.config, interval)
+        config = watch_profiler_config(arguments.config, interval)
         try:
             settings = config.read()
         except OSError as error:

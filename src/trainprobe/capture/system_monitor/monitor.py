@@ -24,14 +24,11 @@ from enum import Enum
 
 import psutil
 
+from trainprobe.capture.profiler_config_file import ProfilerConfigFile
 from trainprobe.capture.system_monitor.gpus import Gpus
 from trainprobe.capture.system_monitor.host import HostSampler
 from trainprobe.capture.system_monitor.process_tree import ProcessTree
-from trainprobe.capture.system_monitor.settings import (
-    MonitorSettings,
-    ProfilerConfigFile,
-    check_interval,
-)
+from trainprobe.capture.system_monitor.settings import MonitorSettings, check_interval
 from trainprobe.storage.system_metrics import Reading, SystemMetricsWriter, check_node_id
 
 __all__ = ["POLL_SECONDS", "RESOURCES_SECONDS", "Outcome", "SystemMonitor"]
@@ -63,7 +60,7 @@ class SystemMonitor:
         node_id: str = "algo-1",
         settings: MonitorSettings | None = None,
         pid: int | None = None,
-        config: ProfilerConfigFile | None = None,
+        config: ProfilerConfigFile[MonitorSettings] | None = None,
     ) -> None:
         self.out_dir = out_dir
         self.node_id = check_node_id(node_id)

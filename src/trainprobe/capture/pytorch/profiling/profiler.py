@@ -29,7 +29,7 @@ step pre- and post-hooks time the optimizer; ``torch.utils.data.DataLoader`` ite
 
 Given the path of a ProfilerConfig file, the profiler checks the file (one ``stat``) at a step
 start at most every ``check_interval`` seconds, and applies a changed file (new ranges,
-``DisableProfiler``) from that step on.
+``DisableProfiler``) from that step on (``trainprobe.capture.profiler_config_file``).
 
 A failure inside the profiler never reaches the training: it is logged once and that part (the
 timeline, detailed, data loader or Python profiling) stops; files already written stay intact.
@@ -54,23 +54,20 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.profiling import dataloader_patch
-from trainprobe.capture.pytorch.profiling.config_file import (
-    ProfilerConfigWatch,
-    find_profiler_config,
-)
 from trainprobe.capture.pytorch.profiling.node import default_node_id
 from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import StepRecord
 from trainprobe.config.errors import ConfigError
-from trainprobe.config.profiler_config import ProfilingPlan
+from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.trace_file import ProfilePoint, check_trace_node_id
 
-__all__ = ["FrameworkProfiler"]
+__all__ = ["FrameworkProfiler", "framework_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +112,17 @@ def _grad_tensor(value: object, depth: int = 0) -> torch.Tensor | None:
     return None
 
 
+def framework_plan(config: ProfilerConfig) -> ProfilingPlan:
+    """What ``config`` asks framework profiling to do (``enabled`` False: nothing at all).
+
+    As in smdebug, a ProfilerConfig with no ``FrameworkProfile`` asks for system monitoring only.
+    """
+    plan = config.profiling_plan()
+    if config.framework_profile_params is None:
+        plan = replace(plan, enabled=False)
+    return plan
+
+
 def _queue_at_backward_end(callback: Callable[[], None]) -> None:
     """Run ``callback`` when the backward pass in progress finishes."""
     engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
@@ -141,11 +149,11 @@ class FrameworkProfiler:
         check_interval: float = 0.5,
         profile_after_close: bool = True,
     ) -> None:
-        self._watch: ProfilerConfigWatch | None = None
+        self._watch: ProfilerConfigFile[ProfilingPlan] | None = None
         if isinstance(config, ProfilingPlan):
             plan = config
         elif isinstance(config, (str, os.PathLike)):
-            self._watch = ProfilerConfigWatch(os.fspath(config), check_interval)
+            self._watch = ProfilerConfigFile(os.fspath(config), framework_plan, check_interval)
             plan = self._watch.read()
         else:
             raise ConfigError(

@@ -5,7 +5,9 @@ to the end of its forward pass, and one from there to the next step's start; bef
 one from the profiler's creation (``prestepzero``); after ``close()`` one to the end of the process
 (``posthookclose``). Each is written to ``framework/pytorch/<cprofile|pyinstrument>/<node>/
 <start>_<end>/`` as ``python_stats`` (a pstats dump: ``pstats.Stats(path)`` reads it) or, for
-Pyinstrument, ``python_stats.json`` and ``python_stats.html``. Files are written atomically.
+Pyinstrument, ``python_stats.json`` and ``python_stats.html``. Beside a cProfile dump,
+``cprofile_timer`` names its clock (the directory name, smdebug's, does not), written before the
+dump. Files are written atomically.
 
 cProfile's clocks:
 
@@ -35,10 +37,18 @@ from typing import Any, Protocol
 from trainprobe.config.metrics_config import PythonProfiler, cProfileTimer
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
-from trainprobe.storage.trace_file import ProfilePoint, python_stats_dir
+from trainprobe.storage.trace_file import (
+    CPROFILE_STATS,
+    CPROFILE_TIMER,
+    PYINSTRUMENT_HTML,
+    PYINSTRUMENT_JSON,
+    ProfilePoint,
+    python_stats_dir,
+)
 
 __all__ = [
     "CPROFILE_STATS",
+    "CPROFILE_TIMER",
     "PYINSTRUMENT_HTML",
     "PYINSTRUMENT_JSON",
     "ProfilerUnavailable",
@@ -48,9 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CPROFILE_STATS = "python_stats"
-PYINSTRUMENT_JSON = "python_stats.json"
-PYINSTRUMENT_HTML = "python_stats.html"
 PYINSTRUMENT_INTERVAL = 0.001
 """Pyinstrument samples every millisecond, as SageMaker documents."""
 
@@ -79,8 +86,8 @@ class _Session(Protocol):
 
 class _CProfileSession:
     def __init__(self, timer: cProfileTimer | None) -> None:
-        clock = _CLOCKS.get(timer or cProfileTimer.TOTAL_TIME, time.perf_counter)
-        self._profile = cProfile.Profile(clock)
+        self._timer = timer if timer is not None and timer in _CLOCKS else cProfileTimer.TOTAL_TIME
+        self._profile = cProfile.Profile(_CLOCKS[self._timer])
         self._profile.enable()
 
     def stop(self) -> None:
@@ -89,7 +96,11 @@ class _CProfileSession:
     def outputs(self) -> dict[str, bytes]:
         self._profile.create_stats()
         stats = self._profile.stats  # type: ignore[attr-defined]
-        return {CPROFILE_STATS: marshal.dumps(stats)}
+        # The timer first: a reader that finds the statistics finds their clock too.
+        return {
+            CPROFILE_TIMER: f"{self._timer.value}\n".encode(),
+            CPROFILE_STATS: marshal.dumps(stats),
+        }
 
 
 class _PyinstrumentSession:

@@ -1,18 +1,13 @@
-"""The ProfilerConfig file a training reads its framework profiling from, watched for updates.
+"""A job's ProfilerConfig file, read once and then watched for changes.
 
 The file holds a ``ProfilerConfig`` request (CreateTrainingJob's shape, with any UpdateTrainingJob
-applied: what the job runner writes, and what SageMaker writes to ``profilerconfig.json``). It is
-found at ``$TRAINPROBE_PROFILER_CONFIG``, else smdebug's ``$SMPROFILER_CONFIG_PATH``, else
-SageMaker's default location.
+applied: what the job runner writes, and what SageMaker writes to ``profilerconfig.json``). Both
+the training's framework profiler and the system monitor watch it, each taking what it needs
+from the config; a training finds it with ``find_profiler_config``.
 
 Watching costs one ``stat`` at most every ``check_interval`` seconds and a read only when the
-file's modification time, size or inode changed: the system monitor watches the same file the
-same way (``trainprobe.capture.system_monitor.settings``). A file that cannot be read or is not a
-valid ProfilerConfig leaves the plan as it was, logged once per version of the file.
-
-Framework profiling runs only when the config has framework profiling parameters (a
-``FrameworkProfile``) and ``DisableProfiler`` is false, as in smdebug: a ProfilerConfig with no
-``ProfilingParameters`` asks for system monitoring only.
+file's modification time, size or inode changed. A file that cannot be read or is not a valid
+ProfilerConfig leaves the settings as they were, logged once per version of the file.
 """
 
 from __future__ import annotations
@@ -22,18 +17,17 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from typing import Generic, TypeVar
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
-from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
+from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.storage import files
 
 __all__ = [
     "CONFIG_PATH_VARIABLES",
     "DEFAULT_CONFIG_PATH",
-    "ProfilerConfigWatch",
+    "ProfilerConfigFile",
     "find_profiler_config",
-    "framework_plan",
 ]
 
 log = logging.getLogger(__name__)
@@ -44,9 +38,15 @@ CONFIG_PATH_VARIABLES = ("TRAINPROBE_PROFILER_CONFIG", "SMPROFILER_CONFIG_PATH")
 DEFAULT_CONFIG_PATH = "/opt/ml/input/config/profilerconfig.json"
 """Where SageMaker puts the file inside a training container."""
 
+Settings = TypeVar("Settings")
+
 
 def find_profiler_config() -> str | None:
-    """The ProfilerConfig file this process should use, or None when there is none."""
+    """The ProfilerConfig file this process should use, or None when there is none.
+
+    ``$TRAINPROBE_PROFILER_CONFIG``, else smdebug's ``$SMPROFILER_CONFIG_PATH``, else SageMaker's
+    default location.
+    """
     for variable in CONFIG_PATH_VARIABLES:
         path = os.environ.get(variable, "").strip()
         if path:
@@ -54,31 +54,30 @@ def find_profiler_config() -> str | None:
     return DEFAULT_CONFIG_PATH if files.exists(DEFAULT_CONFIG_PATH) else None
 
 
-def framework_plan(config: ProfilerConfig) -> ProfilingPlan:
-    """What ``config`` asks framework profiling to do (``enabled`` False: nothing at all)."""
-    plan = config.profiling_plan()
-    if config.framework_profile_params is None:
-        plan = replace(plan, enabled=False)
-    return plan
+class ProfilerConfigFile(Generic[Settings]):
+    """A ProfilerConfig request JSON file, read once and then checked for changes.
 
-
-class ProfilerConfigWatch:
-    """A ProfilerConfig request JSON file, read once and then checked for changes."""
+    ``settings_of`` turns the file's ``ProfilerConfig`` into what its reader acts on (a
+    profiling plan, the monitor's interval); it may raise ConfigErrors. The file is looked at
+    (one ``stat``) at most every ``check_interval`` seconds of ``clock``.
+    """
 
     def __init__(
         self,
         path: str,
-        check_interval: float = 0.5,
+        settings_of: Callable[[ProfilerConfig], Settings],
+        check_interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = path
         self.check_interval = check_interval
+        self._settings_of = settings_of
         self._clock = clock
         self._version: tuple[int, int, int] | None = None
         self._next_check = -float("inf")
 
-    def read(self) -> ProfilingPlan:
-        """The plan the file holds now; raises ConfigErrors, or OSError if it cannot be read."""
+    def read(self) -> Settings:
+        """The settings the file holds now; raises ConfigErrors, or OSError if it cannot be read."""
         self._version = self._stat()
         self._next_check = self._clock() + self.check_interval
         try:
@@ -87,10 +86,10 @@ class ProfilerConfigWatch:
             raise ConfigErrors(
                 [ConfigError(self.path, "(file content)", f"a ProfilerConfig JSON object: {error}")]
             ) from None
-        return framework_plan(ProfilerConfig.from_request_dict(request))
+        return self._settings_of(ProfilerConfig.from_request_dict(request))
 
-    def changed(self) -> ProfilingPlan | None:
-        """The new plan if the file changed since it was last read, else None.
+    def changed(self) -> Settings | None:
+        """The new settings if the file changed since it was last read, else None.
 
         Does nothing (not even a ``stat``) until ``check_interval`` seconds have passed since
         the last check.
@@ -102,7 +101,7 @@ class ProfilerConfigWatch:
         try:
             version = self._stat()
         except OSError:
-            return None  # being replaced, or gone: keep the plan we have
+            return None  # being replaced, or gone: keep the settings we have
         if version == self._version:
             return None
         try:
@@ -110,7 +109,7 @@ class ProfilerConfigWatch:
         except (OSError, ValueError) as error:
             self._version = version
             log.warning(
-                "trainprobe: ignoring %s, keeping the current profiling: %s", self.path, error
+                "trainprobe: ignoring %s, keeping the current settings: %s", self.path, error
             )
             return None
 
