@@ -60,6 +60,18 @@ def test_atomic_files_appear_whole_and_listings_skip_temporaries(tmp_path: Path)
     assert files.list_files(str(tmp_path / "missing")) == []
 
 
+def test_a_finished_file_is_renamed_into_place_replacing_an_older_one(tmp_path: Path) -> None:
+    older = str(tmp_path / "new" / "dir" / "minute.json")
+    files.write_atomic(older, b"old")
+    finished = str(tmp_path / "minute.json.partial")
+    files.write_atomic(finished, b"new")
+    files.rename(finished, older)
+    assert files.read_bytes(older) == b"new" and not files.exists(finished)
+    files.write_atomic(finished, b"elsewhere")
+    files.rename(finished, str(tmp_path / "made" / "for it.json"))  # its directory is made
+    assert files.list_files(str(tmp_path)) == ["made/for it.json", "new/dir/minute.json"]
+
+
 def test_ranged_reads(tmp_path: Path) -> None:
     path = str(tmp_path / "data")
     files.write_atomic(path, bytes(range(100)))

@@ -28,6 +28,7 @@ __all__ = [
     "list_files",
     "read_bytes",
     "read_ranges",
+    "rename",
     "size",
     "write_atomic",
 ]
@@ -71,7 +72,7 @@ class AtomicFile:
             return
         self._file.close()
         self._file = None
-        os.replace(self._temp, self.path)
+        os.replace(self._temp, self.path)  # its directory was made when it was opened
 
     def discard(self) -> None:
         """Close and delete the temporary file; nothing appears under the final name."""
@@ -93,6 +94,18 @@ def write_atomic(path: str, data: Chunk) -> int:
         raise
     file.commit()
     return file.size
+
+
+def rename(source: str, target: str) -> None:
+    """Give the finished file ``source`` the name ``target`` at once, replacing any file there.
+
+    How a file written under a temporary name appears: readers see the old file or the new one,
+    never a mix. The target's directory is made if missing.
+    """
+    parent = os.path.dirname(target)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    os.replace(source, target)
 
 
 def exists(path: str) -> bool:

@@ -65,7 +65,6 @@ import enum
 import json
 import logging
 import math
-import os
 import posixpath
 import re
 import time
@@ -332,7 +331,9 @@ class SystemMetricsWriter:
         assert self._minute is not None
         self.flush()
         if self._partial_on_disk:
-            _rename(self._path(self._minute, partial=True), self._path(self._minute, partial=False))
+            files.rename(
+                self._path(self._minute, partial=True), self._path(self._minute, partial=False)
+            )
             self._partial_on_disk = False
         self._buffer = bytearray()
 
@@ -354,12 +355,7 @@ class SystemMetricsWriter:
             if parsed is None or parsed[1] != self.node_id or parsed[0] >= minute:
                 continue
             left = join(join(self.out_dir, INCREMENTAL_DIR), relative)
-            _rename(left, left[: -len(PARTIAL_SUFFIX)] + FINAL_SUFFIX)
-
-
-def _rename(source: str, target: str) -> None:
-    # storage.files has no rename yet; this is the system-metrics files' only direct file call.
-    os.replace(source, target)
+            files.rename(left, left[: -len(PARTIAL_SUFFIX)] + FINAL_SUFFIX)
 
 
 @dataclass

@@ -7,13 +7,17 @@ as smdebug writes it (reference/smdebug.md §5.1)::
     framework/<node>_pythontimeline.json.<id>.tmp                                  the open file
     framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<startstep:09>/<node>.<startUs>.pt.trace.json
     framework/pytorch/<cprofile|pyinstrument>/<node>/<start>_<end>/python_stats[.json|.html]
+    framework/pytorch/cprofile/<node>/<start>_<end>/cprofile_timer                 trainprobe's own
 
 ``<lastEventEndUs>`` is when the file's latest event ended (microseconds since the epoch) and
 ``<YYYYMMDDHH>`` that moment's UTC hour; readers use the name to skip files that end before the
 time they look for. ``<node>`` names the process (``<rank or pid>-<host>``) and never holds ``_``,
 which separates the parts of a name. A Python profile's ``<start>`` and ``<end>`` are each
 ``<mode>-<step>-<phase>-<timeUs>`` (``global-9-stepstart-1795314532983397``; mode ``prestepzero`` or
-``posthookclose`` and step ``*`` outside the steps).
+``posthookclose`` and step ``*`` outside the steps). Beside a cProfile profile's ``python_stats``,
+``cprofile_timer`` names the clock it was taken with (``total_time``, ``cpu_time`` or
+``off_cpu_time``, one line of text); it is written first, so it is there once ``python_stats`` is.
+smdebug wrote no such file (its readers skip it), so a profile without one has an unknown clock.
 
 A timeline file is a JSON array with one event per line::
 
@@ -59,8 +63,12 @@ from trainprobe.storage import files
 from trainprobe.storage.locations import join
 
 __all__ = [
+    "CPROFILE_STATS",
+    "CPROFILE_TIMER",
     "FRAMEWORK_DIR",
     "PEVENTS_DIR",
+    "PYINSTRUMENT_HTML",
+    "PYINSTRUMENT_JSON",
     "TIMELINE_SUFFIX",
     "ProfilePoint",
     "TimelineFile",
@@ -81,6 +89,10 @@ FRAMEWORK_DIR = "framework"
 PEVENTS_DIR = "framework/pevents"
 TIMELINE_SUFFIX = "pythontimeline.json"
 START_TIME_KEY = "start_time_since_epoch_in_micros"
+CPROFILE_STATS = "python_stats"
+CPROFILE_TIMER = "cprofile_timer"
+PYINSTRUMENT_JSON = "python_stats.json"
+PYINSTRUMENT_HTML = "python_stats.html"
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
 _TIMELINE_NAME = re.compile(r"^(\d+)_([^_]+)_(.+\.json)$")
@@ -345,9 +357,7 @@ class TraceFileWriter:
         while files.exists(final):  # two files ending in the same microsecond
             last_end += 1
             final = join(self.out_dir, timeline_file(last_end, self.node_id, self.suffix))
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        # storage.files has no rename yet; like system_metrics, this is a direct file call.
-        os.replace(self._temp, final)
+        files.rename(self._temp, final)
         self.files_written.append(final)
 
 
