@@ -45,10 +45,22 @@ def _half_interval_us(samples: list[Sample]) -> float:
 
 
 class _Bottleneck(WindowRule):
-    """What CPUBottleneck and IOBottleneck share (see the module docstring)."""
+    """What CPUBottleneck and IOBottleneck share (see the module docstring).
+
+    A subclass names the reading that makes a sample busy and the words of its recommendation;
+    ``{threshold}`` in a text is the value of ``busy_parameter``.
+    """
 
     busy_dimension: ClassVar[str]
     busy_parameter: ClassVar[str]
+    busy_words: ClassVar[str]
+    """When a sample is busy, as in "while <busy_words>"."""
+    busy_meanwhile: ClassVar[str]
+    """What the CPU did while the GPU was idle, as in "while <busy_meanwhile> in 60 %"."""
+    waited_on: ClassVar[str]
+    bottleneck: ClassVar[str]
+    culprit: ClassVar[str]
+    advice: ClassVar[str]
 
     def __init__(self, **parameters: object) -> None:
         super().__init__(**parameters)
@@ -95,6 +107,28 @@ class _Bottleneck(WindowRule):
         )
         return True
 
+    def recommendation(self) -> str:
+        waiting = self._state()
+        if waiting is not None:
+            return waiting
+        if self.percent > self.number("threshold"):
+            return (
+                f"The GPU was idle (below {self.number('gpu_threshold'):g} %) while "
+                + self._with_threshold(self.busy_meanwhile)
+                + f" in {self.percent:.0f} % of the samples: {self.culprit}."
+                + self._meanwhile()
+                + " "
+                + self.advice
+            )
+        return (
+            f"The GPU waited on {self.waited_on} in {self.percent:.0f} % of the samples, not "
+            f"more than the threshold of {self.number('threshold'):g} %: no {self.bottleneck} "
+            "bottleneck."
+        )
+
+    def _with_threshold(self, text: str) -> str:
+        return text.format(threshold=self.number(self.busy_parameter))
+
     def _details(self) -> dict[str, Any]:
         return {
             "datapoints": self.samples,
@@ -113,7 +147,7 @@ class _Bottleneck(WindowRule):
             return (
                 "No GPU utilization was recorded, so no GPU waited: the rule looks for samples "
                 f"where a GPU is below {self.number('gpu_threshold'):g} % busy while "
-                + self._busy_words()
+                + self._with_threshold(self.busy_words)
                 + "."
             )
         if self.samples <= self.count("patience"):
@@ -122,9 +156,6 @@ class _Bottleneck(WindowRule):
                 f"{self.count('patience')}."
             )
         return None
-
-    def _busy_words(self) -> str:
-        raise NotImplementedError
 
     def _meanwhile(self) -> str:
         if not self.during.steps:
@@ -142,27 +173,15 @@ class CPUBottleneck(_Bottleneck):
     rule_name = "CPUBottleneck"
     busy_dimension = CPU_UTILIZATION
     busy_parameter = "cpu_threshold"
-
-    def _busy_words(self) -> str:
-        return f"a CPU core is above {self.number('cpu_threshold'):g} %"
-
-    def recommendation(self) -> str:
-        waiting = self._state()
-        if waiting is not None:
-            return waiting
-        if self.percent > self.number("threshold"):
-            return (
-                f"The GPU was idle (below {self.number('gpu_threshold'):g} %) while the CPU was "
-                f"saturated (a core above {self.number('cpu_threshold'):g} %) in "
-                f"{self.percent:.0f} % of the samples: the CPU is the bottleneck."
-                + self._meanwhile()
-                + " Increase num_workers of your DataLoader, move data preprocessing onto the "
-                "GPU or ahead of the training, and keep Python work out of the training loop."
-            )
-        return (
-            f"The GPU waited on a busy CPU in {self.percent:.0f} % of the samples, not more than "
-            f"the threshold of {self.number('threshold'):g} %: no CPU bottleneck."
-        )
+    busy_words = "a CPU core is above {threshold:g} %"
+    busy_meanwhile = "the CPU was saturated (a core above {threshold:g} %)"
+    waited_on = "a busy CPU"
+    bottleneck = "CPU"
+    culprit = "the CPU is the bottleneck"
+    advice = (
+        "Increase num_workers of your DataLoader, move data preprocessing onto the GPU or ahead "
+        "of the training, and keep Python work out of the training loop."
+    )
 
 
 class IOBottleneck(_Bottleneck):
@@ -171,25 +190,13 @@ class IOBottleneck(_Bottleneck):
     rule_name = "IOBottleneck"
     busy_dimension = IO_WAIT_PERCENTAGE
     busy_parameter = "io_threshold"
-
-    def _busy_words(self) -> str:
-        return f"the CPU waits for I/O more than {self.number('io_threshold'):g} % of the time"
-
-    def recommendation(self) -> str:
-        waiting = self._state()
-        if waiting is not None:
-            return waiting
-        if self.percent > self.number("threshold"):
-            return (
-                f"The GPU was idle (below {self.number('gpu_threshold'):g} %) while the CPU "
-                f"waited for I/O (above {self.number('io_threshold'):g} %) in "
-                f"{self.percent:.0f} % of the samples: reading data is the bottleneck."
-                + self._meanwhile()
-                + " Read from faster storage (a local disk rather than a network file system), "
-                "cache or pre-fetch the data set, store it in fewer, larger files, and use more "
-                "DataLoader workers so that reading overlaps with computing."
-            )
-        return (
-            f"The GPU waited on I/O in {self.percent:.0f} % of the samples, not more than the "
-            f"threshold of {self.number('threshold'):g} %: no I/O bottleneck."
-        )
+    busy_words = "the CPU waits for I/O more than {threshold:g} % of the time"
+    busy_meanwhile = "the CPU waited for I/O (above {threshold:g} %)"
+    waited_on = "I/O"
+    bottleneck = "I/O"
+    culprit = "reading data is the bottleneck"
+    advice = (
+        "Read from faster storage (a local disk rather than a network file system), cache or "
+        "pre-fetch the data set, store it in fewer, larger files, and use more DataLoader "
+        "workers so that reading overlaps with computing."
+    )
