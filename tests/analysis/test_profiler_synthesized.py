@@ -270,8 +270,9 @@ DEFAULT_TIMERS = ProfilerConfig(
 
 def test_cprofile_profiles_tell_their_clock_and_clocks_are_not_added_up(tmp_path: Path) -> None:
     write_profiles(tmp_path, PythonProfiler.CPROFILE, [9, 10, 11])
-    data = ProfilerData(tmp_path, plan=DEFAULT_TIMERS)
+    data = ProfilerData(tmp_path)
     listing = data.python_profiles_frame()
+    # Each profile's clock is written beside it: no plan is needed to know it.
     assert listing["timer"].tolist() == ["total_time", "cpu_time", "off_cpu_time"]
     assert listing["start_step"].tolist() == [9, 10, 11]
     with pytest.raises(ConfigError) as mixed:
@@ -280,7 +281,32 @@ def test_cprofile_profiles_tell_their_clock_and_clocks_are_not_added_up(tmp_path
     by_cpu = data.top_functions(9, 12, timer="cpu_time", by="own", limit=3)
     assert by_cpu["function"].iloc[0] == "crunch"
     assert by_cpu["calls"].iloc[0] == 1
-    # Without the plan the clock is unknown.
+
+
+def test_the_written_cprofile_clock_wins_over_the_plan(tmp_path: Path) -> None:
+    write_profiles(tmp_path, PythonProfiler.CPROFILE, [9, 10, 11])
+    plan = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(
+            python_profiling_config=PythonProfilingConfig(
+                start_step=9, num_steps=3, cprofile_timer=cProfileTimer.CPU_TIME
+            )
+        )
+    )
+    listing = ProfilerData(tmp_path, plan=plan).python_profiles_frame()
+    assert listing["timer"].tolist() == ["total_time", "cpu_time", "off_cpu_time"]
+
+
+def test_profiles_without_a_clock_file_take_the_plans_or_none(tmp_path: Path) -> None:
+    # As smdebug wrote them: no cprofile_timer beside python_stats. One file names no clock.
+    write_profiles(tmp_path, PythonProfiler.CPROFILE, [9, 10, 11])
+    timer_files = sorted(tmp_path.glob("framework/pytorch/cprofile/*/*/cprofile_timer"))
+    assert len(timer_files) == 3
+    for timer_file in timer_files[:2]:
+        timer_file.unlink()
+    timer_files[2].write_text("wall_clock\n")
+
+    with_plan = ProfilerData(tmp_path, plan=DEFAULT_TIMERS).python_profiles_frame()
+    assert with_plan["timer"].tolist() == ["total_time", "cpu_time", "off_cpu_time"]
     assert ProfilerData(tmp_path).python_profiles_frame()["timer"].isna().all()
 
 

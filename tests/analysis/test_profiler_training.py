@@ -307,6 +307,12 @@ def test_the_python_profiles_of_the_profiled_steps_are_listed_with_their_clock(
     assert len(data.python_profiles(*PYTHON)) == 4
 
 
+def test_the_cprofile_clock_is_read_from_the_profiles_without_the_plan(job: Job) -> None:
+    listing = ProfilerData(job.out).python_profiles_frame()
+    assert len(listing) == 5  # before step 0, then two segments of each of the two steps
+    assert set(listing["timer"]) == {"total_time"}
+
+
 def test_top_functions_of_a_step_range_show_the_function_made_slow(
     data: ProfilerData,
 ) -> None:

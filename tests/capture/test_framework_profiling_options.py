@@ -109,7 +109,10 @@ def test_default_framework_profile_profiles_steps_5_7_and_9_to_11(tmp_path: Path
     assert {p.start.mode for p in profiles[1:]} == {"train"}
     for profile in profiles:
         assert profile.profiler == "cprofile" and profile.directory.parent.name == NODE
-        assert [f.name for f in profile.directory.iterdir()] == ["python_stats"]
+        assert sorted(f.name for f in profile.directory.iterdir()) == [
+            "cprofile_timer",
+            "python_stats",
+        ]
         assert pstats.Stats(str(profile.directory / "python_stats")).total_calls > 0  # type: ignore[attr-defined]
     forward_of_step_9 = pstats.Stats(str(profiles[1].directory / "python_stats"))
     assert function_time(forward_of_step_9, "forward") > 0
@@ -131,6 +134,16 @@ def test_the_default_cprofile_timers_are_total_cpu_and_off_cpu_time_in_turn(
         if p.start.phase == "stepstart"
     }
     assert sorted(forwards) == [9, 10, 11]
+    # Each profile names its clock beside it, for both segments of the step.
+    timers = {
+        (p.start.step, p.start.phase): (p.directory / "cprofile_timer").read_text()
+        for p in step_profiles(tmp_path)
+    }
+    assert timers == {
+        (step, phase): f"{timer}\n"
+        for step, timer in ((9, "total_time"), (10, "cpu_time"), (11, "off_cpu_time"))
+        for phase in ("stepstart", "forwardpassend")
+    }
     sleeping = {step: function_time(stats, "sleep_a_while") for step, stats in forwards.items()}
     spinning = {step: function_time(stats, "spin_a_while") for step, stats in forwards.items()}
     # Step 9, total time: the wall clock sees both the sleep and the spin.
@@ -320,6 +333,39 @@ def test_pyinstrument_profiles_where_it_is_installed(tmp_path: Path) -> None:
         assert names == ["python_stats.html", "python_stats.json"]
         json.loads((directory / "python_stats.json").read_text())
         assert "<html" in (directory / "python_stats.html").read_text().lower()
+
+
+@pytest.mark.slow
+def test_smdebug_reads_the_cprofile_profiles_beside_their_clock_files(tmp_path: Path) -> None:
+    config = PythonProfilingConfig(start_step=1, num_steps=2, cprofile_timer="cpu")
+    plan = plan_of(FrameworkProfile(python_profiling_config=config))
+    profiler = FrameworkProfiler(plan, tmp_path, NODE, profile_after_close=False)
+    train(profiler, 4, model=Net(spin=0.01), loader=make_loader(num_workers=0))
+    profiler.close()
+    profiles = python_profiles(tmp_path)
+    assert {(p.directory / "cprofile_timer").read_text() for p in profiles} == {"cpu_time\n"}
+
+    profile_dir = tmp_path / "framework" / "pytorch" / "cprofile"
+    read = run_reference(
+        "smdebug",
+        f"""
+        import json
+        from smdebug.profiler.analysis.python_profile_analysis import cProfileAnalysis
+        analysis = cProfileAnalysis(local_profile_dir={str(profile_dir)!r})
+        stats = analysis.python_profile_stats
+        steps = analysis.fetch_profile_stats_by_step(1, 3)
+        functions = [f.function_name for f in steps.function_stats_list]
+        print(json.dumps({{
+            "files": sorted(s.stats_path.rsplit("/", 2)[1] + "/" + s.stats_path.rsplit("/", 1)[1]
+                            for s in stats),
+            "spins": any("spin_a_while" in name for name in functions),
+        }}))
+        """,
+    )
+    assert read == {
+        "files": sorted(f"{p.directory.name}/python_stats" for p in profiles),
+        "spins": True,
+    }
 
 
 @pytest.mark.slow

@@ -12,8 +12,9 @@ the profile's clock, and for cProfile the number of calls. Pyinstrument samples 
 than counting calls: its times are summed over the call tree, a function that calls itself
 counted once per stack, and its calls are unknown.
 
-The directory does not say which clock cProfile used (``total_time``, ``cpu_time`` or
-``off_cpu_time``); the ProfilingPlan the job ran with does, when given.
+Which clock cProfile used (``total_time``, ``cpu_time`` or ``off_cpu_time``) is in the file
+``cprofile_timer`` beside ``python_stats``. smdebug wrote no such file: for its profiles (or a
+timer file that cannot be read) the ProfilingPlan the job ran with says, when given.
 """
 
 from __future__ import annotations
@@ -25,14 +26,24 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from trainprobe.config.metrics_config import cProfileTimer
 from trainprobe.config.profiler_config import ProfilingPlan
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
-from trainprobe.storage.trace_file import FRAMEWORK_DIR, ProfilePoint, parse_python_stats_dir
+from trainprobe.storage.trace_file import (
+    CPROFILE_STATS,
+    CPROFILE_TIMER,
+    FRAMEWORK_DIR,
+    PYINSTRUMENT_HTML,
+    PYINSTRUMENT_JSON,
+    ProfilePoint,
+    parse_python_stats_dir,
+)
 
 __all__ = [
     "CPROFILE",
     "CPROFILE_STATS",
+    "CPROFILE_TIMER",
     "PYINSTRUMENT",
     "PYINSTRUMENT_HTML",
     "PYINSTRUMENT_JSON",
@@ -46,9 +57,6 @@ __all__ = [
 
 CPROFILE = "cprofile"
 PYINSTRUMENT = "pyinstrument"
-CPROFILE_STATS = "python_stats"
-PYINSTRUMENT_JSON = "python_stats.json"
-PYINSTRUMENT_HTML = "python_stats.html"
 _STATS_FILES = {CPROFILE: CPROFILE_STATS, PYINSTRUMENT: PYINSTRUMENT_JSON}
 
 
@@ -98,9 +106,16 @@ class FunctionStats:
 
 
 def list_python_profiles(out_dir: str, plan: ProfilingPlan | None = None) -> list[PythonProfile]:
-    """Every Python profile under a profiler output directory, by start time then node."""
+    """Every Python profile under a profiler output directory, by start time then node.
+
+    A cProfile profile's ``timer`` is the one its ``cprofile_timer`` file names, else the one
+    ``plan`` gives for its start step, else None (unknown).
+    """
     found = []
-    for relative in files.list_files(join(out_dir, FRAMEWORK_DIR)):
+    framework_dir = join(out_dir, FRAMEWORK_DIR)
+    listed = files.list_files(framework_dir)
+    timer_files = {relative for relative in listed if relative.endswith("/" + CPROFILE_TIMER)}
+    for relative in listed:
         parts = relative.split("/")
         if len(parts) != 5 or _STATS_FILES.get(parts[1]) != parts[4]:
             continue
@@ -109,14 +124,27 @@ def list_python_profiles(out_dir: str, plan: ProfilingPlan | None = None) -> lis
         if points is None:
             continue
         start, end = points
+        directory = join(framework_dir, posixpath.dirname(relative))
         timer = None
-        if plan is not None and profiler == CPROFILE:
-            clock = plan.python_timer_at(start.step if start.step is not None else -1)
-            timer = clock.value if clock is not None else None
-        directory = join(join(out_dir, FRAMEWORK_DIR), posixpath.dirname(relative))
+        if profiler == CPROFILE:
+            written = posixpath.join(posixpath.dirname(relative), CPROFILE_TIMER) in timer_files
+            timer = _written_timer(directory) if written else None
+            if timer is None and plan is not None:
+                clock = plan.python_timer_at(start.step if start.step is not None else -1)
+                timer = clock.value if clock is not None else None
         found.append(PythonProfile(framework, profiler, node_id, start, end, directory, timer))
     found.sort(key=lambda profile: (profile.start.time_us, profile.node_id))
     return found
+
+
+def _written_timer(directory: str) -> str | None:
+    """The clock a profile's ``cprofile_timer`` file names; None when it names no known one."""
+    try:
+        name = files.read_bytes(join(directory, CPROFILE_TIMER)).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    known = {timer.value for timer in cProfileTimer if timer is not cProfileTimer.DEFAULT}
+    return name if name in known else None
 
 
 def read_functions(profile: PythonProfile) -> list[FunctionStats]:
