@@ -3,20 +3,27 @@
 It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added
 to the hook's configuration, ProfilerReport when no rule is given and profiling is on), starts
 the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for the
-job's status, the latest saved step and each rule's status as it changes. At the end it prints
-each rule's verdict with its evidence, where the outputs are, and the report's path once there
-is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
+job's status, the latest saved step and each rule's status as it changes. On a terminal (unless
+``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output
+(``trainprobe.cli.live_view``): step, steps/s, the latest saved loss, each rule's status and the
+host's utilisation, gathered from the job's files by ``JobProgress``. At the end it prints each
+rule's verdict with its evidence, where the outputs are, and the report's path once there is
+one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 import time
-from typing import Any
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
+from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
 from trainprobe.config.errors import ConfigError, ConfigErrors
@@ -33,12 +40,21 @@ from trainprobe.jobs import (
 )
 from trainprobe.jobs.describe import layout_of
 from trainprobe.jobs.layout import JobLayout
-from trainprobe.jobs.progress import LogTail, latest_saved_step, rule_verdict
+from trainprobe.jobs.progress import (
+    LogTail,
+    latest_saved_step,
+    latest_system_usage,
+    rule_verdict,
+    saved_loss,
+)
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
+from trainprobe.storage.system_metrics import SystemMetricsReader
 
-__all__ = ["build_request", "register", "run"]
+__all__ = ["JobProgress", "build_request", "register", "run"]
+
+log = logging.getLogger(__name__)
 
 _EPILOG = """\
 Options after SCRIPT are trainprobe's when a `--` follows them (or when, with no `--`, every
@@ -50,8 +66,13 @@ one of them is a trainprobe option); what follows `--` goes to the script.
 
 --rule takes a built-in rule name and its parameters, NAME[:param=value,...] (a value may
 hold commas: collection_names=weights,gradients); name=... sets the rule's configuration name.
-Profiler rules (ProfilerReport, the default when no rule is given) are recorded as not
-available in this version; the profiler data is kept.
+Profiler rules (ProfilerReport, the default when no rule is given, or --rule ProfilerReport,
+--rule CPUBottleneck, ...) run on the system and framework metrics; ProfilerReport writes
+rule-output/<its name>/profiler-output/profiler-report.html, whose path is printed at the end.
+
+On a terminal the progress is a live panel under the training's output: step, steps/s, the
+latest saved loss, each rule's status, CPU, memory and GPU use. --plain (or a stdout that is not
+a terminal, or TERM=dumb) prints [trainprobe] lines instead.
 
 exit status: 0 the job completed or was stopped; 1 the training failed, or (with
 --fail-on-issue) a rule found an issue; 2 bad arguments; 130 stopped with Ctrl-C
@@ -125,6 +146,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="exit with status 1 when a rule found an issue",
     )
     parser.add_argument("--quiet", action="store_true", help="do not show the training's output")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print [trainprobe] progress lines, not the live panel (the default when stdout "
+        "is not a terminal)",
+    )
 
 
 def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -293,7 +320,7 @@ class _Follower:
         self.step: int | None = None
         self._step_shown = 0.0
 
-    def show(self, description: dict[str, Any]) -> None:
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
         if self.training_log is not None:
             for line in self.training_log.new_lines():
                 print(line, flush=True)
@@ -312,6 +339,138 @@ class _Follower:
                 self.rules[name] = value
                 details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
                 _say(f"rule {name}: {value}{details}")
+
+    def finish(self, summary: list[str]) -> None:
+        for line in summary:
+            print(line)
+
+    def close(self) -> None:
+        """Nothing to close: every line is printed as it comes."""
+
+
+_T = TypeVar("_T")
+_RATE_WINDOW_SECONDS = 10.0
+_LOSS_EVERY_SECONDS = 1.0
+
+
+def _or_blank(read: Callable[[], _T], what: str) -> _T | None:
+    """``read()``, or None when it fails: what the live view cannot gather stays blank."""
+    try:
+        return read()
+    except Exception:
+        log.debug("cannot read %s for the live view", what, exc_info=True)
+        return None
+
+
+class JobProgress:
+    """Gathers what the live view shows of a running job from its files, one snapshot a poll.
+
+    The step is the latest saved one; steps/s comes from the steps seen over the last ten
+    seconds; the loss is read only when the step changes (at most once a second, and once more
+    at the end); the system readings are read incrementally. Whatever cannot be read is left
+    None, and the previous loss stays shown.
+    """
+
+    def __init__(self, layout: JobLayout, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.layout = layout
+        self._clock = clock
+        self._started = clock()
+        self._steps: deque[tuple[float, int]] = deque()
+        self._loss: tuple[int, float] | None = None
+        self._loss_read: tuple[float, int] | None = None
+        self._system = SystemMetricsReader(layout.profiler_output)
+
+    def snapshot(self, description: dict[str, Any], *, final: bool = False) -> JobSnapshot:
+        """The job as ``description`` (DescribeTrainingJob's) and its files say now; ``final``
+        reads the loss of the last step even if it was read less than a second ago."""
+        now = self._clock()
+        step = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the step")
+        rate = self._steps_per_second(now, step)
+        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
+            rate = None
+        if step is not None:
+            self._read_loss(now, step, final)
+        usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
+        return JobSnapshot(
+            name=description["TrainingJobName"],
+            status=description["TrainingJobStatus"],
+            secondary_status=description["SecondaryStatus"],
+            elapsed_seconds=now - self._started,
+            step=step,
+            steps_per_second=rate,
+            loss=None if self._loss is None else self._loss[1],
+            loss_step=None if self._loss is None else self._loss[0],
+            cpu_percent=None if usage is None else usage.cpu_percent,
+            memory_percent=None if usage is None else usage.memory_percent,
+            gpu_percent=None if usage is None else usage.gpu_percent,
+            rules=tuple(
+                RuleStatus(
+                    rule["RuleConfigurationName"],
+                    rule["RuleEvaluationStatus"],
+                    rule["StatusDetails"]
+                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR)
+                    else "",
+                )
+                for rule in _rule_statuses(description)
+            ),
+        )
+
+    def _steps_per_second(self, now: float, step: int | None) -> float | None:
+        steps = self._steps
+        if step is not None and (not steps or step > steps[-1][1]):
+            steps.append((now, step))
+        while len(steps) > 2 and now - steps[0][0] > _RATE_WINDOW_SECONDS:
+            steps.popleft()
+        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return None
+        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def _read_loss(self, now: float, step: int, final: bool) -> None:
+        if self._loss_read is not None:
+            read_at, read_step = self._loss_read
+            if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
+                return
+        self._loss_read = (now, step)
+        loss = _or_blank(lambda: saved_loss(self.layout.debug_output, step), "the loss")
+        if loss is not None:
+            self._loss = (step, loss)
+
+
+class _LiveFollower:
+    """Draws the job in a live panel, the training's output and rule issues scrolling above."""
+
+    def __init__(self, layout: JobLayout, quiet: bool) -> None:
+        self.training_log = None if quiet else LogTail(layout.training_log)
+        self.progress = JobProgress(layout)
+        self.view = LiveView()
+        self.rules: dict[str, str] = {}
+
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
+        if self.training_log is not None:
+            self.view.print_output(self.training_log.new_lines())
+        for rule in _rule_statuses(description):
+            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+            if self.rules.get(name) != value and value in (ISSUES_FOUND, ERROR):
+                self.view.print_message(f"{_PREFIX} rule {name}: {value}: {rule['StatusDetails']}")
+            self.rules[name] = value
+        self.view.show(self.progress.snapshot(description, final=final))
+
+    def finish(self, summary: list[str]) -> None:
+        self.view.finish(summary)
+
+    def close(self) -> None:
+        self.view.close()
+
+
+class _Follow(Protocol):
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None: ...
+    def finish(self, summary: list[str]) -> None: ...
+    def close(self) -> None: ...
+
+
+def _wants_live_view(args: argparse.Namespace) -> bool:
+    """The live panel on a terminal that can draw it, unless ``--plain``."""
+    return not args.plain and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
 def _rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
@@ -398,24 +557,30 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     assert record is not None
     layout = layout_of(record)
     _say(f"job {name} started; its files are in {layout.job_dir}")
-    follower = _Follower(layout, args.quiet)
+    follower: _Follow = (
+        _LiveFollower(layout, args.quiet)
+        if _wants_live_view(args)
+        else _Follower(layout, args.quiet)
+    )
     interrupted = False
-    while True:
-        try:
-            description = describe_training_job(asked, store=store)
-            follower.show(description)
-            if _finished(description):
-                break
-            time.sleep(POLL_SECONDS)
-        except KeyboardInterrupt:
-            if interrupted:
-                _say(f"leaving job {name} to finish on its own")
-                return 130
-            interrupted = True
-            _say("stopping the job (Ctrl-C again to leave it running)")
-            with contextlib.suppress(ConfigError):  # it may have just finished
-                stop_training_job(asked, store=store, reason=_CTRL_C)
-    follower.show(description)
-    for line in _summary(description, layout):
-        print(line)
+    try:
+        while True:
+            try:
+                description = describe_training_job(asked, store=store)
+                follower.show(description)
+                if _finished(description):
+                    break
+                time.sleep(POLL_SECONDS)
+            except KeyboardInterrupt:
+                if interrupted:
+                    _say(f"leaving job {name} to finish on its own")
+                    return 130
+                interrupted = True
+                _say("stopping the job (Ctrl-C again to leave it running)")
+                with contextlib.suppress(ConfigError):  # it may have just finished
+                    stop_training_job(asked, store=store, reason=_CTRL_C)
+        follower.show(description, final=True)
+        follower.finish(_summary(description, layout))
+    finally:
+        follower.close()
     return _exit_status(description, args.fail_on_issue, interrupted)

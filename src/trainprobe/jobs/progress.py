@@ -1,9 +1,12 @@
-"""Following a job from outside: its latest saved step, its log lines, its rules' verdicts.
+"""Following a job from outside: its latest saved step and loss, its log lines, the host's
+utilisation, its rules' verdicts.
 
 What a progress display needs and the job's files hold: ``latest_saved_step`` lists only the
-newest index directory of the tensor output; ``LogTail`` hands out the lines a log file gained
-since it last looked (whole lines only); ``rule_verdict`` reads a rule's status and, when it
-found an issue, the evidence of its first issue.
+newest index directory of the tensor output; ``saved_loss`` reads the loss saved at one step
+(that step's index only); ``LogTail`` hands out the lines a log file gained since it last looked
+(whole lines only); ``latest_system_usage`` takes the newest CPU, memory and GPU readings of the
+system monitor; ``rule_verdict`` reads a rule's status and, when it found an issue, the evidence
+of its first issue.
 """
 
 from __future__ import annotations
@@ -11,12 +14,26 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from trainprobe.analysis.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+from trainprobe.analysis.trial import create_trial
+from trainprobe.capture.collections import CollectionKeys
 from trainprobe.rules.rule import Evidence
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import locations
+from trainprobe.storage import system_metrics as metrics
 from trainprobe.storage.rule_output import read_evaluations, read_status
 
-__all__ = ["LogTail", "RuleVerdict", "latest_saved_step", "rule_verdict"]
+__all__ = [
+    "LogTail",
+    "RuleVerdict",
+    "SystemUsage",
+    "latest_saved_step",
+    "latest_system_usage",
+    "rule_verdict",
+    "saved_loss",
+]
 
 
 def latest_saved_step(debug_output: str) -> int | None:
@@ -39,6 +56,64 @@ def latest_saved_step(debug_output: str) -> int | None:
         if steps:
             return max(steps)
     return None
+
+
+def saved_loss(debug_output: str, step: int) -> float | None:
+    """The loss the training saved at ``step`` (the first tensor of its ``losses`` collection
+    with a value there), or None when there is no tensor output, no losses collection or no
+    loss value at that step. Only ``step``'s index files are read."""
+    try:
+        trial = create_trial(debug_output, range_steps=(step, step + 1), timeout=0)
+    except MissingCollectionFiles:
+        return None
+    if CollectionKeys.LOSSES not in trial.collections():
+        return None
+    for name in trial.tensor_names(collection=CollectionKeys.LOSSES, step=step):
+        try:
+            value = np.asarray(trial.tensor(name).value(step))
+        except TensorUnavailableForStep:
+            continue  # only its reductions or shape were saved
+        if value.size == 1:
+            return float(value.reshape(-1)[0])
+    return None
+
+
+@dataclass(frozen=True)
+class SystemUsage:
+    """The newest utilisation readings of the job's hosts (the mean over hosts and GPUs), in
+    percent; None where there is no such reading."""
+
+    cpu_percent: float | None
+    memory_percent: float | None
+    gpu_percent: float | None
+
+
+_RECENT_SECONDS = 60.0
+
+
+def latest_system_usage(reader: metrics.SystemMetricsReader) -> SystemUsage | None:
+    """The newest CPU, memory and GPU utilisation the system monitor wrote, or None before its
+    first reading. Keep one ``reader`` for a job: it reads only what its files gained."""
+    newest = reader.last_timestamp()
+    if newest is None:
+        return None
+    latest: dict[tuple[str, str, str, str], float] = {}
+    for event in reader.events(newest - _RECENT_SECONDS, newest + 1.0):
+        latest[(event.node_id, event.type, event.name, event.dimension)] = event.value
+
+    def mean(type_: str, dimension: str, name: str | None = None) -> float | None:
+        values = [
+            value
+            for (_, kind, named, measured), value in latest.items()
+            if kind == type_ and measured == dimension and (name is None or named == name)
+        ]
+        return sum(values) / len(values) if values else None
+
+    return SystemUsage(
+        cpu_percent=mean(metrics.CPU, metrics.CPU_UTILIZATION, metrics.CPU_TOTAL),
+        memory_percent=mean(metrics.MEMORY, "", metrics.MEMORY_USED_PERCENT),
+        gpu_percent=mean(metrics.GPU, metrics.GPU_UTILIZATION),
+    )
 
 
 class LogTail:

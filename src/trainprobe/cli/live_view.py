@@ -1,0 +1,209 @@
+"""The live terminal view of ``trainprobe run``: a panel redrawn under the training's output.
+
+Rendering only. ``trainprobe run`` gathers a ``JobSnapshot`` from the job's files at each poll
+and hands it to ``LiveView.show``; ``render_snapshot`` draws one snapshot (the job's status,
+the latest saved step and steps per second, the latest saved loss, the host's utilisation and
+each rule's status). A field the snapshot leaves as None is drawn blank. The training's output
+and trainprobe's own messages go through the live console, so they scroll above the panel
+instead of being overwritten by it. When the job is over, ``LiveView.finish`` leaves the last
+panel on screen and prints the end summary below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["JobSnapshot", "LiveView", "RuleStatus", "format_loss", "render_snapshot"]
+
+_STYLES = {
+    "InProgress": "yellow",
+    "Stopping": "magenta",
+    "Stopped": "magenta",
+    "Completed": "green",
+    "NoIssuesFound": "green",
+    "IssuesFound": "bold red",
+    "Failed": "bold red",
+    "Error": "red",
+}
+# Whole words only: "IssuesFound" must not colour the end of "NoIssuesFound".
+_STATUS_WORDS = r"\b(" + "|".join(_STYLES) + r")\b"
+_LABEL_WIDTH = 6
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule's evaluation status as DescribeTrainingJob reports it."""
+
+    name: str
+    status: str
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """What the live view shows of a job at one moment; None where it is not known."""
+
+    name: str
+    status: str
+    secondary_status: str
+    elapsed_seconds: float
+    step: int | None = None
+    steps_per_second: float | None = None
+    loss: float | None = None
+    loss_step: int | None = None
+    cpu_percent: float | None = None
+    memory_percent: float | None = None
+    gpu_percent: float | None = None
+    rules: tuple[RuleStatus, ...] = ()
+
+
+def format_loss(loss: float) -> str:
+    """A loss as the view shows it: five significant digits."""
+    return f"{loss:.5g}"
+
+
+def _elapsed(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STYLES.get(status, ""))
+
+
+def _system(snapshot: JobSnapshot) -> str:
+    parts = []
+    for label, value in (
+        ("CPU", snapshot.cpu_percent),
+        ("memory", snapshot.memory_percent),
+        ("GPU", snapshot.gpu_percent),
+    ):
+        if value is not None:
+            parts.append(f"{label} {value:.0f}%")
+    return "  ".join(parts)
+
+
+def _issue(rule: RuleStatus) -> str:
+    """The first line of the rule's details, naming the rule unless they already do."""
+    first = rule.details.strip().splitlines()[0]
+    return first if first.startswith(rule.name) else f"{rule.name}: {first}"
+
+
+def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
+    """The panel for ``snapshot``: job, step, loss, system and rules rows."""
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold", min_width=_LABEL_WIDTH, no_wrap=True)
+    fields.add_column(min_width=24)
+    fields.add_column(style="dim", min_width=16)
+    job = _status(snapshot.status)
+    if snapshot.secondary_status and snapshot.secondary_status != snapshot.status:
+        job.append(f" ({snapshot.secondary_status})")
+    fields.add_row("job", job, f"elapsed {_elapsed(snapshot.elapsed_seconds)}")
+    rate = "" if snapshot.steps_per_second is None else f"{snapshot.steps_per_second:.2f} steps/s"
+    fields.add_row("step", "" if snapshot.step is None else str(snapshot.step), rate)
+    loss = "" if snapshot.loss is None else format_loss(snapshot.loss)
+    at = "" if snapshot.loss is None or snapshot.loss_step is None else f"step {snapshot.loss_step}"
+    fields.add_row("loss", loss, at)
+    fields.add_row("system", _system(snapshot), "")
+    parts: list[RenderableType] = [fields]
+    if snapshot.rules:
+        rules = Table.grid(padding=(0, 2))
+        rules.add_column(style="bold", min_width=_LABEL_WIDTH, no_wrap=True)
+        rules.add_column(no_wrap=True)
+        rules.add_column(no_wrap=True)
+        for number, rule in enumerate(snapshot.rules):
+            rules.add_row("rules" if number == 0 else "", rule.name, _status(rule.status))
+        parts += [Text(""), rules]
+        # An issue's first line, under the rules and cut to the panel's width.
+        indent = " " * (_LABEL_WIDTH + 2)
+        parts += [
+            Text(indent + _issue(rule), style="dim", no_wrap=True, overflow="ellipsis")
+            for rule in snapshot.rules
+            if rule.details.strip()
+        ]
+    border = "red" if any(rule.status == "IssuesFound" for rule in snapshot.rules) else "blue"
+    return Panel(
+        Group(*parts),
+        title=f"trainprobe run: {snapshot.name}",
+        title_align="left",
+        border_style=border,
+        expand=False,
+    )
+
+
+def _visible(line: str) -> str:
+    """What a terminal would show of ``line``: text before a carriage return is overwritten."""
+    return line.rstrip("\r").rsplit("\r", 1)[-1]
+
+
+class LiveView:
+    """Draws snapshots in a panel at the bottom of the terminal, with output scrolling above.
+
+    It redraws only when shown a snapshot or asked to print (no drawing thread), so the
+    caller's polling loop sets the pace and Ctrl-C reaches the caller.
+    """
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self._live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=True,
+            redirect_stderr=True,
+        )
+        self._started = False
+
+    def __enter__(self) -> LiveView:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def show(self, snapshot: JobSnapshot) -> None:
+        """Draw ``snapshot`` in place of the previous one."""
+        if not self._started:
+            self._live.start()
+            self._started = True
+        self._live.update(render_snapshot(snapshot), refresh=True)
+
+    def print_output(self, lines: Iterable[str]) -> None:
+        """Print lines of the training's output above the panel, as they are (ANSI colours
+        kept, never wrapped or read as markup)."""
+        for line in lines:
+            self.console.print(Text.from_ansi(_visible(line)), soft_wrap=True)
+
+    def print_message(self, text: str) -> None:
+        """Print one of trainprobe's own lines above the panel."""
+        line = Text(text)
+        line.highlight_regex(_STATUS_WORDS, style="bold")
+        self.console.print(line, soft_wrap=True)
+
+    def finish(self, summary: Iterable[str]) -> None:
+        """Leave the last panel on screen and print the end summary below it, with the rules'
+        statuses coloured."""
+        self.close()
+        for text in summary:
+            line = Text(text)
+            for word, style in _STYLES.items():
+                line.highlight_regex(rf"\b{word}\b", style=style)
+            self.console.print(line, soft_wrap=True)
+
+    def close(self) -> None:
+        """Stop redrawing; the last panel stays on screen. Safe to call more than once."""
+        if self._started:
+            self._started = False
+            self._live.stop()

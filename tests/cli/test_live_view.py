@@ -1,0 +1,360 @@
+"""The live view of ``trainprobe run``: a panel under the training's output on a terminal.
+
+The panel is drawn from snapshots (``render_snapshot``, tested on hand-made ones); under a real
+pseudo-terminal, a real ``trainprobe run`` of ``tests/jobs/plain_training.py`` shows the step,
+the loss, the rules' statuses and the system's utilisation, then the verdicts and the outputs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
+from trainprobe.cli.run_command import JobProgress
+from trainprobe.jobs.layout import JobLayout
+from trainprobe.jobs.progress import saved_loss
+from trainprobe.storage import locations
+from trainprobe.storage.system_metrics import minute_file
+
+TRAINING = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"
+# Colours, then cursor moves and erasures: what the terminal acts on rather than shows.
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+CURSOR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
+
+def screen_lines(received: str) -> list[str]:
+    """The lines a terminal was sent, colours dropped; a cursor move starts a new line."""
+    text = CURSOR.sub("\n", COLOUR.sub("", received))
+    return [line for line in text.split("\n") if line]
+
+
+def rendered(snapshot: JobSnapshot, width: int = 100) -> list[str]:
+    console = Console(file=StringIO(), width=width, record=True, color_system=None)
+    console.print(render_snapshot(snapshot))
+    return console.export_text().splitlines()
+
+
+def row(lines: list[str], label: str) -> str:
+    """The panel row whose label is ``label``, without the border."""
+    [found] = panel_rows(lines, label)
+    return found
+
+
+SNAPSHOT = JobSnapshot(
+    name="mnist-1",
+    status="InProgress",
+    secondary_status="Training",
+    elapsed_seconds=65.4,
+    step=120,
+    steps_per_second=3.5,
+    loss=0.532112,
+    loss_step=118,
+    cpu_percent=35.2,
+    memory_percent=61.7,
+    gpu_percent=80.0,
+    rules=(
+        RuleStatus("ExplodingTensor", "IssuesFound", "NaN in CrossEntropyLoss_output_0\nmore"),
+        RuleStatus("LossNotDecreasing", "NoIssuesFound"),
+        RuleStatus("ProfilerReport-1700000000", "InProgress"),
+    ),
+)
+
+
+def test_the_panel_shows_the_job_step_loss_system_and_each_rule() -> None:
+    lines = rendered(SNAPSHOT)
+    assert "trainprobe run: mnist-1" in lines[0]
+    assert row(lines, "job") == "job InProgress (Training) elapsed 0:01:05"
+    assert row(lines, "step") == "step 120 3.50 steps/s"
+    assert row(lines, "loss") == "loss 0.53211 step 118"
+    assert row(lines, "system") == "system CPU 35% memory 62% GPU 80%"
+    # Each rule on its own row with its status; under them, the first line of an issue.
+    assert row(lines, "rules") == "rules ExplodingTensor IssuesFound"
+    assert row(lines, "LossNotDecreasing") == "LossNotDecreasing NoIssuesFound"
+    assert row(lines, "ProfilerReport-1700000000") == "ProfilerReport-1700000000 InProgress"
+    assert row(lines, "ExplodingTensor:") == "ExplodingTensor: NaN in CrossEntropyLoss_output_0"
+    assert not any("more" in line for line in lines)
+
+
+def test_what_is_not_known_is_left_blank() -> None:
+    snapshot = JobSnapshot(
+        name="starting", status="InProgress", secondary_status="Starting", elapsed_seconds=0.2
+    )
+    lines = rendered(snapshot)
+    assert row(lines, "job") == "job InProgress (Starting) elapsed 0:00:00"
+    assert row(lines, "step") == "step"
+    assert row(lines, "loss") == "loss"
+    assert row(lines, "system") == "system"
+    assert not any("rules" in line or "None" in line for line in lines)
+
+
+def test_gpu_use_appears_only_with_gpu_readings_and_no_loss_shows_no_step() -> None:
+    snapshot = JobSnapshot(
+        name="cpu-only",
+        status="Completed",
+        secondary_status="Completed",
+        elapsed_seconds=3725,
+        step=7,
+        loss_step=7,
+        cpu_percent=99.6,
+        memory_percent=4.0,
+    )
+    lines = rendered(snapshot)
+    assert row(lines, "job") == "job Completed elapsed 1:02:05"
+    assert row(lines, "system") == "system CPU 100% memory 4%"
+    assert row(lines, "loss") == "loss"
+
+
+def test_long_issue_details_are_cut_to_fit() -> None:
+    snapshot = JobSnapshot(
+        name="long",
+        status="InProgress",
+        secondary_status="Training",
+        elapsed_seconds=1,
+        rules=(RuleStatus("AllZero", "IssuesFound", "zero " * 100),),
+    )
+    lines = rendered(snapshot, width=60)
+    assert row(lines, "rules") == "rules AllZero IssuesFound"
+    [details] = [line for line in lines if "AllZero: zero" in line]
+    assert len(details) == 60 and details.rstrip("│ ").endswith("…")
+
+
+def test_the_training_output_goes_above_the_panel_as_it_is() -> None:
+    screen = StringIO()
+    console = Console(file=screen, width=100, force_terminal=True)
+    with LiveView(console) as view:
+        view.print_output(["epoch [1/10] \x1b[31mloss\x1b[0m 0.5", "batch 1/3\rbatch 3/3"])
+        view.show(SNAPSHOT)
+        view.print_message("[trainprobe] rule ExplodingTensor: IssuesFound: NaN")
+        view.show(SNAPSHOT)
+        view.finish(["", "Training job mnist-1: Completed", "  ExplodingTensor: IssuesFound"])
+    lines = screen_lines(screen.getvalue())
+    # Not read as markup, the colour codes kept as colours, a carriage return honoured.
+    assert "epoch [1/10] loss 0.5" in lines
+    assert "batch 3/3" in lines and not any("batch 1/3" in line for line in lines)
+    assert "[trainprobe] rule ExplodingTensor: IssuesFound: NaN" in lines
+    # The summary comes after the last panel, which stays on screen.
+    end = lines.index("Training job mnist-1: Completed")
+    assert any("trainprobe run: mnist-1" in line for line in lines[:end])
+    assert lines[end + 1] == "  ExplodingTensor: IssuesFound"
+
+
+def test_files_that_cannot_be_read_leave_their_fields_blank(tmp_path: Path) -> None:
+    layout = JobLayout.for_job("broken", str(tmp_path))
+    debug = Path(layout.debug_output)
+    (debug / locations.index_file(5, "worker_0")).parent.mkdir(parents=True)
+    (debug / locations.index_file(5, "worker_0")).write_text("{not an index")
+    (debug / locations.collections_file("worker_0")).parent.mkdir(parents=True)
+    (debug / locations.collections_file("worker_0")).write_text("{not collections")
+    metrics = Path(layout.profiler_output) / minute_file(1_700_000_040, "algo-1")
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("not a reading\n")
+    description = {
+        "TrainingJobName": "broken",
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Training",
+        "DebugRuleEvaluationStatuses": [
+            {
+                "RuleConfigurationName": "ExplodingTensor",
+                "RuleEvaluationStatus": "InProgress",
+                "StatusDetails": "",
+            }
+        ],
+    }
+    snapshot = JobProgress(layout).snapshot(description, final=True)
+    assert snapshot.step == 5  # the index file's name says so
+    assert snapshot.loss is None and snapshot.cpu_percent is None
+    assert snapshot.rules == (RuleStatus("ExplodingTensor", "InProgress"),)
+    assert row(rendered(snapshot), "loss") == "loss"
+
+
+# ----- a real run under a pseudo-terminal ---------------------------------------------------
+
+
+def run_in_terminal(
+    tmp_path: Path, *arguments: str, term: str = "xterm-256color"
+) -> tuple[int, list[str]]:
+    """Run ``trainprobe run ARGUMENTS`` with a 120x40 pseudo-terminal as its stdout and stderr;
+    its exit status and what the terminal received, less the control sequences."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
+    }
+    environment.update(TRAINPROBE_HOME=str(tmp_path / "home"), TERM=term, COLUMNS="120", LINES="40")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "trainprobe.cli.main", "run", *arguments],
+        stdin=subprocess.DEVNULL,
+        stdout=terminal,
+        stderr=terminal,
+        env=environment,
+        cwd=tmp_path,
+    )
+    os.close(terminal)
+    received = bytearray()
+    try:
+        while True:
+            ready, _, _ = select.select([controller], [], [], 300)
+            if not ready:
+                running.kill()
+                pytest.fail("trainprobe run printed nothing for 300 s")
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal closed: the command has ended
+                break
+            if not chunk:
+                break
+            received += chunk
+    finally:
+        os.close(controller)
+        status = running.wait(timeout=60)
+    return status, screen_lines(received.decode("utf-8", "replace"))
+
+
+def panel_rows(lines: list[str], label: str) -> list[str]:
+    """Every drawing of the panel row ``label`` (its words, without the border)."""
+    rows = [line.strip("│ ").split() for line in lines if line.startswith("│")]
+    return [" ".join(words) for words in rows if words and words[0] == label]
+
+
+def statuses_of(lines: list[str], rule: str) -> list[str]:
+    """The statuses a rule's panel row showed, in order, each change once."""
+    shown: list[str] = []
+    for line in lines:
+        words = line.strip("│ ").split()
+        if words[:1] == ["rules"]:
+            words = words[1:]
+        if line.startswith("│") and len(words) == 2 and words[0] == rule:
+            status = words[1]
+            if not shown or shown[-1] != status:
+                shown.append(status)
+    return shown
+
+
+@pytest.mark.slow
+def test_a_run_on_a_terminal_shows_the_live_panel_then_verdicts_and_outputs(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    status, lines = run_in_terminal(
+        tmp_path,
+        str(TRAINING),
+        "--rule",
+        "ExplodingTensor",
+        "--rule",
+        "LossNotDecreasing:num_steps=2",
+        "--save-interval",
+        "1",
+        "--output",
+        str(out),
+        "--name",
+        "live-healthy",
+        "--",
+        "--steps",
+        "30",
+        "--sleep",
+        "0.1",
+    )
+    assert status == 0, "\n".join(lines)
+    job_dir = out / "live-healthy"
+    assert f"[trainprobe] job live-healthy started; its files are in {job_dir}" in lines
+    # The training's output, whole lines above the panel; no plain progress lines.
+    assert "arguments: ['--steps', '30', '--sleep', '0.1']" in lines and "finished" in lines
+    assert not any(line.startswith("[trainprobe] step") for line in lines)
+    # The panel: the job's status, the steps, each rule's status as it changed.
+    assert "job InProgress (Training)" in " ".join(panel_rows(lines, "job"))
+    steps = [int(row.split()[1]) for row in panel_rows(lines, "step") if row != "step"]
+    assert steps and steps[-1] == 29
+    assert any("steps/s" in words for words in panel_rows(lines, "step"))
+    assert statuses_of(lines, "ExplodingTensor") == ["InProgress", "NoIssuesFound"]
+    assert statuses_of(lines, "LossNotDecreasing") == ["InProgress", "NoIssuesFound"]
+    assert any(
+        re.fullmatch(r"system CPU \d+% memory \d+%", words) for words in panel_rows(lines, "system")
+    )
+    # The last panel shows the loss saved at the last step.
+    loss = saved_loss(str(job_dir / "debug-output"), 29)
+    assert loss is not None
+    assert panel_rows(lines, "loss")[-1] == f"loss {loss:.5g} step 29"
+    # Then the verdicts and where the outputs are.
+    summary = lines[lines.index("Training job live-healthy: Completed") :]
+    assert "  ExplodingTensor: NoIssuesFound" in summary
+    assert "    Steps evaluated: 30" in summary
+    assert f"  tensors:   {job_dir / 'debug-output'}" in summary
+    assert f"  logs:      {job_dir / 'logs'}" in summary
+
+
+@pytest.mark.slow
+def test_an_issue_on_a_terminal_is_shown_with_its_evidence_and_fails_the_run(
+    tmp_path: Path,
+) -> None:
+    status, lines = run_in_terminal(
+        tmp_path,
+        str(TRAINING),
+        "--rule",
+        "ExplodingTensor",
+        "--stop-on-issue",
+        "--fail-on-issue",
+        "--save-interval",
+        "1",
+        "--no-profiler",
+        "--name",
+        "live-nan",
+        "--",
+        "--steps",
+        "100000",
+        "--sleep",
+        "0.05",
+        "--nan-at",
+        "5",
+    )
+    assert status == 1, "\n".join(lines)
+    assert statuses_of(lines, "ExplodingTensor")[-1] == "IssuesFound"
+    assert any(
+        line.startswith("[trainprobe] rule ExplodingTensor: IssuesFound: ") for line in lines
+    )
+    summary = lines[lines.index("Training job live-nan: Stopped") :]
+    assert "  ExplodingTensor: IssuesFound" in summary
+    evidence = summary[summary.index("    Evidence at step 5:") + 1]
+    assert "NaN" in evidence and "CrossEntropyLoss_output_0" in evidence
+    # Without the system monitor there is nothing to show on the system row.
+    assert set(panel_rows(lines, "system")) <= {"system"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("option", "term"), [("--plain", "xterm-256color"), (None, "dumb")], ids=["plain", "dumb"]
+)
+def test_plain_lines_on_a_terminal_with_plain_or_a_dumb_terminal(
+    tmp_path: Path, option: str | None, term: str
+) -> None:
+    options = [option] if option else []
+    status, lines = run_in_terminal(
+        tmp_path,
+        str(TRAINING),
+        *options,
+        "--no-profiler",
+        "--name",
+        "live-plain",
+        "--",
+        "--steps",
+        "3",
+        term=term,
+    )
+    assert status == 0, "\n".join(lines)
+    assert "[trainprobe] job live-plain: InProgress (Training)" in lines
+    assert "Training job live-plain: Completed" in lines
+    assert not any("╭" in line or line.startswith("│") for line in lines)
