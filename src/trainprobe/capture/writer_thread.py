@@ -16,6 +16,9 @@ With a ``TensorBoardExport`` the same thread also turns the records that carry a
 the scalar batches marked ``export``) into TensorBoard scalars and histograms, flushes them when a
 step ends and closes them with the writer. The export handles its own failures: it logs once and
 turns itself off, and the step files go on.
+
+A ``SideJob`` runs another part's small file write (the hook's overhead file) on this thread, in
+order with the rest, so that it never costs the training thread; it handles its own failures.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "PendingArray",
     "ScalarBatch",
     "ShapeRecord",
+    "SideJob",
     "TensorRecord",
     "WriterThread",
 ]
@@ -144,6 +148,17 @@ class CollectionsJob:
 
 
 @dataclass
+class SideJob:
+    """Run ``run`` on the writer thread after everything queued before it.
+
+    It is still run after a failure of the step files; if it raises, that is logged and the
+    writer goes on.
+    """
+
+    run: Callable[[], None]
+
+
+@dataclass
 class _TrainingEnd:
     pass
 
@@ -164,6 +179,7 @@ Message = (
     | ShapeRecord
     | EndStep
     | CollectionsJob
+    | SideJob
     | _TrainingEnd
     | _Flush
     | _Stop
@@ -171,7 +187,7 @@ Message = (
 
 
 def _kept_after_failure(message: Message) -> bool:
-    return isinstance(message, (CollectionsJob, _TrainingEnd))
+    return isinstance(message, (CollectionsJob, SideJob, _TrainingEnd))
 
 
 def _size(message: Message) -> int:
@@ -304,6 +320,8 @@ class WriterThread:
                     message.done.set()
                 elif self.error is None:
                     self._handle(message)
+                elif isinstance(message, SideJob):
+                    self._run_side_job(message)
                 elif isinstance(message, (CollectionsJob, _TrainingEnd)):
                     self._finish_after_failure(message)
             except BaseException as error:
@@ -367,6 +385,15 @@ class WriterThread:
         elif isinstance(message, _TrainingEnd):
             self._close_step()
             write_training_end(self.out_dir)
+        elif isinstance(message, SideJob):
+            self._run_side_job(message)
+
+    @staticmethod
+    def _run_side_job(job: SideJob) -> None:
+        try:
+            job.run()
+        except Exception:
+            log.warning("trainprobe: a side job of the writer thread failed", exc_info=True)
 
     @staticmethod
     def _export_scalars(export: TensorBoardExport, batch: ScalarBatch, values: np.ndarray) -> None:

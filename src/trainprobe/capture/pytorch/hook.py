@@ -17,7 +17,9 @@ Cost: when a step starts, the hook decides once which collections are due. On a 
 nothing, every per-module and per-gradient hook is a single flag check. On a save step it copies:
 reductions are computed on the tensors' device and gathered into one buffer read back once at the
 end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
-does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written.
+does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written;
+every worker that writes saves it in ``<out_dir>/hook-overhead/<worker>.json`` (on the writer
+thread, at a step boundary at most once a minute, and at ``close()``) for the report.
 
 TensorBoard: with ``export_tensorboard=True`` (into ``<out_dir>/tensorboard``) or a
 ``tensorboard_dir``, rank 0 also writes what it saves as TensorBoard summaries, on the writer
@@ -48,13 +50,14 @@ import torch
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.pytorch import naming
-from trainprobe.capture.pytorch.overhead import HookOverhead
+from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.save_plan import SavePlan
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.stop_request import StopRequestWatch
+from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import training_has_ended
@@ -64,6 +67,9 @@ __all__ = ["Hook", "get_hook"]
 log = logging.getLogger("trainprobe")
 
 STRICT_VARIABLE = "TRAINPROBE_STRICT"
+
+# The overhead file is rewritten at the first step boundary after this many seconds.
+OVERHEAD_WRITE_SECONDS = 60.0
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -215,6 +221,8 @@ class Hook:
         self.overhead = HookOverhead(
             _bytes=self._capture.bytes_written, blocked_seconds=self._capture.blocked_seconds
         )
+        self._overhead_file = OverheadFile(self.out_dir, self.overhead)
+        self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
         self.profiler: FrameworkProfiler | None = FrameworkProfiler.from_environment()
@@ -367,6 +375,7 @@ class Hook:
                 names = ", ".join(c.name for c in self.plan.collections_in(due))
                 log.info("trainprobe dry run: step %d would save %s", self.step, names)
             return
+        self._write_overhead_if_due()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
         if self._early_scalars:
@@ -397,6 +406,15 @@ class Hook:
                     collection.include(name + naming.INPUT_SUFFIX)
                 if outputs:
                     collection.include(name + naming.OUTPUT_SUFFIX)
+
+    def _write_overhead_if_due(self) -> None:
+        """Have the writer thread save the overhead so far, when a minute has passed."""
+        now = time.monotonic()
+        if now < self._overhead_due_at or not self._overhead_file.enabled:
+            return
+        self._overhead_due_at = now + OVERHEAD_WRITE_SECONDS
+        write = functools.partial(self._overhead_file.write, self._capture.resolve_worker().name)
+        self._capture.ensure_writer().submit(SideJob(write))
 
     def _finish_step(self) -> None:
         self._active = False
@@ -536,6 +554,8 @@ class Hook:
             return
         worker = self._capture.resolve_worker()
         self._capture.close(training_end=worker.is_chief)
+        # The writer thread has stopped: the count of bytes is final.
+        self._overhead_file.write(worker.name)
         self._raise_writer_error_if_strict()
 
     def __repr__(self) -> str:

@@ -4,28 +4,50 @@ The time is measured on the thread that called the hook (the training thread, or
 thread that ran a gradient hook) around every hook entry; the writer thread's time is not in it,
 since it runs beside the training. A step's time runs from the start of its forward to the start
 of the next step's forward, so it includes finishing the step (handing its buffers over).
+
+``OverheadFile`` saves it as ``<out_dir>/hook-overhead/<worker>.json``
+(``trainprobe.storage.hook_overhead``) for the report: the hook has it written on its writer
+thread at most once a minute and once more at ``close()``.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HookOverhead"]
+from trainprobe.storage.hook_overhead import (
+    HookOverheadRecord,
+    encode_hook_overhead,
+    write_hook_overhead,
+)
+
+__all__ = ["HookOverhead", "OverheadFile"]
+
+log = logging.getLogger("trainprobe")
 
 
 @dataclass
 class HookOverhead:
-    """The hook's seconds per global step, and the bytes its writer has written so far."""
+    """The hook's seconds per global step, and the bytes it has written so far.
+
+    ``add`` is called by the training thread; ``record`` may be called from another thread (the
+    writer's) and sees every step added before it.
+    """
 
     seconds_by_step: dict[int, float] = field(default_factory=dict)
     _bytes: Callable[[], int] = field(default=lambda: 0, repr=False)
     blocked_seconds: Callable[[], float] = field(default=lambda: 0.0, repr=False)
+    file_bytes: int = 0
+    """Bytes of the overhead file's own writes (every version of it), part of ``bytes_written``."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, step: int, seconds: float) -> None:
         """Count ``seconds`` of hook time against ``step``."""
-        self.seconds_by_step[step] = self.seconds_by_step.get(step, 0.0) + seconds
+        with self._lock:
+            self.seconds_by_step[step] = self.seconds_by_step.get(step, 0.0) + seconds
 
     @property
     def total_seconds(self) -> float:
@@ -44,8 +66,26 @@ class HookOverhead:
 
     @property
     def bytes_written(self) -> int:
-        """Bytes of every file the hook has written so far."""
-        return self._bytes()
+        """Bytes of every file the hook has written so far, its overhead file included."""
+        return self._bytes() + self.file_bytes
+
+    def record(self, worker: str) -> HookOverheadRecord:
+        """A snapshot of the overhead so far, as ``worker``'s overhead file holds it."""
+        with self._lock:
+            by_step = dict(self.seconds_by_step)
+        steps = sorted(by_step)
+        seconds = [by_step[step] for step in steps]
+        total = sum(seconds)
+        return HookOverheadRecord(
+            worker=worker,
+            steps=len(steps),
+            total_seconds=total,
+            mean_seconds_per_step=total / len(steps) if steps else 0.0,
+            bytes_written=self.bytes_written,
+            blocked_seconds=self.blocked_seconds(),
+            step=steps,
+            seconds=seconds,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A summary fit for a report: totals plus the seconds of each step."""
@@ -57,3 +97,34 @@ class HookOverhead:
             "blocked_seconds": self.blocked_seconds(),
             "seconds_by_step": dict(self.seconds_by_step),
         }
+
+
+class OverheadFile:
+    """Writes a ``HookOverhead`` into ``out_dir``, replacing the previous version each time.
+
+    Its bytes count in ``overhead.bytes_written``, and the file's own count includes it. A
+    failure to write is logged once and turns the file off; nothing else stops.
+    """
+
+    def __init__(self, out_dir: str, overhead: HookOverhead) -> None:
+        self.out_dir = out_dir
+        self.overhead = overhead
+        self.enabled = True
+
+    def write(self, worker: str) -> None:
+        """Write the overhead so far as ``worker``'s file (nothing once turned off)."""
+        if not self.enabled:
+            return
+        try:
+            data = encode_hook_overhead(self.overhead.record(worker), count_itself=True)
+            self.overhead.file_bytes += write_hook_overhead(self.out_dir, data, worker)
+        except Exception as error:
+            self.enabled = False
+            log.warning(
+                "trainprobe: writing the hook's overhead file of %s under %s failed and stops "
+                "for the rest of this run (%s: %s); the rest of the hook and the training go on",
+                worker,
+                self.out_dir,
+                type(error).__name__,
+                error,
+            )

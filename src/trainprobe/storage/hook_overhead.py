@@ -1,0 +1,213 @@
+"""The hook's cost, one file per worker: its time per step and the bytes it wrote.
+
+::
+
+    <out_dir>/hook-overhead/<worker>.json
+
+``out_dir`` is the hook's output directory (a job's ``debug-output/``). The file is one line of
+JSON, totals first, then the seconds of every step as two parallel lists::
+
+    {"version": 1, "worker": "worker_0", "steps": 3, "total_seconds": 0.000913,
+     "mean_seconds_per_step": 0.000304, "bytes_written": 5120, "blocked_seconds": 0.0,
+     "step": [0, 1, 2], "seconds": [0.000512, 0.000201, 0.0002]}
+
+Seconds are rounded to the microsecond, which keeps 100 000 steps near 1.5 MB. The file is
+replaced atomically, so a reader sees the previous version or the new one; a file that is not
+one of these (cut short, corrupt) is skipped with a warning, never an error, since the report
+that reads it must not fail on it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprobe.config.errors import ConfigError
+from trainprobe.storage import files, locations
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HOOK_OVERHEAD_DIR",
+    "HookOverheadRecord",
+    "decode_hook_overhead",
+    "encode_hook_overhead",
+    "hook_overhead_file",
+    "read_hook_overhead",
+    "write_hook_overhead",
+]
+
+log = logging.getLogger(__name__)
+
+HOOK_OVERHEAD_DIR = "hook-overhead"
+FORMAT_VERSION = 1
+_SUFFIX = ".json"
+_DECIMALS = 6  # a microsecond
+_RANKED_WORKER = re.compile(r"^(.*?)(\d+)$")
+
+
+@dataclass(frozen=True)
+class HookOverheadRecord:
+    """What the hook of one worker cost the training, as its file holds it.
+
+    ``step`` and ``seconds`` are parallel: the hook spent ``seconds[i]`` of the training thread's
+    time in global step ``step[i]``. ``bytes_written`` counts every file the hook wrote, this one
+    included; ``blocked_seconds`` is how long the training waited for the writer to catch up.
+    """
+
+    worker: str
+    steps: int
+    total_seconds: float
+    mean_seconds_per_step: float
+    bytes_written: int
+    blocked_seconds: float
+    step: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+def hook_overhead_file(worker: str) -> str:
+    """The overhead file of ``worker``, relative to the hook's output directory."""
+    if not worker or "/" in worker or "\\" in worker or worker in (".", ".."):
+        raise ConfigError("worker", worker, "a worker name usable as a file name (worker_<rank>)")
+    return f"{HOOK_OVERHEAD_DIR}/{worker}{_SUFFIX}"
+
+
+def _rounded(seconds: float) -> float:
+    return round(float(seconds), _DECIMALS)
+
+
+def _header(record: HookOverheadRecord, bytes_written: int) -> bytes:
+    head = {
+        "version": FORMAT_VERSION,
+        "worker": record.worker,
+        "steps": record.steps,
+        "total_seconds": _rounded(record.total_seconds),
+        "mean_seconds_per_step": _rounded(record.mean_seconds_per_step),
+        "bytes_written": bytes_written,
+        "blocked_seconds": _rounded(record.blocked_seconds),
+    }
+    # Without its closing brace: the lists follow.
+    return json.dumps(head, separators=(",", ":"), allow_nan=False).encode()[:-1]
+
+
+def encode_hook_overhead(record: HookOverheadRecord, *, count_itself: bool = False) -> bytes:
+    """The file's bytes for ``record``.
+
+    With ``count_itself``, ``bytes_written`` is raised by the size of these very bytes, for a
+    writer whose count must include the overhead file it is writing (the hook's does).
+    """
+    if len(record.step) != len(record.seconds):
+        raise ConfigError(
+            "seconds",
+            f"{len(record.seconds)} values for {len(record.step)} steps",
+            "one value per step (step and seconds are parallel lists)",
+        )
+    tail = b"".join(
+        (
+            b',"step":',
+            json.dumps([int(step) for step in record.step], separators=(",", ":")).encode(),
+            b',"seconds":',
+            json.dumps(
+                [_rounded(seconds) for seconds in record.seconds],
+                separators=(",", ":"),
+                allow_nan=False,
+            ).encode(),
+            b"}\n",
+        )
+    )
+    own = 0
+    while True:
+        data = _header(record, record.bytes_written + own) + tail
+        # The size only grows with the count, so this settles within a digit or two.
+        if not count_itself or len(data) == own:
+            return data
+        own = len(data)
+
+
+def write_hook_overhead(out_dir: str, data: bytes, worker: str) -> int:
+    """Replace ``worker``'s overhead file under ``out_dir`` atomically with ``data``
+    (from ``encode_hook_overhead``); returns its size in bytes."""
+    return files.write_atomic(locations.join(out_dir, hook_overhead_file(worker)), data)
+
+
+def _number(document: dict[str, Any], name: str) -> float:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} is {value!r}; expected a finite number")
+    return float(value)
+
+
+def _count(document: dict[str, Any], name: str) -> int:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} is {value!r}; expected a whole number, 0 or more")
+    return value
+
+
+def _list_of(document: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> list[Any]:
+    value = document.get(name)
+    if not isinstance(value, list) or not all(
+        isinstance(item, kind) and not isinstance(item, bool) for item in value
+    ):
+        raise ValueError(f"{name} is not a list of {'numbers' if kind is not int else 'steps'}")
+    return value
+
+
+def decode_hook_overhead(data: bytes) -> HookOverheadRecord:
+    """The record an overhead file holds. Raises ValueError (naming the field) when it is not
+    one; later versions' extra fields are ignored."""
+    document = json.loads(data)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    worker = document.get("worker")
+    if not isinstance(worker, str) or not worker:
+        raise ValueError(f"worker is {worker!r}; expected a worker name")
+    step = [int(value) for value in _list_of(document, "step", int)]
+    seconds = [float(value) for value in _list_of(document, "seconds", (int, float))]
+    if not all(math.isfinite(value) for value in seconds):
+        raise ValueError("seconds holds a value that is not a finite number")
+    if len(step) != len(seconds):
+        raise ValueError(f"step has {len(step)} values but seconds has {len(seconds)}")
+    return HookOverheadRecord(
+        worker=worker,
+        steps=_count(document, "steps"),
+        total_seconds=_number(document, "total_seconds"),
+        mean_seconds_per_step=_number(document, "mean_seconds_per_step"),
+        bytes_written=_count(document, "bytes_written"),
+        blocked_seconds=_number(document, "blocked_seconds"),
+        step=step,
+        seconds=seconds,
+    )
+
+
+def _worker_order(record: HookOverheadRecord) -> tuple[str, int, str]:
+    # worker_2 before worker_10
+    match = _RANKED_WORKER.match(record.worker)
+    if match is None:
+        return (record.worker, -1, "")
+    return (match.group(1), int(match.group(2)), record.worker)
+
+
+def read_hook_overhead(debug_output_dir: str) -> list[HookOverheadRecord]:
+    """One record per worker that wrote an overhead file under ``debug_output_dir``, by rank.
+
+    Empty when there is none (no directory: an older run, or a hook that never wrote one). A
+    file that cannot be read as one is skipped with a warning.
+    """
+    root = locations.join(debug_output_dir, HOOK_OVERHEAD_DIR)
+    found: list[HookOverheadRecord] = []
+    for name in files.list_files(root, _SUFFIX):
+        if "/" in name:
+            continue
+        path = locations.join(root, name)
+        try:
+            found.append(decode_hook_overhead(files.read_bytes(path)))
+        except FileNotFoundError:
+            continue  # removed since it was listed
+        except (OSError, ValueError) as error:
+            log.warning("skipping %s, which is not a hook overhead file: %s", path, error)
+    found.sort(key=_worker_order)
+    return found
