@@ -30,7 +30,6 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.rule_statuses import PROFILER_RULES_UNAVAILABLE
 
 
 def stored(
@@ -197,7 +196,7 @@ def test_a_finished_job_cannot_be_stopped_or_updated(store: JobStore, tmp_path: 
         )
 
 
-def test_an_update_merges_the_profiler_config_and_records_new_profiler_rules(
+def test_an_update_merges_the_profiler_config_and_adds_new_profiler_rules(
     store: JobStore, tmp_path: Path
 ) -> None:
     job = stored(store, tmp_path, "running", status="InProgress")
@@ -231,9 +230,9 @@ def test_an_update_merges_the_profiler_config_and_records_new_profiler_rules(
     described = describe_training_job({"TrainingJobName": "running"}, store=store)
     assert described["ProfilingStatus"] == "Disabled"
     assert described["ProfilerRuleConfigurations"] == [report]
+    # The job's runner starts its evaluator (tests/jobs/test_update_profiler_rules.py).
     [status] = described["ProfilerRuleEvaluationStatuses"]
-    assert status["RuleEvaluationStatus"] == "Error"
-    assert status["StatusDetails"].startswith(PROFILER_RULES_UNAVAILABLE.split(":")[0])
+    assert status["RuleEvaluationStatus"] == "InProgress"
     with pytest.raises(ConfigErrors):  # the same rule name twice
         update_training_job(
             {"TrainingJobName": "running", "ProfilerRuleConfigurations": [report]}, store=store

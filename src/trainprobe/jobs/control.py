@@ -4,8 +4,11 @@ Stopping records the request in the job store (the job is Stopping at once) and 
 runner, which stops the training (SIGTERM, then SIGKILL after a grace period) and ends the job
 Stopped. Updating replaces the job's profiler config file, which the system monitor and the
 training watch: a new sampling interval or ``DisableProfiler`` applies within an interval, with
-no restart. New profiler rules are recorded (as not started on a running job, see
-``trainprobe.jobs.rule_statuses``).
+no restart. New profiler rules are added to the job in the store and the runner is woken: it
+starts an evaluator for them, which reads the job's profiler data from its beginning and
+concludes at the job's end, as the rules given at creation do. Updating a job that is not
+InProgress (Stopping, or ended) is refused, as is stopping an ended job: a JobStateError
+(SageMaker's ValidationException) naming the job's status.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from trainprobe.config.training_job import MAX_PROFILER_RULES, UpdateTrainingJob
 from trainprobe.jobs.describe import find_job, layout_of
 from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.launch_plan import write_profiler_config
-from trainprobe.jobs.rule_statuses import record_unavailable_profiler_rules
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 
@@ -86,7 +88,13 @@ def _updated_profiler_config(record: JobRecord, update: ProfilerConfig) -> dict[
 def _added_profiler_rules(
     record: JobRecord, new_rules: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    existing = {str(rule.get("RuleConfigurationName")) for rule in record.profiler_rules}
+    """The job's profiler rules with ``new_rules`` added; ConfigErrors for a name another rule
+    of the job has (debugging rules included: each rule writes ``rule-output/<name>/``) or for
+    more rules than a job may have."""
+    debug_rules = record.request.get("DebugRuleConfigurations") or []
+    existing = {
+        str(rule.get("RuleConfigurationName")) for rule in [*debug_rules, *record.profiler_rules]
+    }
     problems = []
     for index, rule in enumerate(new_rules):
         name = rule.get("RuleConfigurationName")
@@ -103,7 +111,7 @@ def _added_profiler_rules(
         problems.append(
             ConfigError(
                 "ProfilerRuleConfigurations",
-                f"{total} rules",
+                f"{len(new_rules)} more rules (the job has {len(record.profiler_rules)})",
                 f"at most {MAX_PROFILER_RULES} profiler rules in one job",
             )
         )
@@ -116,7 +124,9 @@ def update_training_job(
     request: Mapping[str, Any], *, store: JobStore | None = None
 ) -> dict[str, Any]:
     """SageMaker's UpdateTrainingJob for a running job: a new ProfilerConfig (merged into the
-    one in force) and more ProfilerRuleConfigurations. Returns ``{"TrainingJobArn": ...}``."""
+    one in force) and more ProfilerRuleConfigurations, which start on the running job (see the
+    module docstring). Returns ``{"TrainingJobArn": ...}``; JobStateError when the job is not
+    in progress."""
     update = UpdateTrainingJobRequest.from_request_dict(request)
     if update.other:
         key = next(iter(update.other))
@@ -144,5 +154,5 @@ def update_training_job(
     if "profiler_config" in changes:
         write_profiler_config(changes["profiler_config"], layout)
     if new_rules:
-        record_unavailable_profiler_rules(layout, new_rules)
+        _wake_runner(record)
     return {"TrainingJobArn": record.arn}

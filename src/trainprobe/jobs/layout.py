@@ -173,6 +173,11 @@ class JobLayout:
         """The system monitor's messages."""
         return os.path.join(self.logs_dir, "system-monitor.log")
 
+    @property
+    def report_log(self) -> str:
+        """The profiler report's messages (written when the job ends)."""
+        return os.path.join(self.logs_dir, "report.log")
+
     def rule_log(self, rule_name: str) -> str:
         """The messages of the process evaluating rule ``rule_name``."""
         return os.path.join(self.logs_dir, "rules", f"{rule_name}.log")

@@ -1,12 +1,11 @@
 """A job's DebugRuleEvaluationStatuses and ProfilerRuleEvaluationStatuses, from its rule output.
 
 Each rule evaluator keeps ``rule-output/<RuleConfigurationName>/status.json`` up to date; a
-rule with no status yet is InProgress (its evaluator is starting). A rule whose status is not
-final when its job's runner is gone will never finish: it is reported as Error, saying so.
-
-Profiler rules (ProfilerReport and the rules it runs) have no implementation in this version.
-A job that configures them still runs: each is recorded at once as Error with
-``PROFILER_RULES_UNAVAILABLE`` as its details, and the profiler data is kept for later.
+rule with no status yet is InProgress: its evaluator is starting (for a profiler rule added by
+UpdateTrainingJob, the job's runner starts one within a tick). A rule whose status is not final
+when its job's runner is gone will never finish: it is reported as Error, saying so. A rule whose
+evaluator could not be started at all is recorded as Error at once, with the reason
+(``record_rules_not_started``).
 """
 
 from __future__ import annotations
@@ -22,36 +21,30 @@ from trainprobe.rules.verdict import ERROR, IN_PROGRESS, STOPPING
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_status
 
 __all__ = [
-    "PROFILER_RULES_UNAVAILABLE",
     "UNFINISHED_STATUSES",
     "evaluation_statuses",
-    "record_unavailable_profiler_rules",
+    "record_rules_not_started",
 ]
 
 UNFINISHED_STATUSES = frozenset({IN_PROGRESS, STOPPING})
-
-PROFILER_RULES_UNAVAILABLE = (
-    "profiler rules added while a job runs are not started in this version of trainprobe: "
-    "this rule was not evaluated. Run it on the job's profiler output, {profiler_output}, with "
-    "python -m trainprobe.rules.profiler."
-)
 
 
 def _names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
     return [str(rule.get("RuleConfigurationName")) for rule in rules]
 
 
-def record_unavailable_profiler_rules(
-    layout: JobLayout, rules: Iterable[Mapping[str, Any]]
+def record_rules_not_started(
+    layout: JobLayout, rules: Iterable[Mapping[str, Any]], reason: str
 ) -> None:
-    """Record each profiler rule added by UpdateTrainingJob as Error: not started (see above)."""
-    details = PROFILER_RULES_UNAVAILABLE.format(profiler_output=layout.profiler_output)
+    """Record each of ``rules`` (configuration entries) that has no status yet as Error, with
+    ``reason``: its evaluator could not be started, so it would otherwise look InProgress until
+    the job's end."""
     for name in _names(rules):
         directory = layout.rule_output_dir(name)
         if read_status(directory) is not None:
             continue
         writer = RuleOutputWriter(directory)
-        writer.write_status(RuleStatus(name, ERROR, details, time.time(), finished=True))
+        writer.write_status(RuleStatus(name, ERROR, reason, time.time(), finished=True))
         writer.close()
 
 

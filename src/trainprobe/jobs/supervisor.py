@@ -7,16 +7,19 @@ The launcher starts one per job. It follows the job's launch plan:
 2. starts the training (``trainprobe.jobs.training_process``) and the system monitor watching
    it, and says the job is Training;
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
-   for a reason to stop it: a rule's StopTraining request in the tensor output, a StopTrainingJob
-   request in the job store, MaxRuntimeInSeconds reached, or SIGTERM to the runner itself. To
-   stop, it signals the training's process group (SIGTERM, then SIGKILL after
-   ``STOP_GRACE_SECONDS``);
+   at the job store: for profiler rules added by UpdateTrainingJob, which it starts in one more
+   profiler rules process per update (the process reads the profiler data from the job's
+   beginning, so the rules judge the whole job), and for a reason to stop the training: a rule's
+   StopTraining request in the tensor output, a StopTrainingJob request in the job store,
+   MaxRuntimeInSeconds reached, or SIGTERM to the runner itself. To stop, it signals the
+   training's process group (SIGTERM, then SIGKILL after ``STOP_GRACE_SECONDS``);
 4. records how the training ended: Completed; Stopped with the reason (MaxRuntimeExceeded for the
-   runtime limit); or Failed with the last lines of the training's error output;
+   runtime limit); or Failed with the last lines of the training's error output. From then on
+   the job cannot be updated, so it starts the profiler rules of an update that came meanwhile;
 5. marks the tensor output as ended (``training_job_end.ts``) if the training could not, so the
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
-   ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), and says
-   it is done.
+   ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
+   the profiler report of each ProfilerReport rule (``trainprobe.report``), and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``).
 """
@@ -33,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -41,8 +44,9 @@ from trainprobe.capture.stop_request import read_stop_request
 from trainprobe.jobs.launch_plan import RUNNER_PID_VARIABLE, LaunchPlan
 from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
+from trainprobe.jobs.rule_statuses import record_rules_not_started
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
-from trainprobe.jobs.store import JobStore
+from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.jobs.training_process import TrainingProcess, describe_exit
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
@@ -53,6 +57,8 @@ log = logging.getLogger("trainprobe.jobs.runner")
 TICK_SECONDS = 0.2
 STOP_GRACE_SECONDS = float(os.environ.get("TRAINPROBE_STOP_GRACE_SECONDS", "10"))
 RULES_GRACE_SECONDS = 600.0
+REPORT_GRACE_SECONDS = 300.0
+PROFILER_REPORT = "ProfilerReport"
 MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
 
@@ -81,6 +87,10 @@ class JobRunner:
         self._signalled: _Stop | None = None
         self._done = threading.Event()
         self.rules: list[subprocess.Popen[bytes]] = []
+        self.profiler_rules_started: set[str] = set()
+        """The profiler rules an evaluator process was started for (or could not be)."""
+        self._at_start = True
+        self._added_processes = 0
         self.monitor: subprocess.Popen[bytes] | None = None
         self.training: TrainingProcess | None = None
 
@@ -122,7 +132,7 @@ class JobRunner:
         record = self.store.get(self.name)
         assert record is not None
         self._start_rules()
-        self._start_profiler_rules(record.profiler_rules)
+        self._start_profiler_rules(record)
         environment = {
             **os.environ,
             **self.plan.environment,
@@ -176,7 +186,10 @@ class JobRunner:
         if self.plan.max_runtime_seconds is not None:
             deadline = time.monotonic() + self.plan.max_runtime_seconds
         while training.poll() is None:
-            stop = self._signalled or self._rule_stop() or self._requested_stop()
+            record = self.store.get(self.name)
+            if record is not None:
+                self._start_profiler_rules(record)
+            stop = self._signalled or self._rule_stop() or self._requested_stop(record)
             if stop is None and deadline is not None and time.monotonic() >= deadline:
                 seconds = self.plan.max_runtime_seconds
                 stop = _Stop(
@@ -199,8 +212,7 @@ class JobRunner:
         reason = f"Stopped by rule {request.rule}'s StopTraining action: issue found{where}"
         return _Stop("Stopped", f"{reason}: {request.message}" if request.message else reason)
 
-    def _requested_stop(self) -> _Stop | None:
-        record = self.store.get(self.name)
+    def _requested_stop(self, record: JobRecord | None) -> _Stop | None:
         if record is None or not record.stop_reason:
             return None
         return _Stop("Stopped", record.stop_reason)
@@ -241,6 +253,10 @@ class JobRunner:
         log.info("the job is %s (%s): %s", status, secondary_status, reason)
 
     def _wind_down(self) -> None:
+        # The job can no longer be updated: start the rules of an update that came meanwhile.
+        record = self.store.get(self.name)
+        if record is not None:
+            self._start_profiler_rules(record)
         if not training_has_ended(self.layout.debug_output):
             # The training could not say it ended (a crash, a kill): say it for it, so the
             # rules conclude on the steps it saved.
@@ -262,12 +278,41 @@ class JobRunner:
             self.wake.wait(TICK_SECONDS)
             self.wake.clear()
         self._stop_rules()
+        if self._signalled is None:
+            self._write_reports()
         if self.monitor is not None:
             try:
                 self.monitor.wait(timeout=MONITOR_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
                 self.monitor.terminate()
                 self.monitor.wait()
+
+    def _write_reports(self) -> None:
+        """Write the profiler report beside each ProfilerReport rule's data, in a process of
+        its own (``REPORT_GRACE_SECONDS`` at most)."""
+        record = self.store.get(self.name)
+        for entry in record.profiler_rules if record is not None else []:
+            parameters = entry.get("RuleParameters") or {}
+            if parameters.get("rule_to_invoke") != PROFILER_REPORT:
+                continue
+            rule_output = self.layout.rule_output_dir(str(entry.get("RuleConfigurationName")))
+            command = [
+                self.plan.python,
+                "-m",
+                "trainprobe.report",
+                rule_output,
+                "--profiler-output",
+                self.layout.profiler_output,
+                "--debug-output",
+                self.layout.debug_output,
+            ]
+            process = _spawn(command, self.layout.report_log, cwd=self.layout.job_dir)
+            try:
+                process.wait(timeout=REPORT_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                log.warning("the report took over %.0f s: stopped", REPORT_GRACE_SECONDS)
+                process.kill()
+                process.wait()
 
     def _stop_rules(self) -> None:
         running = [process for process in self.rules if process.poll() is None]
@@ -312,11 +357,44 @@ class JobRunner:
         if self.rules:
             log.info("started %d rule evaluator(s)", len(self.rules))
 
-    def _start_profiler_rules(self, entries: list[dict[str, Any]]) -> None:
-        """One process evaluates every profiler rule of the job on its profiler output."""
+    def _start_profiler_rules(self, record: JobRecord) -> None:
+        """Start one process evaluating those of the job's profiler rules that none evaluates
+        yet: at the start, the rules given at creation; later, those an UpdateTrainingJob added.
+        Each process reads the job's profiler output from its beginning."""
+        entries = [
+            entry
+            for entry in record.profiler_rules
+            if str(entry.get("RuleConfigurationName")) not in self.profiler_rules_started
+        ]
+        added = not self._at_start
+        self._at_start = False
         if not entries:
             return
-        request_file = os.path.join(self.layout.config_dir, "profilerrules.json")
+        self.profiler_rules_started.update(
+            str(entry.get("RuleConfigurationName")) for entry in entries
+        )
+        suffix = ""
+        if added:
+            self._added_processes += 1
+            suffix = f"-added-{self._added_processes}"
+        try:
+            process = self._spawn_profiler_rules(suffix, entries, record.profiler_config)
+        except OSError as error:
+            # Rules that cannot start must not end the job: they end in Error, saying why.
+            log.exception("could not start the profiler rules %s", suffix)
+            record_rules_not_started(
+                self.layout, entries, f"the profiler rule evaluator could not be started: {error}"
+            )
+            return
+        self.rules.append(process)
+        if added:
+            names = ", ".join(str(entry.get("RuleConfigurationName")) for entry in entries)
+            log.info("started the profiler rules added by UpdateTrainingJob: %s", names)
+
+    def _spawn_profiler_rules(
+        self, suffix: str, entries: list[dict[str, Any]], profiler_config: Mapping[str, Any] | None
+    ) -> subprocess.Popen[bytes]:
+        request_file = os.path.join(self.layout.config_dir, f"profilerrules{suffix}.json")
         with open(request_file, "w", encoding="utf-8") as file:
             json.dump(entries, file)
         command = [
@@ -329,12 +407,11 @@ class JobRunner:
             "--request",
             request_file,
         ]
-        if not _framework_profiling(self.layout.profiler_config_file):
+        if not _framework_profiling(profiler_config):
             # The step timeline will never come: rules that need it say so instead of waiting.
             command.append("--no-framework-profiling")
-        self.rules.append(
-            _spawn(command, self.layout.rule_log("profiler-rules"), cwd=self.layout.job_dir)
-        )
+        log_file = self.layout.rule_log(f"profiler-rules{suffix}")
+        return _spawn(command, log_file, cwd=self.layout.job_dir)
 
     def _start_monitor(self, training_pid: int) -> None:
         self.monitor = _spawn(
@@ -356,14 +433,14 @@ class JobRunner:
         )
 
 
-def _framework_profiling(profiler_config_file: str) -> bool:
-    """Whether the job's profiler config turns the framework profiler (and its timeline) on."""
-    try:
-        with open(profiler_config_file, encoding="utf-8") as file:
-            config = json.load(file)
-    except (OSError, ValueError):
+def _framework_profiling(profiler_config: Mapping[str, Any] | None) -> bool:
+    """Whether the job's ProfilerConfig (the one in force) turns the framework profiler, and so
+    its step timeline, on."""
+    if profiler_config is None:
         return False
-    return "ProfilingParameters" in config and not config.get("DisableProfiler", False)
+    return "ProfilingParameters" in profiler_config and not profiler_config.get(
+        "DisableProfiler", False
+    )
 
 
 def _spawn(command: list[str], log_path: str, *, cwd: str) -> subprocess.Popen[bytes]:

@@ -9,6 +9,10 @@ process), the way SageMaker's framework containers start the user's script:
   creates its own hook keeps it;
 - when the job's runner goes away (``$TRAINPROBE_RUNNER_PID``), the training is interrupted as
   by Ctrl-C, so its hook closes its files, rather than running on unsupervised;
+- SIGTERM (how the runner stops a training: StopTrainingJob, MaxRuntimeInSeconds, a rule's
+  StopTraining) interrupts it the same way, so its hook and framework profiler close their files
+  (the last steps, the step timeline the profiler rules read) before it exits with status 143;
+  a script that handles SIGTERM itself keeps its own handler;
 - then the script runs as ``__main__``, with ``sys.argv`` and ``sys.path[0]`` as
   ``python SCRIPT ARGS`` would give it. Its exit status is the process's.
 """
@@ -35,6 +39,15 @@ __all__ = ["main"]
 log = logging.getLogger("trainprobe")
 
 _KILL_AFTER_SECONDS = 30.0
+_TERMINATED_STATUS = 128 + signal.SIGTERM
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the training as Ctrl-C's interrupt is, so it unwinds the same way."""
+
+
+def _interrupt_on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _interrupt_when_runner_is_gone() -> None:
@@ -88,8 +101,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.path[0] = os.path.dirname(script)
     _interrupt_when_runner_is_gone()
     _install_auto_hook()
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
         runpy.run_path(script, run_name="__main__")
+    except _Terminated:
+        print("trainprobe: the training was stopped (SIGTERM)", file=sys.stderr, flush=True)
+        raise SystemExit(_TERMINATED_STATUS) from None
     except Exception as error:
         # The traceback as `python SCRIPT` shows it: from the script's frames on.
         trace = error.__traceback__
