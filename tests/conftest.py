@@ -3,5 +3,5 @@
 import sys
 from pathlib import Path
 
-# Let tests import their shared modules (reference_envs) by name.
+# Let tests import their shared modules (reference_envs, browser) by name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

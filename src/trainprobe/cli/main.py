@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from trainprobe import __version__
 from trainprobe.cli import (
     jobs_command,
+    report_command,
     rules_command,
     run_command,
     serve_command,
@@ -28,7 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"trainprobe {__version__}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run_command, jobs_command, serve_command, rules_command, validate_command):
+    for module in (
+        run_command,
+        jobs_command,
+        report_command,
+        serve_command,
+        rules_command,
+        validate_command,
+    ):
         module.register(subcommands)
     return parser
 

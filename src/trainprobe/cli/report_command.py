@@ -1,0 +1,51 @@
+"""``trainprobe report JOB_OR_PATH [--out DIR]``: write a job's profiler report.
+
+JOB_OR_PATH is a job's name (from the job store) or a directory: a job's output, its
+profiler-output, or a ProfilerReport rule's output. The report is built from what is on disk
+now, so it works on a job in progress as on a finished one; it goes beside the ProfilerReport
+rule's data (SageMaker's place) unless --out says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.jobs import JobStore
+from trainprobe.jobs.describe import find_job, layout_of
+from trainprobe.report import JobFiles, build_report
+
+__all__ = ["register", "run"]
+
+
+def _job_files(job_or_path: str) -> JobFiles:
+    if os.path.isdir(job_or_path):
+        return JobFiles.find(job_or_path)
+    layout = layout_of(find_job(JobStore(), {"TrainingJobName": job_or_path}))
+    return JobFiles.of(layout.job_dir, layout.profiler_output, layout.debug_output)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report and print where it is."""
+    try:
+        report = build_report(_job_files(args.job_or_path), args.out)
+    except (ConfigError, ConfigErrors) as error:
+        print(f"trainprobe report: {error}", file=sys.stderr)
+        return 2
+    print(f"report: {report.html}")
+    print(f"data:   {report.json}")
+    return 0
+
+
+def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``report`` to the command line."""
+    parser = subcommands.add_parser(
+        "report",
+        help="write a job's profiler report (HTML and JSON)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    parser.add_argument("job_or_path", metavar="JOB_OR_PATH", help="a job's name or directory")
+    parser.add_argument("--out", help="the directory to write the report into")
+    parser.set_defaults(run=run)

@@ -1,0 +1,338 @@
+"""The report as one self-contained HTML page: text and tables written here, plots drawn in the
+browser by plotly.js from the report's own data.
+
+The page carries everything it needs inline (plotly.js, the style, the script and the data), so
+it opens from disk with no network. Each plot is a ``<div data-plot="...">`` that the script
+(``assets/report.js``) fills from the JSON in ``<script id="report-data">``; when every plot is
+drawn the script sets ``data-plots-drawn`` on ``<body>``, which the tests wait for.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from trainprobe.report.tables import (
+    bytes_text,
+    details_table,
+    number,
+    seconds_text,
+    table,
+    text,
+)
+
+__all__ = ["render_page"]
+
+_SECTIONS = (
+    ("job-summary", "Training job summary"),
+    ("system-usage", "System usage"),
+    ("step-durations", "Step durations"),
+    ("framework", "Framework summary"),
+    ("rules", "Rules"),
+    ("debugger-overhead", "Debugger overhead"),
+)
+_PERCENTILE_HEADERS = ("mean", "min", "p5", "p25", "p50", "p75", "p95", "p99", "max")
+
+
+def _asset(name: str) -> str:
+    return resources.files("trainprobe.report").joinpath("assets", name).read_text("utf-8")
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs  # a large module: imported only to write a page
+
+    return str(get_plotlyjs())
+
+
+def _plot(kind: str, *indices: int, css_class: str = "plot") -> str:
+    key = ":".join([kind, *map(str, indices)])
+    return f'<div class="{css_class}" data-plot="{text(key)}"></div>'
+
+
+def _embedded_json(content: dict[str, Any]) -> str:
+    data = json.dumps(content, allow_nan=False, separators=(",", ":"))
+    return data.replace("<", "\\u003c")  # no text in the data can end or open a tag
+
+
+def render_page(content: dict[str, Any]) -> str:
+    """The HTML page of a report's content (``report_content``, made JSON-safe)."""
+    job = content["Job"]
+    navigation = "".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in _SECTIONS)
+    sections = "".join(
+        (
+            _job_section(content),
+            _system_section(content),
+            _steps_section(content),
+            _framework_section(content),
+            _rules_section(content),
+            _overhead_section(content),
+        )
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>Profiler report: {text(job['Name'])}</title>"
+        f"<style>{_asset('report.css')}</style>"
+        f"<script>{_plotly_js()}</script>"
+        "</head><body>"
+        f"<header><h1>Profiler report: {text(job['Name'])}</h1>"
+        f'<p class="muted">{text(content["JobDirectory"])} · generated '
+        f"{text(content['GeneratedAt'])} by trainprobe</p><nav>{navigation}</nav></header>"
+        f"<main>{sections}</main>"
+        f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
+        f"<script>{_asset('report.js')}</script>"
+        "</body></html>\n"
+    )
+
+
+def _section(anchor: str, body: str) -> str:
+    title = dict(_SECTIONS)[anchor]
+    return f'<section id="{anchor}"><h2>{text(title)}</h2>{body}</section>'
+
+
+def _job_section(content: dict[str, Any]) -> str:
+    job = content["Job"]
+    rows = [
+        ("Status", text("ended" if job["Status"] == "Ended" else "in progress")),
+        ("Started", text(job["StartTime"])),
+        ("Ended" if job["Status"] == "Ended" else "Latest data", text(job["EndTime"])),
+        ("Initialization", seconds_text(job["InitializationSeconds"])),
+        ("Training", seconds_text(job["TrainingSeconds"])),
+        ("Finalization", seconds_text(job["FinalizationSeconds"])),
+        ("Steps", number(job["Steps"])),
+        (
+            "Throughput",
+            f"{number(job['StepsPerSecond'], 3)} steps/s" if job["StepsPerSecond"] else "",
+        ),
+        ("Hosts", text(", ".join(job["Hosts"]))),
+        ("Training processes", text(", ".join(job["TrainingProcesses"]))),
+        ("GPUs", number(job["GPUs"])),
+    ]
+    return _section(
+        "job-summary",
+        table(("", ""), rows, css_class="summary") + _plot("job", css_class="plot short"),
+    )
+
+
+def _system_section(content: dict[str, Any]) -> str:
+    hosts = content["SystemUsage"]["Hosts"]
+    if not hosts:
+        return _section("system-usage", '<p class="muted">No system metrics were recorded.</p>')
+    unit = content["TimeAxis"]["Unit"]
+    parts = []
+    for h, host in enumerate(hosts):
+        parts.append(f"<h3>{text(host['Node'])}</h3>")
+        parts.append(
+            f'<p class="muted">Time axes: {text(unit)} since the job started; '
+            "lines are means, bands span the minimum and maximum.</p>"
+        )
+        parts.extend(_plot("system", h, p) for p in range(len(host["Plots"])))
+        if any(row["Type"] == "gpu" for row in host["Statistics"]):
+            parts.append(_plot("gpus", h))
+        if host["CoreHeatmap"]:
+            parts.append(_plot("cores", h))
+        rows = [
+            [text(row["Metric"]), text(row["Unit"]), number(row["count"])]
+            + [number(row.get(name)) for name in _PERCENTILE_HEADERS]
+            for row in host["Statistics"]
+        ]
+        parts.append("<details open><summary>Statistics of every metric</summary>")
+        parts.append(table(("metric", "unit", "readings", *_PERCENTILE_HEADERS), rows))
+        parts.append("</details>")
+    return _section("system-usage", "".join(parts))
+
+
+def _steps_section(content: dict[str, Any]) -> str:
+    processes = content["StepDurations"]["Processes"]
+    if not processes:
+        return _section(
+            "step-durations",
+            '<p class="muted">No steps were recorded: the framework timeline was off or the '
+            "training has not started a step yet.</p>",
+        )
+    stddev = content["StepDurations"]["Stddev"]
+    parts = [
+        f'<p class="muted">A step is an outlier when it took longer than the mean plus '
+        f"{number(stddev)} standard deviations (StepOutlier's test).</p>"
+    ]
+    for i, process in enumerate(processes):
+        stats = process["DurationMs"]
+        parts.append(f"<h3>{text(process['Node'])} · {text(process['Mode'])}</h3>")
+        rows = [
+            [
+                number(process["Steps"]),
+                number(process["Outliers"]),
+                number(process["OutlierThresholdMs"]),
+            ]
+            + [number(stats.get(name)) for name in _PERCENTILE_HEADERS]
+        ]
+        parts.append(
+            table(
+                (
+                    "steps",
+                    "outliers",
+                    "threshold (ms)",
+                    *(f"{name} (ms)" for name in _PERCENTILE_HEADERS),
+                ),
+                rows,
+            )
+        )
+        parts.append(_plot("steps", i) + _plot("histogram", i))
+        if process["OutlierSteps"]:
+            listed = ", ".join(
+                f"{step} ({number(ms)} ms)"
+                for step, ms in zip(
+                    process["OutlierSteps"], process["OutlierDurationsMs"], strict=True
+                )
+            )
+            parts.append(f"<details><summary>Outlier steps</summary><p>{listed}</p></details>")
+    return _section("step-durations", "".join(parts))
+
+
+def _framework_section(content: dict[str, Any]) -> str:
+    framework = content["Framework"]
+    parts = []
+    if framework["PhaseSplit"]:
+        parts.append(_plot("phases"))
+    if framework["TopEvents"]:
+        rows = [
+            [
+                text(e["Phase"]),
+                text(e["Name"]),
+                number(e["TimeMs"]),
+                number(e["Count"]),
+                number(e["Percent"]),
+            ]
+            for e in framework["TopEvents"]
+        ]
+        parts.append("<h3>Events with the most time</h3>")
+        parts.append(table(("phase", "event", "time (ms)", "count", "% of all"), rows))
+    if framework["TopOperators"]:
+        rows = [
+            [text(o["Kind"]), text(o["Name"]), number(o["TimeMs"]), number(o["Count"])]
+            for o in framework["TopOperators"]
+        ]
+        parts.append("<h3>Operators with the most time (detailed profiles)</h3>")
+        parts.append(table(("kind", "operator", "time (ms)", "calls"), rows))
+    functions = framework["TopFunctions"]
+    if functions:
+        rows = [
+            [
+                text(f["Function"]),
+                text(f"{f['File']}:{f['Line']}"),
+                number(f["Calls"]),
+                number(f["CumulativeS"]),
+                number(f["OwnS"]),
+            ]
+            for f in functions["Functions"]
+        ]
+        clock = f", {functions['Timer']}" if functions["Timer"] else ""
+        parts.append(
+            f"<h3>Python functions with the most time ({text(functions['Profiler'])}"
+            f"{text(clock)}, {number(functions['Profiles'])} profiles)</h3>"
+        )
+        parts.append(table(("function", "where", "calls", "cumulative (s)", "own (s)"), rows))
+    if not parts:
+        parts.append('<p class="muted">No framework metrics were recorded.</p>')
+    return _section("framework", "".join(parts))
+
+
+def _rules_section(content: dict[str, Any]) -> str:
+    rules = content["Rules"]
+    if not rules["Rules"]:
+        return _section(
+            "rules",
+            '<p class="muted">No profiler rule has reported on this job. '
+            "Run them with <code>trainprobe rules run ProfilerReport "
+            f"{text(content['JobDirectory'])}</code>.</p>",
+        )
+    status = rules["Status"] or "unknown"
+    parts = [
+        f'<p>ProfilerReport: <b class="status">{text(status)}</b> '
+        f"{text(rules['StatusDetails'] or '')}</p>"
+    ]
+    rows = []
+    for row in rules["Rules"]:
+        fired = bool(row["RuleTriggered"])
+        name = f'<a href="#rule-{text(row["Rule"])}">{text(row["Rule"])}</a>'
+        rows.append(
+            [
+                name,
+                text(row["Description"]),
+                f'<span class="{"issue" if fired else "ok"}">{text(row["Recommendation"])}</span>',
+                number(row["RuleTriggered"]),
+                number(row["Violations"]),
+                number(row["Datapoints"]),
+                details_table(row["Parameters"]),
+            ]
+        )
+    parts.append(
+        table(
+            (
+                "rule",
+                "description",
+                "recommendation",
+                "times triggered",
+                "violations",
+                "datapoints",
+                "parameters",
+            ),
+            rows,
+            css_class="rules",
+        )
+    )
+    for row in rules["Rules"]:
+        error = f'<p class="issue">Error: {text(row["Error"])}</p>' if row["Error"] else ""
+        parts.append(
+            f'<section class="rule" id="rule-{text(row["Rule"])}"><h3>{text(row["Rule"])}</h3>'
+            f"<p>{text(row['Recommendation'])}</p>{error}"
+            f"<details><summary>Evidence</summary>{details_table(row['Details'])}</details>"
+            "</section>"
+        )
+    return _section("rules", "".join(parts))
+
+
+def _overhead_section(content: dict[str, Any]) -> str:
+    workers = content["DebuggerOverhead"]["Workers"]
+    if not workers:
+        return _section(
+            "debugger-overhead",
+            '<p class="muted">The hook recorded no cost: it '
+            "did not run, or ran before trainprobe recorded it.</p>",
+        )
+    rows = [
+        [
+            text(w["Worker"]),
+            number(w["Steps"]),
+            number(w["MeanMsPerStep"]),
+            number(w["MsPerStep"].get("p95")),
+            number(w["MsPerStep"].get("max")),
+            seconds_text(w["TotalSeconds"]),
+            number(w["PercentOfTraining"]),
+            bytes_text(w["BytesWritten"]),
+            seconds_text(w["BlockedSeconds"]),
+        ]
+        for w in workers
+    ]
+    parts = [
+        '<p class="muted">Time the training thread spent in trainprobe\'s hook, and what the '
+        "hook's writer wrote.</p>",
+        table(
+            (
+                "worker",
+                "steps",
+                "mean (ms/step)",
+                "p95 (ms)",
+                "max (ms)",
+                "total",
+                "% of training",
+                "written",
+                "waiting for the writer",
+            ),
+            rows,
+        ),
+    ]
+    parts.extend(_plot("overhead", i) for i in range(len(workers)))
+    return _section("debugger-overhead", "".join(parts))

@@ -1,0 +1,169 @@
+"""The report's system usage: each host's and each GPU's use over time, and its percentiles.
+
+Every metric of every host gets exact statistics (``series.summary``). The ones a reader looks at
+over time are plotted, downsampled (``series.envelope``): the CPU (all cores, and the I/O wait),
+memory, GPU utilisation and memory per GPU, disk and network throughput, the training processes'
+CPU; the cores one by one as a heatmap. Times are seconds since the job started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trainprobe.report.series import BUCKETS, envelope, rounded, summary
+from trainprobe.storage import system_metrics as sm
+from trainprobe.storage.metric_series import MetricSeries
+
+__all__ = ["system_usage"]
+
+# (Type, Dimension) -> (plot, unit); other metrics are in the statistics only.
+_PLOTS: dict[tuple[str, str], tuple[str, str]] = {
+    (sm.CPU, sm.CPU_UTILIZATION): ("CPU", "%"),
+    (sm.CPU, sm.IO_WAIT_PERCENTAGE): ("CPU", "%"),
+    (sm.MEMORY, ""): ("Memory", "%"),
+    (sm.GPU, sm.GPU_UTILIZATION): ("GPU utilization", "%"),
+    (sm.GPU, sm.GPU_MEMORY_UTILIZATION): ("GPU memory", "%"),
+    (sm.IO, ""): ("Disk", "bytes/s"),
+    (sm.NETWORK, sm.ALGORITHM): ("Network", "bytes/s"),
+    (sm.PROCESS, sm.PROCESS_CPU_PERCENT): ("Training processes", "% of one core"),
+}
+_UNITS = {
+    sm.GPU_MEMORY_USED_BYTES: "bytes",
+    sm.GPU_MEMORY_BANDWIDTH_UTILIZATION: "%",
+    sm.GPU_POWER_WATTS: "W",
+    sm.GPU_TEMPERATURE_CELSIUS: "°C",
+    sm.MEMORY_USED_BYTES: "bytes",
+    sm.PROCESS_MEMORY_USED_BYTES: "bytes",
+    sm.PROCESS_COUNT: "processes",
+    sm.IOPS: "operations/s",
+}
+_PLOT_ORDER = (
+    "CPU",
+    "GPU utilization",
+    "GPU memory",
+    "Memory",
+    "Training processes",
+    "Disk",
+    "Network",
+)
+
+
+def _label(series: MetricSeries) -> str:
+    key = series.key
+    if key.type == sm.CPU:
+        what = "I/O wait" if key.dimension == sm.IO_WAIT_PERCENTAGE else "busy"
+        return f"{'all cores' if key.name == sm.CPU_TOTAL else key.name} {what}"
+    if key.type in (sm.GPU, sm.ACCELERATOR):
+        return f"{key.name} {key.dimension}"
+    return (
+        key.name
+        if not key.dimension or key.dimension == sm.ALGORITHM
+        else (f"{key.name} {key.dimension}")
+    )
+
+
+def _plot_and_unit(series: MetricSeries) -> tuple[str | None, str]:
+    """The plot that shows ``series`` (None: statistics only) and its unit."""
+    key = series.key
+    plot = _PLOTS.get((key.type, key.dimension))
+    if plot is None:
+        return None, _UNITS.get(key.dimension) or _UNITS.get(key.name, "")
+    title, unit = plot
+    if key.type == sm.CPU and key.name != sm.CPU_TOTAL:
+        return None, unit  # each core: in the heatmap and the statistics
+    if key.type == sm.IO and key.name == sm.IOPS:
+        return None, _UNITS[sm.IOPS]
+    return title, unit
+
+
+def system_usage(
+    all_series: Sequence[MetricSeries], start_s: float, time_scale: float
+) -> dict[str, Any]:
+    """The section's content: per host, its plots, its core heatmap and its statistics.
+
+    ``start_s`` is the job's start and ``time_scale`` the seconds per unit of the time axis.
+    """
+    hosts: dict[str, list[MetricSeries]] = {}
+    for series in all_series:
+        hosts.setdefault(series.node_id, []).append(series)
+    return {
+        "Hosts": [
+            _host(node_id, found, start_s, time_scale) for node_id, found in sorted(hosts.items())
+        ]
+    }
+
+
+def _host(
+    node_id: str, found: list[MetricSeries], start_s: float, time_scale: float
+) -> dict[str, Any]:
+    plots: dict[str, dict[str, Any]] = {}
+    statistics = []
+    for series in found:
+        plot, unit = _plot_and_unit(series)
+        label = _label(series)
+        statistics.append(
+            {
+                "Metric": label,
+                "Type": series.key.type,
+                "Name": series.key.name,
+                "Dimension": series.key.dimension,
+                "Unit": unit,
+                **summary(series.values),
+            }
+        )
+        if plot is None:
+            continue
+        x = (series.timestamps - start_s) / time_scale
+        plots.setdefault(plot, {"Title": plot, "Unit": unit, "Series": []})["Series"].append(
+            {"Label": label, **envelope(x, series.values)}
+        )
+    ordered = [plots[title] for title in _PLOT_ORDER if title in plots]
+    return {
+        "Node": node_id,
+        "Plots": ordered,
+        "CoreHeatmap": _core_heatmap(found, start_s, time_scale),
+        "Statistics": statistics,
+    }
+
+
+def _core_heatmap(
+    found: list[MetricSeries], start_s: float, time_scale: float
+) -> dict[str, Any] | None:
+    """Each core's busy % over time, averaged over the same time buckets for every core."""
+    cores = [
+        series
+        for series in found
+        if series.key.type == sm.CPU
+        and series.key.dimension == sm.CPU_UTILIZATION
+        and series.key.name != sm.CPU_TOTAL
+        and series.values.size
+    ]
+    if not cores:
+        return None
+    cores.sort(key=lambda series: _core_number(series.key.name))
+    first = min(float(series.timestamps[0]) for series in cores)
+    last = max(float(series.timestamps[-1]) for series in cores)
+    buckets = min(BUCKETS // 2, max(1, max(series.values.size for series in cores)))
+    edges = np.linspace(first, last, buckets + 1) if last > first else np.array([first, first + 1])
+    rows = []
+    for series in cores:
+        index = np.clip(
+            np.searchsorted(edges, series.timestamps, side="right") - 1, 0, len(edges) - 2
+        )
+        totals = np.bincount(index, weights=series.values, minlength=len(edges) - 1)
+        counts = np.bincount(index, minlength=len(edges) - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rows.append(rounded(totals / counts, 3))
+    return {
+        "Cores": [series.key.name for series in cores],
+        "x": rounded((edges[:-1] - start_s) / time_scale, 7),
+        "z": rows,
+    }
+
+
+def _core_number(name: str) -> tuple[int, str]:
+    digits = name[len("cpu") :]
+    return (int(digits), name) if digits.isdigit() else (1 << 30, name)
