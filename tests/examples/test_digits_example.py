@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from browser import open_page
 from trainprobe.cli import run_command
 from trainprobe.debugger import FrameworkProfile
 from trainprobe.jobs import JobStore, describe_training_job
@@ -76,6 +77,21 @@ def test_the_digits_example_trains_under_trainprobe_run(tmp_path: Path) -> None:
     events = json.loads(text if text.endswith("]") else text.rstrip(",") + "]")
     assert any(str(event.get("name", "")).startswith("Step") for event in events)
     assert list((job_dir / "profiler-output" / "system").rglob("*"))
+
+    # The runner wrote the profiler report when the job ended, and `trainprobe run` says where.
+    [report] = (job_dir / "rule-output").glob(
+        "ProfilerReport*/profiler-output/profiler-report.html"
+    )
+    assert f"Report: {report}" in finished.stdout
+    content = json.loads(report.with_suffix(".json").read_text())
+    assert content["Job"]["Steps"] > 0
+    assert content["StepDurations"]["Processes"][0]["Steps"] == content["Job"]["Steps"]
+    assert len(content["Rules"]["Rules"]) == 11
+    [worker] = content["DebuggerOverhead"]["Workers"]
+    assert worker["Steps"] > 0 and worker["BytesWritten"] > 0
+    visit = open_page(report, tmp_path / "report.png")
+    assert visit.console_errors == visit.page_errors == []
+    assert visit.plots_drawn == visit.plots_with_traces == visit.plots > 5
 
 
 def test_the_step_timeline_is_asked_for_by_default_and_framework_profile_adds_sagemakers() -> None:

@@ -487,6 +487,13 @@ def _finished(description: dict[str, Any]) -> bool:
     )
 
 
+def _runner_done(store: JobStore, name: str) -> bool:
+    """Whether the job's runner has finished everything, the profiler report included (a
+    runner that died is settled as done by the describe before this)."""
+    record = store.get(name)
+    return record is None or record.runner_done
+
+
 def _report_path(job_dir: str) -> str | None:
     for directory, _, names in os.walk(os.path.join(job_dir, "rule-output")):
         if "profiler-report.html" in names:
@@ -568,7 +575,7 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
             try:
                 description = describe_training_job(asked, store=store)
                 follower.show(description)
-                if _finished(description):
+                if _finished(description) and _runner_done(store, name):
                     break
                 time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
