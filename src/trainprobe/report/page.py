@@ -112,7 +112,7 @@ def _job_section(content: dict[str, Any]) -> str:
     ]
     return _section(
         "job-summary",
-        table(("", ""), rows, css_class="summary") + _plot("job", css_class="plot short"),
+        table((), rows, css_class="summary") + _plot("job", css_class="plot short"),
     )
 
 

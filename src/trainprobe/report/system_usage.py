@@ -51,18 +51,31 @@ _PLOT_ORDER = (
 )
 
 
+_LABELS = {
+    sm.READ_BYTES_PER_SECOND: "disk read",
+    sm.WRITE_BYTES_PER_SECOND: "disk write",
+    sm.IOPS: "disk operations",
+    sm.RECEIVE_BYTES_PER_SECOND: "network receive",
+    sm.TRANSMIT_BYTES_PER_SECOND: "network transmit",
+    sm.MEMORY_USED_PERCENT: "memory used",
+    sm.MEMORY_USED_BYTES: "memory used",
+    sm.PROCESS_CPU_PERCENT: "training processes CPU",
+    sm.PROCESS_MEMORY_USED_BYTES: "training processes memory",
+    sm.PROCESS_COUNT: "training processes",
+}
+
+
 def _label(series: MetricSeries) -> str:
+    """What a person calls the metric: ``cpu3 busy``, ``gpu0 GPUUtilization``, ``disk read``."""
     key = series.key
     if key.type == sm.CPU:
         what = "I/O wait" if key.dimension == sm.IO_WAIT_PERCENTAGE else "busy"
         return f"{'all cores' if key.name == sm.CPU_TOTAL else key.name} {what}"
-    if key.type in (sm.GPU, sm.ACCELERATOR):
-        return f"{key.name} {key.dimension}"
-    return (
-        key.name
-        if not key.dimension or key.dimension == sm.ALGORITHM
-        else (f"{key.name} {key.dimension}")
-    )
+    if key.type == sm.PROCESS:
+        return _LABELS.get(key.dimension, f"training processes {key.dimension}")
+    if key.name in _LABELS:
+        return _LABELS[key.name]
+    return f"{key.name} {key.dimension}".strip()
 
 
 def _plot_and_unit(series: MetricSeries) -> tuple[str | None, str]:

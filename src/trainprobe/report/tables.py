@@ -28,9 +28,7 @@ def number(value: object, digits: int = 4) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return text(value)
-    if isinstance(value, int) or (
-        math.isfinite(value) and value == int(value) and abs(value) >= 1e3
-    ):
+    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
         return f"{int(value):,}"
     if not math.isfinite(value):
         return text(value)

@@ -18,6 +18,17 @@
     }, extra || {});
   }
 
+  // The training (first step to last) shaded on a time axis.
+  function trainingShade() {
+    const job = report.Job;
+    if (job.FirstStepStart === null) return [];
+    const scale = report.TimeAxis.SecondsPerUnit;
+    const start = report.TimeAxis.Start;
+    return [{ type: "rect", xref: "x", yref: "paper", y0: 0, y1: 1, layer: "below",
+              x0: (job.FirstStepStart - start) / scale, x1: (job.LastStepEnd - start) / scale,
+              fillcolor: "#1f77b4", opacity: 0.06, line: { width: 0 } }];
+  }
+
   // A series as its mean line, with a band from its minimum to its maximum where they differ.
   function banded(series, color, name) {
     const traces = [];
@@ -44,13 +55,15 @@
         type: "bar", orientation: "h", y: ["job"], x: [p[1]], name: p[0],
         marker: { color: p[2] }, hovertemplate: p[0] + ": %{x:.3s} s<extra></extra>" }));
       return [traces, layout("Where the job's time went", "seconds", "",
-                             { barmode: "stack", height: 160, yaxis: { visible: false } })];
+                             { barmode: "stack", yaxis: { visible: false },
+                               legend: { orientation: "h", y: -0.5, traceorder: "normal" } })];
     },
     system(h, p) {
       const plot = report.SystemUsage.Hosts[h].Plots[p];
       const traces = plot.Series.flatMap((s, i) => banded(s, colors[i % colors.length], s.Label));
       return [traces, layout(report.SystemUsage.Hosts[h].Node + ": " + plot.Title,
-                             unit + " since the start", plot.Unit)];
+                             unit + " since the start (training shaded)", plot.Unit,
+                             { shapes: trainingShade() })];
     },
     gpus(h) {
       const host = report.SystemUsage.Hosts[h];
