@@ -124,7 +124,9 @@ def test_the_default_cprofile_timers_are_total_cpu_and_off_cpu_time_in_turn(
     config = PythonProfilingConfig(profile_default_steps=True)
     plan = plan_of(FrameworkProfile(python_profiling_config=config))
     profiler = FrameworkProfiler(plan, tmp_path, NODE, profile_after_close=False)
-    pause, spin = 0.05, 0.03
+    # The sleep is long beside the spin, so that a loaded machine, which keeps the spinning
+    # thread waiting for a core now and then, cannot give the spin more off-CPU time.
+    pause, spin = 0.25, 0.03
     train(profiler, 12, model=Net(pause=pause, spin=spin), loader=make_loader(num_workers=0))
     profiler.close()
 
