@@ -92,6 +92,11 @@ def _section(anchor: str, body: str) -> str:
     return f'<section id="{anchor}"><h2>{text(title)}</h2>{body}</section>'
 
 
+def _empty(anchor: str, message: str) -> str:
+    """A section with nothing to show but why."""
+    return _section(anchor, f'<p class="muted">{text(message)}</p>')
+
+
 def _job_section(content: dict[str, Any]) -> str:
     job = content["Job"]
     rows = [
@@ -119,7 +124,7 @@ def _job_section(content: dict[str, Any]) -> str:
 def _system_section(content: dict[str, Any]) -> str:
     hosts = content["SystemUsage"]["Hosts"]
     if not hosts:
-        return _section("system-usage", '<p class="muted">No system metrics were recorded.</p>')
+        return _empty("system-usage", "No system metrics were recorded.")
     unit = content["TimeAxis"]["Unit"]
     parts = []
     for h, host in enumerate(hosts):
@@ -147,10 +152,10 @@ def _system_section(content: dict[str, Any]) -> str:
 def _steps_section(content: dict[str, Any]) -> str:
     processes = content["StepDurations"]["Processes"]
     if not processes:
-        return _section(
+        return _empty(
             "step-durations",
-            '<p class="muted">No steps were recorded: the framework timeline was off or the '
-            "training has not started a step yet.</p>",
+            "No steps were recorded: the framework timeline was off or the training has not "
+            "started a step yet.",
         )
     stddev = content["StepDurations"]["Stddev"]
     parts = [
@@ -297,10 +302,9 @@ def _rules_section(content: dict[str, Any]) -> str:
 def _overhead_section(content: dict[str, Any]) -> str:
     workers = content["DebuggerOverhead"]["Workers"]
     if not workers:
-        return _section(
+        return _empty(
             "debugger-overhead",
-            '<p class="muted">The hook recorded no cost: it '
-            "did not run, or ran before trainprobe recorded it.</p>",
+            "The hook recorded no cost: it did not run, or ran before trainprobe recorded it.",
         )
     rows = [
         [
