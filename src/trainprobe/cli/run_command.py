@@ -46,6 +46,7 @@ from trainprobe.jobs.progress import (
     latest_system_usage,
     rule_verdict,
     saved_loss,
+    training_step,
 )
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
@@ -328,7 +329,7 @@ class _Follower:
         if status != self.status:
             self.status = status
             _say(f"job {description['TrainingJobName']}: {status[0]} ({status[1]})")
-        step = latest_saved_step(self.layout.debug_output)
+        step = training_step(self.layout)
         now = time.monotonic()
         if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
             self.step, self._step_shown = step, now
@@ -365,7 +366,8 @@ def _or_blank(read: Callable[[], _T], what: str) -> _T | None:
 class JobProgress:
     """Gathers what the live view shows of a running job from its files, one snapshot a poll.
 
-    The step is the latest saved one; steps/s comes from the steps seen over the last ten
+    The step is the latest of the step timeline or the saved tensors (``training_step``), the
+    loss the latest saved one; steps/s comes from the steps seen over the last ten
     seconds; the loss is read only when the step changes (at most once a second, and once more
     at the end); the system readings are read incrementally. Whatever cannot be read is left
     None, and the previous loss stays shown.
@@ -384,12 +386,13 @@ class JobProgress:
         """The job as ``description`` (DescribeTrainingJob's) and its files say now; ``final``
         reads the loss of the last step even if it was read less than a second ago."""
         now = self._clock()
-        step = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the step")
+        step = _or_blank(lambda: training_step(self.layout), "the step")
         rate = self._steps_per_second(now, step)
         if description["TrainingJobStatus"] in TERMINAL_STATUSES:
             rate = None
-        if step is not None:
-            self._read_loss(now, step, final)
+        saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
+        if saved is not None:
+            self._read_loss(now, saved, final)
         usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
         return JobSnapshot(
             name=description["TrainingJobName"],

@@ -1,12 +1,13 @@
 """Following a job from outside: its latest saved step and loss, its log lines, the host's
 utilisation, its rules' verdicts.
 
-What a progress display needs and the job's files hold: ``latest_saved_step`` lists only the
-newest index directory of the tensor output; ``saved_loss`` reads the loss saved at one step
-(that step's index only); ``LogTail`` hands out the lines a log file gained since it last looked
-(whole lines only); ``latest_system_usage`` takes the newest CPU, memory and GPU readings of the
-system monitor; ``rule_verdict`` reads a rule's status and, when it found an issue, the evidence
-of its first issue.
+What a progress display needs and the job's files hold: ``latest_saved_step`` lists only the newest
+index directory of the tensor output; ``training_step`` adds the end of the step timeline, which
+follows every step where the tensors are saved every few hundred; ``saved_loss`` reads the loss
+saved at one step (that step's index only); ``LogTail`` hands out the lines a log file gained since
+it last looked (whole lines only); ``latest_system_usage`` takes the newest CPU, memory and GPU
+readings of the system monitor; ``rule_verdict`` reads a rule's status and, when it found an issue,
+the evidence of its first issue.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import numpy as np
 from trainprobe.analysis.exceptions import MissingCollectionFiles, TensorUnavailableForStep
 from trainprobe.analysis.trial import create_trial
 from trainprobe.capture.collections import CollectionKeys
+from trainprobe.jobs.layout import JobLayout
 from trainprobe.rules.rule import Evidence
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import locations
 from trainprobe.storage import system_metrics as metrics
 from trainprobe.storage.rule_output import read_evaluations, read_status
+from trainprobe.storage.trace_file import latest_timeline_step
 
 __all__ = [
     "LogTail",
@@ -33,6 +36,7 @@ __all__ = [
     "latest_system_usage",
     "rule_verdict",
     "saved_loss",
+    "training_step",
 ]
 
 
@@ -56,6 +60,20 @@ def latest_saved_step(debug_output: str) -> int | None:
         if steps:
             return max(steps)
     return None
+
+
+def training_step(layout: JobLayout) -> int | None:
+    """How far the training has got: the latest step in its step timeline or its saved
+    tensors, whichever is further (None before the first)."""
+    steps = [
+        step
+        for step in (
+            latest_saved_step(layout.debug_output),
+            latest_timeline_step(layout.profiler_output),
+        )
+        if step is not None
+    ]
+    return max(steps, default=None)
 
 
 def saved_loss(debug_output: str, step: int) -> float | None:

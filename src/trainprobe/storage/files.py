@@ -138,6 +138,16 @@ def list_files(directory: str, suffix: str = "") -> list[str]:
     return found
 
 
+def being_written(directory: str) -> list[str]:
+    """The names of the temporary files directly under ``directory``: files a writer has open
+    and will rename when they are whole (none for a missing directory)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(name for name in names if name.endswith(TEMP_SUFFIX))
+
+
 def read_bytes(path: str) -> bytes:
     """The whole content of a file."""
     with open(path, "rb") as file:

@@ -379,6 +379,37 @@ class TraceEvent(NamedTuple):
         return self.start_us + self.duration_us
 
 
+_GLOBAL_STEP = re.compile(rb'"global_step": ?(\d+)')
+_TAIL_BYTES = 16_384
+
+
+def latest_timeline_step(out_dir: str) -> int | None:
+    """The highest global step at the end of the step timeline: in the files being written and
+    the newest finished one. It tells how far a live training has got, a few steps behind (the
+    events its writer has not flushed yet); None without a timeline."""
+    framework = join(out_dir, FRAMEWORK_DIR)
+    paths = [
+        join(framework, name)
+        for name in files.being_written(framework)
+        if f"_{TIMELINE_SUFFIX}." in name
+    ]
+    finished = TraceFileReader(out_dir).files()
+    if finished:
+        paths.append(join(out_dir, finished[-1].path))
+    steps = []
+    for path in paths:
+        try:
+            size = files.size(path)
+            length = min(size, _TAIL_BYTES)
+            [tail] = files.read_ranges(path, [(size - length, length)])
+        except (OSError, EOFError):
+            continue  # renamed or replaced meanwhile
+        found = _GLOBAL_STEP.findall(bytes(tail))
+        if found:
+            steps.append(max(int(step) for step in found))
+    return max(steps, default=None)
+
+
 class TraceFileReader:
     """The events of the finished timeline files under a profiler output directory, by time.
 
