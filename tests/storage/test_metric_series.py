@@ -61,12 +61,22 @@ def test_lines_of_another_layout_are_read_and_garbage_is_skipped(tmp_path: Path)
         "Name": "gpu0",
         "Type": "gpu",
     }
+    spaced = {
+        "Type": "gpu",
+        "Name": "gpu0",
+        "Dimension": "GPUUtilization",
+        "Value": 8.5,
+        "NodeId": "algo-1",
+        "Timestamp": T0 + 5.5,
+    }  # json.dumps's default separators
     with minute.open("ab") as file:
         file.write(json.dumps(other_order).encode() + b"\n" + b"not a reading\n")
+        file.write(json.dumps(spaced).encode() + b"\n")
     series = {s.key.name: s for s in read_metric_series(str(tmp_path))}
     gpu = series["gpu0"]
-    assert gpu.values.size == 11
-    assert gpu.timestamps[-1] == T0 + 5.25 and gpu.values[-1] == 7.0
+    assert gpu.values.size == 12
+    assert gpu.timestamps[-2:].tolist() == [T0 + 5.25, T0 + 5.5]
+    assert gpu.values[-2:].tolist() == [7.0, 8.5]
     assert series["cpu_total"].values.size == 10
 
 

@@ -4,9 +4,9 @@ The rules walk the readings window by window, as objects (``SystemMetricsReader`
 all of them at once, and a long job on a large host has millions: 8 hours at 500 ms with 32 cores
 and 8 GPUs is over 5 million lines. Parsing each into an object would take most of a minute and
 gigabytes, so this reads each minute file with one pattern for the layout that every writer of the
-format uses (SageMaker's keys, in SageMaker's order, as ``system_metrics`` documents) and keeps the
-numbers in numpy arrays. A line in any other layout is parsed as JSON; one that is not a reading is
-skipped with a warning, as the reader does.
+format uses (SageMaker's keys, in SageMaker's order, as ``system_metrics`` documents, with or
+without spaces after the separators) and keeps the numbers in numpy arrays. A line in any other
+layout is parsed as JSON; one that is not a reading is skipped with a warning, as the reader does.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ __all__ = ["MetricSeries", "read_metric_series"]
 log = logging.getLogger(__name__)
 
 _LINE = re.compile(
-    rb'\{("Type":"[^"\\]*","Name":"[^"\\]*","Dimension":"[^"\\]*"),"Value":([^,]+),'
-    rb'"NodeId":("[^"\\]*"),"Timestamp":([^,}]+)\}'
+    rb'\{("Type": ?"[^"\\]*", ?"Name": ?"[^"\\]*", ?"Dimension": ?"[^"\\]*"), ?'
+    rb'"Value": ?([^,]+), ?"NodeId": ?("[^"\\]*"), ?"Timestamp": ?([^,}]+)\}'
 )
 
 Floats = npt.NDArray[np.float64]
