@@ -19,7 +19,8 @@ The launcher starts one per job. It follows the job's launch plan:
 5. marks the tensor output as ended (``training_job_end.ts``) if the training could not, so the
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
    ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
-   the profiler report of each ProfilerReport rule (``trainprobe.report``), and says it is done.
+   the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
+   ``REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``).
 """
@@ -58,6 +59,7 @@ TICK_SECONDS = 0.2
 STOP_GRACE_SECONDS = float(os.environ.get("TRAINPROBE_STOP_GRACE_SECONDS", "10"))
 RULES_GRACE_SECONDS = 600.0
 REPORT_GRACE_SECONDS = 300.0
+REPORT_EVERY_SECONDS = float(os.environ.get("TRAINPROBE_REPORT_EVERY_SECONDS", "600"))
 PROFILER_REPORT = "ProfilerReport"
 MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
@@ -88,6 +90,8 @@ class JobRunner:
         self._done = threading.Event()
         self.rules: list[subprocess.Popen[bytes]] = []
         self.profiler_rules_started: set[str] = set()
+        self.reports: list[subprocess.Popen[bytes]] = []
+        self._reported_at = time.monotonic()
         """The profiler rules an evaluator process was started for (or could not be)."""
         self._at_start = True
         self._added_processes = 0
@@ -189,6 +193,7 @@ class JobRunner:
             record = self.store.get(self.name)
             if record is not None:
                 self._start_profiler_rules(record)
+                self._refresh_reports(record)
             stop = self._signalled or self._rule_stop() or self._requested_stop(record)
             if stop is None and deadline is not None and time.monotonic() >= deadline:
                 seconds = self.plan.max_runtime_seconds
@@ -287,11 +292,32 @@ class JobRunner:
                 self.monitor.terminate()
                 self.monitor.wait()
 
+    def _refresh_reports(self, record: JobRecord) -> None:
+        """Rewrite the profiler reports every ``REPORT_EVERY_SECONDS`` of a long job, so that a
+        look at them before its end finds them recent."""
+        if time.monotonic() - self._reported_at < REPORT_EVERY_SECONDS:
+            return
+        if any(process.poll() is None for process in self.reports):
+            return  # the previous ones are still being written
+        self._reported_at = time.monotonic()
+        self.reports = self._start_reports(record)
+
     def _write_reports(self) -> None:
-        """Write the profiler report beside each ProfilerReport rule's data, in a process of
-        its own (``REPORT_GRACE_SECONDS`` at most)."""
+        """Write the final profiler reports, once the rules have concluded
+        (``REPORT_GRACE_SECONDS`` at most)."""
         record = self.store.get(self.name)
-        for entry in record.profiler_rules if record is not None else []:
+        for process in self.reports:
+            _wait_or_kill(process, REPORT_GRACE_SECONDS)
+        self.reports = self._start_reports(record) if record is not None else []
+        for process in self.reports:
+            if not _wait_or_kill(process, REPORT_GRACE_SECONDS):
+                log.warning("the report took over %.0f s: stopped", REPORT_GRACE_SECONDS)
+
+    def _start_reports(self, record: JobRecord) -> list[subprocess.Popen[bytes]]:
+        """Start writing the report beside each ProfilerReport rule's data, in a process of
+        its own."""
+        started = []
+        for entry in record.profiler_rules:
             parameters = entry.get("RuleParameters") or {}
             if parameters.get("rule_to_invoke") != PROFILER_REPORT:
                 continue
@@ -306,13 +332,8 @@ class JobRunner:
                 "--debug-output",
                 self.layout.debug_output,
             ]
-            process = _spawn(command, self.layout.report_log, cwd=self.layout.job_dir)
-            try:
-                process.wait(timeout=REPORT_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                log.warning("the report took over %.0f s: stopped", REPORT_GRACE_SECONDS)
-                process.kill()
-                process.wait()
+            started.append(_spawn(command, self.layout.report_log, cwd=self.layout.job_dir))
+        return started
 
     def _stop_rules(self) -> None:
         running = [process for process in self.rules if process.poll() is None]
@@ -441,6 +462,17 @@ def _framework_profiling(profiler_config: Mapping[str, Any] | None) -> bool:
     return "ProfilingParameters" in profiler_config and not profiler_config.get(
         "DisableProfiler", False
     )
+
+
+def _wait_or_kill(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait ``seconds`` at most for ``process`` to end, then kill it; whether it ended."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+    return True
 
 
 def _spawn(command: list[str], log_path: str, *, cwd: str) -> subprocess.Popen[bytes]:
