@@ -89,6 +89,17 @@ def test_the_digits_example_trains_under_trainprobe_run(tmp_path: Path) -> None:
     assert len(content["Rules"]["Rules"]) == 11
     [worker] = content["DebuggerOverhead"]["Workers"]
     assert worker["Steps"] > 0 and worker["BytesWritten"] > 0
+    # `trainprobe report` rebuilds it by the job's name, for any output.
+    rebuilt = subprocess.run(
+        [*TRAINPROBE, "report", "digits-1", "--out", str(tmp_path / "rebuilt")],
+        env={**os.environ, "TRAINPROBE_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    again = json.loads((tmp_path / "rebuilt" / "profiler-report.json").read_text())
+    assert again["Job"] == content["Job"]
     visit = open_page(report, tmp_path / "report.png")
     assert visit.console_errors == visit.page_errors == []
     assert visit.plots_drawn == visit.plots_with_traces == visit.plots > 5
