@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser import open_page
 from synthetic_job import write_synthetic_job
 
+from browser import open_page
 from trainprobe.report import build_report
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "test-artifacts"
@@ -17,7 +17,10 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "test-artifacts"
 
 @pytest.mark.slow
 def test_the_report_opens_offline_and_draws_every_plot(tmp_path: Path) -> None:
-    job = write_synthetic_job(tmp_path / "job", seconds=300, gpus=4, outlier_every=15)
+    # 1 500 samples: more than the 1 000 the GPU rules wait for before they judge
+    job = write_synthetic_job(
+        tmp_path / "job", seconds=300, interval_ms=200, gpus=4, outlier_every=15
+    )
     report = build_report(job.job_dir)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "profiler-report.png"
@@ -27,8 +30,9 @@ def test_the_report_opens_offline_and_draws_every_plot(tmp_path: Path) -> None:
     assert visit.console_errors == []
     assert visit.page_errors == []
     assert visit.network_requests == []
-    # job; 6 system plots, per-GPU boxes, cores; steps and histogram; phases
-    assert visit.plots == 12
+    # job; 6 system plots, per-GPU boxes, cores; steps and histogram; phases; LowGPUUtilization,
+    # GPUMemoryIncrease and LoadBalancing
+    assert visit.plots == 15
     assert visit.plots_drawn == visit.plots_with_traces == visit.plots
     assert visit.title == "Profiler report: job"
     for heading in (

@@ -288,15 +288,31 @@ def _rules_section(content: dict[str, Any]) -> str:
             css_class="rules",
         )
     )
-    for row in rules["Rules"]:
+    for i, row in enumerate(rules["Rules"]):
         error = f'<p class="issue">Error: {text(row["Error"])}</p>' if row["Error"] else ""
+        plot = _plot("rule", i) if _has_rule_plot(row["Rule"], row["Details"]) else ""
         parts.append(
             f'<section class="rule" id="rule-{text(row["Rule"])}"><h3>{text(row["Rule"])}</h3>'
-            f"<p>{text(row['Recommendation'])}</p>{error}"
+            f"<p>{text(row['Recommendation'])}</p>{error}{plot}"
             f"<details><summary>Evidence</summary>{details_table(row['Details'])}</details>"
             "</section>"
         )
     return _section("rules", "".join(parts))
+
+
+def _has_rule_plot(rule: str, details: Any) -> bool:
+    """Whether the rule's evidence has what ``report.js`` plots for it: per-GPU statistics
+    (LowGPUUtilization, GPUMemoryIncrease), the distances between GPUs (LoadBalancing), the
+    histogram of batch waits (Dataloader)."""
+    if not isinstance(details, dict):
+        return False
+    if rule in ("LowGPUUtilization", "GPUMemoryIncrease"):
+        return any(details.get("gpus", {}).values())
+    if rule == "LoadBalancing":
+        return any(details.get("distances", {}).values())
+    if rule == "Dataloader":
+        return bool(details.get("batch_wait_histogram_s", {}).get("counts"))
+    return False
 
 
 def _overhead_section(content: dict[str, Any]) -> str:

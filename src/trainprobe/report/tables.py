@@ -35,7 +35,8 @@ def number(value: object, digits: int = 4) -> str:
     if value == 0:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"
+    shown = f"{value:,.{decimals}f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def seconds_text(seconds: float | None) -> str:

@@ -125,6 +125,41 @@
               layout("Share of step time per phase", "", "% of step time",
                      { hovermode: "closest" })];
     },
+    rule(i) {
+      const row = report.Rules.Rules[i];
+      const details = row.Details;
+      if (row.Rule === "LoadBalancing") {
+        const [node, distances] = Object.entries(details.distances).find((e) => Object.keys(e[1]).length);
+        const pairs = Object.keys(distances).map((pair) => pair.split("-"));
+        const gpus = [...new Set(pairs.flat())].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+        const z = gpus.map((a) => gpus.map((b) => (a === b ? 0 : distances[a + "-" + b] ?? distances[b + "-" + a] ?? null)));
+        return [[{ type: "heatmap", x: gpus, y: gpus, z: z, colorscale: "Reds", zmin: 0,
+                   colorbar: { title: { text: "distance" } } }],
+                layout(node + ": Jensen-Shannon distance between GPUs' utilization histograms", "", "",
+                       { hovermode: "closest", yaxis: { autorange: "reversed" } })];
+      }
+      if (row.Rule === "Dataloader") {
+        const histogram = details.batch_wait_histogram_s;
+        const edges = histogram.bin_edges;
+        const centers = histogram.counts.map((_, k) => (edges[k] + edges[k + 1]) / 2 * 1000);
+        return [[{ type: "bar", x: centers, y: histogram.counts, marker: { color: colors[0] } }],
+                layout("Time waiting for a batch", "ms", "batches", { hovermode: "closest" })];
+      }
+      // LowGPUUtilization and GPUMemoryIncrease: each GPU's statistics, as box plots.
+      const names = [], q1 = [], median = [], q3 = [], low = [], high = [];
+      for (const [node, gpus] of Object.entries(details.gpus)) {
+        for (const [gpu, stats] of Object.entries(gpus)) {
+          names.push(node + " " + gpu);
+          q1.push(stats.p25); median.push(stats.p50); q3.push(stats.p75);
+          low.push(stats.lower_whisker ?? stats.min); high.push(stats.upper_whisker ?? stats.max);
+        }
+      }
+      const what = row.Rule === "GPUMemoryIncrease" ? "memory" : "utilization";
+      return [[{ type: "box", x: names, q1: q1, median: median, q3: q3, lowerfence: low,
+                 upperfence: high, name: what, marker: { color: colors[0] } }],
+              layout(row.Rule + ": GPU " + what + " as the rule saw it", "GPU", "%",
+                     { hovermode: "closest" })];
+    },
     overhead(i) {
       const worker = report.DebuggerOverhead.Workers[i];
       return [banded(worker.Plot, colors[1], "hook time"),
