@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from trainprobe.cli.job_follower import JobProgress
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
-from trainprobe.cli.run_command import JobProgress
 from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import saved_loss
 from trainprobe.storage import locations

@@ -1,14 +1,13 @@
 """``trainprobe run SCRIPT [OPTIONS] -- [SCRIPT ARGS]``: run a training as a debugged job.
 
-It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added
-to the hook's configuration, ProfilerReport when no rule is given and profiling is on), starts
-the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for the
-job's status, the latest saved step and each rule's status as it changes. On a terminal (unless
-``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output
-(``trainprobe.cli.live_view``): step, steps/s, the latest saved loss, each rule's status and the
-host's utilisation, gathered from the job's files by ``JobProgress``. At the end it prints each
-rule's verdict with its evidence, where the outputs are, and the report's path once there is
-one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
+It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added to
+the hook's configuration, ProfilerReport when no rule is given and profiling is on), starts the
+job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for the job's
+status, the step and each rule's status as it changes. On a terminal (unless ``--plain``) the
+``[trainprobe]`` lines give way to a live panel under the training's output: step, steps/s, the
+latest saved loss, each rule's status and the host's utilisation (``trainprobe.cli.job_follower``).
+At the end it prints each rule's verdict with its evidence, where the outputs are, and the report's
+path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
 
 from __future__ import annotations
@@ -19,11 +18,15 @@ import logging
 import os
 import sys
 import time
-from collections import deque
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
+from trainprobe.cli.job_follower import (
+    Follower,
+    LiveFollower,
+    PlainFollower,
+    rule_statuses,
+    say,
+)
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
 from trainprobe.config.errors import ConfigError, ConfigErrors
@@ -41,19 +44,13 @@ from trainprobe.jobs import (
 from trainprobe.jobs.describe import layout_of
 from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import (
-    LogTail,
-    latest_saved_step,
-    latest_system_usage,
     rule_verdict,
-    saved_loss,
-    training_step,
 )
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
-from trainprobe.storage.system_metrics import SystemMetricsReader
+from trainprobe.rules.verdict import ISSUES_FOUND
 
-__all__ = ["JobProgress", "build_request", "register", "run"]
+__all__ = ["build_request", "register", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +77,6 @@ exit status: 0 the job completed or was stopped; 1 the training failed, or (with
 """
 
 POLL_SECONDS = 0.5
-_STEP_EVERY_SECONDS = 2.0
-_PREFIX = "[trainprobe]"
 _CTRL_C = "Stopped with Ctrl-C in trainprobe run"
 
 
@@ -306,187 +301,15 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     return request
 
 
-def _say(text: str) -> None:
-    print(f"{_PREFIX} {text}", flush=True)
-
-
-class _Follower:
-    """Prints what changed in the job since the last look."""
-
-    def __init__(self, layout: JobLayout, quiet: bool) -> None:
-        self.layout = layout
-        self.training_log = None if quiet else LogTail(layout.training_log)
-        self.status: tuple[str, str] | None = None
-        self.rules: dict[str, str] = {}
-        self.step: int | None = None
-        self._step_shown = 0.0
-
-    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
-        if self.training_log is not None:
-            for line in self.training_log.new_lines():
-                print(line, flush=True)
-        status = (description["TrainingJobStatus"], description["SecondaryStatus"])
-        if status != self.status:
-            self.status = status
-            _say(f"job {description['TrainingJobName']}: {status[0]} ({status[1]})")
-        step = training_step(self.layout)
-        now = time.monotonic()
-        if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
-            self.step, self._step_shown = step, now
-            _say(f"step {step}")
-        for rule in _rule_statuses(description):
-            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-            if self.rules.get(name) != value:
-                self.rules[name] = value
-                details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
-                _say(f"rule {name}: {value}{details}")
-
-    def finish(self, summary: list[str]) -> None:
-        for line in summary:
-            print(line)
-
-    def close(self) -> None:
-        """Nothing to close: every line is printed as it comes."""
-
-
-_T = TypeVar("_T")
-_RATE_WINDOW_SECONDS = 10.0
-_LOSS_EVERY_SECONDS = 1.0
-
-
-def _or_blank(read: Callable[[], _T], what: str) -> _T | None:
-    """``read()``, or None when it fails: what the live view cannot gather stays blank."""
-    try:
-        return read()
-    except Exception:
-        log.debug("cannot read %s for the live view", what, exc_info=True)
-        return None
-
-
-class JobProgress:
-    """Gathers what the live view shows of a running job from its files, one snapshot a poll.
-
-    The step is the latest of the step timeline or the saved tensors (``training_step``), the
-    loss the latest saved one; steps/s comes from the steps seen over the last ten
-    seconds; the loss is read only when the step changes (at most once a second, and once more
-    at the end); the system readings are read incrementally. Whatever cannot be read is left
-    None, and the previous loss stays shown.
-    """
-
-    def __init__(self, layout: JobLayout, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.layout = layout
-        self._clock = clock
-        self._started = clock()
-        self._steps: deque[tuple[float, int]] = deque()
-        self._loss: tuple[int, float] | None = None
-        self._loss_read: tuple[float, int] | None = None
-        self._system = SystemMetricsReader(layout.profiler_output)
-
-    def snapshot(self, description: dict[str, Any], *, final: bool = False) -> JobSnapshot:
-        """The job as ``description`` (DescribeTrainingJob's) and its files say now; ``final``
-        reads the loss of the last step even if it was read less than a second ago."""
-        now = self._clock()
-        step = _or_blank(lambda: training_step(self.layout), "the step")
-        rate = self._steps_per_second(now, step)
-        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
-            rate = None
-        saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
-        if saved is not None:
-            self._read_loss(now, saved, final)
-        usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
-        return JobSnapshot(
-            name=description["TrainingJobName"],
-            status=description["TrainingJobStatus"],
-            secondary_status=description["SecondaryStatus"],
-            elapsed_seconds=now - self._started,
-            step=step,
-            steps_per_second=rate,
-            loss=None if self._loss is None else self._loss[1],
-            loss_step=None if self._loss is None else self._loss[0],
-            cpu_percent=None if usage is None else usage.cpu_percent,
-            memory_percent=None if usage is None else usage.memory_percent,
-            gpu_percent=None if usage is None else usage.gpu_percent,
-            rules=tuple(
-                RuleStatus(
-                    rule["RuleConfigurationName"],
-                    rule["RuleEvaluationStatus"],
-                    rule["StatusDetails"]
-                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR)
-                    else "",
-                )
-                for rule in _rule_statuses(description)
-            ),
-        )
-
-    def _steps_per_second(self, now: float, step: int | None) -> float | None:
-        steps = self._steps
-        if step is not None and (not steps or step > steps[-1][1]):
-            steps.append((now, step))
-        while len(steps) > 2 and now - steps[0][0] > _RATE_WINDOW_SECONDS:
-            steps.popleft()
-        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
-            return None
-        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
-
-    def _read_loss(self, now: float, step: int, final: bool) -> None:
-        if self._loss_read is not None:
-            read_at, read_step = self._loss_read
-            if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
-                return
-        self._loss_read = (now, step)
-        loss = _or_blank(lambda: saved_loss(self.layout.debug_output, step), "the loss")
-        if loss is not None:
-            self._loss = (step, loss)
-
-
-class _LiveFollower:
-    """Draws the job in a live panel, the training's output and rule issues scrolling above."""
-
-    def __init__(self, layout: JobLayout, quiet: bool) -> None:
-        self.training_log = None if quiet else LogTail(layout.training_log)
-        self.progress = JobProgress(layout)
-        self.view = LiveView()
-        self.rules: dict[str, str] = {}
-
-    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
-        if self.training_log is not None:
-            self.view.print_output(self.training_log.new_lines())
-        for rule in _rule_statuses(description):
-            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-            if self.rules.get(name) != value and value in (ISSUES_FOUND, ERROR):
-                self.view.print_message(f"{_PREFIX} rule {name}: {value}: {rule['StatusDetails']}")
-            self.rules[name] = value
-        self.view.show(self.progress.snapshot(description, final=final))
-
-    def finish(self, summary: list[str]) -> None:
-        self.view.finish(summary)
-
-    def close(self) -> None:
-        self.view.close()
-
-
-class _Follow(Protocol):
-    def show(self, description: dict[str, Any], *, final: bool = False) -> None: ...
-    def finish(self, summary: list[str]) -> None: ...
-    def close(self) -> None: ...
-
-
 def _wants_live_view(args: argparse.Namespace) -> bool:
     """The live panel on a terminal that can draw it, unless ``--plain``."""
     return not args.plain and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
-def _rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        *description.get("DebugRuleEvaluationStatuses", []),
-        *description.get("ProfilerRuleEvaluationStatuses", []),
-    ]
-
-
 def _finished(description: dict[str, Any]) -> bool:
     return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
         rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
-        for rule in _rule_statuses(description)
+        for rule in rule_statuses(description)
     )
 
 
@@ -511,7 +334,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
         lines[-1] += f" ({description['SecondaryStatus']})"
     if description.get("FailureReason"):
         lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
-    statuses = _rule_statuses(description)
+    statuses = rule_statuses(description)
     if statuses:
         lines += ["", "Rules:"]
         for rule in statuses:
@@ -546,7 +369,7 @@ def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: 
     if description["TrainingJobStatus"] == "Failed":
         return 1
     issues = any(
-        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in _rule_statuses(description)
+        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in rule_statuses(description)
     )
     return 1 if fail_on_issue and issues else 0
 
@@ -566,11 +389,11 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     record = store.get(name)
     assert record is not None
     layout = layout_of(record)
-    _say(f"job {name} started; its files are in {layout.job_dir}")
-    follower: _Follow = (
-        _LiveFollower(layout, args.quiet)
+    say(f"job {name} started; its files are in {layout.job_dir}")
+    follower: Follower = (
+        LiveFollower(layout, args.quiet)
         if _wants_live_view(args)
-        else _Follower(layout, args.quiet)
+        else PlainFollower(layout, args.quiet)
     )
     interrupted = False
     try:
@@ -583,10 +406,10 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
                 time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
                 if interrupted:
-                    _say(f"leaving job {name} to finish on its own")
+                    say(f"leaving job {name} to finish on its own")
                     return 130
                 interrupted = True
-                _say("stopping the job (Ctrl-C again to leave it running)")
+                say("stopping the job (Ctrl-C again to leave it running)")
                 with contextlib.suppress(ConfigError):  # it may have just finished
                     stop_training_job(asked, store=store, reason=_CTRL_C)
         follower.show(description, final=True)

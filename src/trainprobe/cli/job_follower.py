@@ -1,0 +1,219 @@
+"""Following a running job on the terminal: plain ``[trainprobe]`` lines, or the live panel.
+
+``PlainFollower`` prints what changed since its last look: the training's new output, the job's
+status, the step (every few seconds) and each rule's status. ``LiveFollower`` draws the live
+panel (``trainprobe.cli.live_view``) under the training's output from the snapshots that
+``JobProgress`` gathers from the job's files. Both end with the summary ``trainprobe run``
+prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
+from trainprobe.jobs.layout import JobLayout
+from trainprobe.jobs.progress import (
+    LogTail,
+    latest_saved_step,
+    latest_system_usage,
+    saved_loss,
+    training_step,
+)
+from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
+from trainprobe.storage.system_metrics import SystemMetricsReader
+
+__all__ = [
+    "PREFIX",
+    "Follower",
+    "JobProgress",
+    "LiveFollower",
+    "PlainFollower",
+    "rule_statuses",
+    "say",
+]
+
+log = logging.getLogger(__name__)
+
+PREFIX = "[trainprobe]"
+_STEP_EVERY_SECONDS = 2.0
+
+
+def say(text: str) -> None:
+    print(f"{PREFIX} {text}", flush=True)
+
+
+class PlainFollower:
+    """Prints what changed in the job since the last look."""
+
+    def __init__(self, layout: JobLayout, quiet: bool) -> None:
+        self.layout = layout
+        self.training_log = None if quiet else LogTail(layout.training_log)
+        self.status: tuple[str, str] | None = None
+        self.rules: dict[str, str] = {}
+        self.step: int | None = None
+        self._step_shown = 0.0
+
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
+        if self.training_log is not None:
+            for line in self.training_log.new_lines():
+                print(line, flush=True)
+        status = (description["TrainingJobStatus"], description["SecondaryStatus"])
+        if status != self.status:
+            self.status = status
+            say(f"job {description['TrainingJobName']}: {status[0]} ({status[1]})")
+        step = training_step(self.layout)
+        now = time.monotonic()
+        if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
+            self.step, self._step_shown = step, now
+            say(f"step {step}")
+        for rule in rule_statuses(description):
+            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+            if self.rules.get(name) != value:
+                self.rules[name] = value
+                details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
+                say(f"rule {name}: {value}{details}")
+
+    def finish(self, summary: list[str]) -> None:
+        for line in summary:
+            print(line)
+
+    def close(self) -> None:
+        """Nothing to close: every line is printed as it comes."""
+
+
+_T = TypeVar("_T")
+_RATE_WINDOW_SECONDS = 10.0
+_LOSS_EVERY_SECONDS = 1.0
+
+
+def _or_blank(read: Callable[[], _T], what: str) -> _T | None:
+    """``read()``, or None when it fails: what the live view cannot gather stays blank."""
+    try:
+        return read()
+    except Exception:
+        log.debug("cannot read %s for the live view", what, exc_info=True)
+        return None
+
+
+class JobProgress:
+    """Gathers what the live view shows of a running job from its files, one snapshot a poll.
+
+    The step is the latest of the step timeline or the saved tensors (``training_step``), the
+    loss the latest saved one; steps/s comes from the steps seen over the last ten
+    seconds; the loss is read only when the step changes (at most once a second, and once more
+    at the end); the system readings are read incrementally. Whatever cannot be read is left
+    None, and the previous loss stays shown.
+    """
+
+    def __init__(self, layout: JobLayout, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.layout = layout
+        self._clock = clock
+        self._started = clock()
+        self._steps: deque[tuple[float, int]] = deque()
+        self._loss: tuple[int, float] | None = None
+        self._loss_read: tuple[float, int] | None = None
+        self._system = SystemMetricsReader(layout.profiler_output)
+
+    def snapshot(self, description: dict[str, Any], *, final: bool = False) -> JobSnapshot:
+        """The job as ``description`` (DescribeTrainingJob's) and its files say now; ``final``
+        reads the loss of the last step even if it was read less than a second ago."""
+        now = self._clock()
+        step = _or_blank(lambda: training_step(self.layout), "the step")
+        rate = self._steps_per_second(now, step)
+        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
+            rate = None
+        saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
+        if saved is not None:
+            self._read_loss(now, saved, final)
+        usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
+        return JobSnapshot(
+            name=description["TrainingJobName"],
+            status=description["TrainingJobStatus"],
+            secondary_status=description["SecondaryStatus"],
+            elapsed_seconds=now - self._started,
+            step=step,
+            steps_per_second=rate,
+            loss=None if self._loss is None else self._loss[1],
+            loss_step=None if self._loss is None else self._loss[0],
+            cpu_percent=None if usage is None else usage.cpu_percent,
+            memory_percent=None if usage is None else usage.memory_percent,
+            gpu_percent=None if usage is None else usage.gpu_percent,
+            rules=tuple(
+                RuleStatus(
+                    rule["RuleConfigurationName"],
+                    rule["RuleEvaluationStatus"],
+                    rule["StatusDetails"]
+                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR)
+                    else "",
+                )
+                for rule in rule_statuses(description)
+            ),
+        )
+
+    def _steps_per_second(self, now: float, step: int | None) -> float | None:
+        steps = self._steps
+        if step is not None and (not steps or step > steps[-1][1]):
+            steps.append((now, step))
+        while len(steps) > 2 and now - steps[0][0] > _RATE_WINDOW_SECONDS:
+            steps.popleft()
+        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return None
+        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def _read_loss(self, now: float, step: int, final: bool) -> None:
+        if self._loss_read is not None:
+            read_at, read_step = self._loss_read
+            if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
+                return
+        self._loss_read = (now, step)
+        loss = _or_blank(lambda: saved_loss(self.layout.debug_output, step), "the loss")
+        if loss is not None:
+            self._loss = (step, loss)
+
+
+class LiveFollower:
+    """Draws the job in a live panel, the training's output and rule issues scrolling above."""
+
+    def __init__(self, layout: JobLayout, quiet: bool) -> None:
+        self.training_log = None if quiet else LogTail(layout.training_log)
+        self.progress = JobProgress(layout)
+        self.view = LiveView()
+        self.rules: dict[str, str] = {}
+
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None:
+        if self.training_log is not None:
+            self.view.print_output(self.training_log.new_lines())
+        for rule in rule_statuses(description):
+            name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+            if self.rules.get(name) != value and value in (ISSUES_FOUND, ERROR):
+                self.view.print_message(f"{PREFIX} rule {name}: {value}: {rule['StatusDetails']}")
+            self.rules[name] = value
+        self.view.show(self.progress.snapshot(description, final=final))
+
+    def finish(self, summary: list[str]) -> None:
+        self.view.finish(summary)
+
+    def close(self) -> None:
+        self.view.close()
+
+
+class Follower(Protocol):
+    """What follows a job: shows each description, then the summary."""
+
+    def show(self, description: dict[str, Any], *, final: bool = False) -> None: ...
+    def finish(self, summary: list[str]) -> None: ...
+    def close(self) -> None: ...
+
+
+def rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rule's status in a DescribeTrainingJob response, debugging rules first."""
+    return [
+        *description.get("DebugRuleEvaluationStatuses", []),
+        *description.get("ProfilerRuleEvaluationStatuses", []),
+    ]
