@@ -8,10 +8,6 @@ the tests shorten that interval through the hook module's constant.
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -20,6 +16,7 @@ import torch
 from hook_training import Net, run
 
 import trainprobe.pytorch as smd
+from torchrun import torchrun
 from trainprobe.capture.pytorch import hook as hook_module
 from trainprobe.capture.pytorch import overhead as overhead_module
 from trainprobe.storage.hook_overhead import (
@@ -168,24 +165,7 @@ def test_bad_records_are_refused_naming_the_field() -> None:
 
 @pytest.mark.slow
 def test_every_rank_of_a_distributed_training_writes_its_own(tmp_path: Path) -> None:
-    script = Path(__file__).with_name("ddp_training.py")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-    command += ["--standalone", str(script), str(tmp_path), "all"]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        start_new_session=True,
-    )
-    try:
-        _, stderr = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    assert process.returncode == 0, stderr[-4000:]
+    torchrun(Path(__file__).with_name("ddp_training.py"), str(tmp_path), "all")
     records = read_hook_overhead(str(tmp_path))
     assert [saved.worker for saved in records] == ["worker_0", "worker_1"]
     assert all(saved.step == [0, 1, 2] for saved in records)

@@ -6,15 +6,12 @@ worker_<rank> files and the collections files expect 2 workers; with "one" only 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from torchrun import torchrun
 from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow
@@ -22,39 +19,12 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).with_name("ddp_training.py")
 
 
-def torchrun(out: Path, include_workers: str) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--standalone",
-        str(SCRIPT),
-        str(out),
-        include_workers,
-    ]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # A session of its own, so that a hang is cleaned up with every rank, not just torchrun.
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        start_new_session=True,
-    )
-    try:
-        _, stderr = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    assert process.returncode == 0, stderr[-4000:]
+def run_ranks(out: Path, include_workers: str) -> None:
+    torchrun(SCRIPT, str(out), include_workers)
 
 
 def test_every_rank_writes_its_own_worker_files(tmp_path: Path) -> None:
-    torchrun(tmp_path, "all")
+    run_ranks(tmp_path, "all")
     collections = sorted(p.name for p in (tmp_path / "collections" / "000000000").iterdir())
     assert collections == ["worker_0_collections.json", "worker_1_collections.json"]
     trial = create_trial(str(tmp_path))
@@ -79,7 +49,7 @@ def test_every_rank_writes_its_own_worker_files(tmp_path: Path) -> None:
 
 
 def test_with_one_worker_only_rank_0_writes(tmp_path: Path) -> None:
-    torchrun(tmp_path, "one")
+    run_ranks(tmp_path, "one")
     trial = create_trial(str(tmp_path))
     assert trial.workers() == ["worker_0"]
     assert trial.num_workers == 1

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +19,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from torch import nn
 
 import trainprobe.pytorch as smd
+from torchrun import torchrun
 from trainprobe.analysis.exceptions import TensorUnavailableForStep
 from trainprobe.config.errors import ConfigError
 from trainprobe.trials import create_trial
@@ -309,25 +306,7 @@ def test_only_rank_0_exports(tmp_path: Path) -> None:
     script = tmp_path / "ddp_export.py"
     script.write_text(DDP_SCRIPT)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-    command += ["--standalone", str(script), str(out)]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # A session of its own, so that a hang is cleaned up with every rank, not just torchrun.
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        start_new_session=True,
-    )
-    try:
-        _, stderr = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    assert process.returncode == 0, stderr[-4000:]
+    torchrun(script, str(out))
     # Both ranks wrote their step files; TensorBoard holds rank 0's values only.
     assert create_trial(str(out)).workers() == ["worker_0", "worker_1"]
     event_files = files_in(out / "tensorboard")
