@@ -50,8 +50,9 @@ def build_report(
         html=os.path.join(directory, HTML_FILE), json=os.path.join(directory, JSON_FILE)
     )
     data = json.dumps(content, allow_nan=False, separators=(",", ":")) + "\n"
-    files.write_atomic(report.json, data.encode())
+    # The page first: a reader that finds the JSON finds the page of the same content.
     files.write_atomic(report.html, render_page(content).encode())
+    files.write_atomic(report.json, data.encode())
     return report
 
 
