@@ -87,3 +87,19 @@ def test_the_minute_being_written_is_read_too(tmp_path: Path) -> None:
     [series] = read_metric_series(str(tmp_path))
     assert series.values.tolist() == [12.5]
     assert read_metric_series(str(tmp_path / "nothing-here")) == []
+
+
+def test_a_long_job_parsed_by_several_processes_reads_the_same(tmp_path: Path) -> None:
+    writer = SystemMetricsWriter(str(tmp_path), "algo-1", publish_seconds=0.0)
+    for minute in range(40):  # more minutes than PARALLEL_FROM_MINUTES
+        for second in (0, 30):
+            at = T0 + minute * 60 + second
+            writer.write(at, [(MetricKey("gpu", "gpu0", "GPUUtilization"), float(minute))])
+    writer.close()
+    alone = read_metric_series(str(tmp_path), processes=1)
+    together = read_metric_series(str(tmp_path), processes=2)
+    assert [s.key for s in together] == [s.key for s in alone]
+    for mine, theirs in zip(together, alone, strict=True):
+        np.testing.assert_array_equal(mine.timestamps, theirs.timestamps)
+        np.testing.assert_array_equal(mine.values, theirs.values)
+    assert together[0].values.size == 80

@@ -11,11 +11,13 @@ layout is parsed as JSON; one that is not a reading is skipped with a warning, a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import multiprocessing
+import os
 import re
-from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +25,12 @@ import numpy.typing as npt
 
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
-from trainprobe.storage.system_metrics import PARTIAL_SUFFIX, MetricKey, SystemMetricsReader
+from trainprobe.storage.system_metrics import (
+    PARTIAL_SUFFIX,
+    MetricKey,
+    MinuteFile,
+    SystemMetricsReader,
+)
 
 __all__ = ["MetricSeries", "read_metric_series"]
 
@@ -35,6 +42,12 @@ _LINE = re.compile(
 )
 
 Floats = npt.NDArray[np.float64]
+_Columns = dict[tuple[str, bytes], tuple[Floats, Floats]]
+
+MAX_PROCESSES = 4
+PARALLEL_FROM_MINUTES = 30
+"""Jobs with fewer host-minutes than this are parsed in the calling process: starting
+processes would cost more than it saves."""
 
 
 @dataclass(frozen=True)
@@ -48,13 +61,26 @@ class MetricSeries:
     values: Floats
 
 
-def read_metric_series(profiler_output: str) -> list[MetricSeries]:
+def read_metric_series(profiler_output: str, *, processes: int | None = None) -> list[MetricSeries]:
     """Every metric of every host under ``profiler_output``, by host, then Type, Name and
-    Dimension; the minute being written is included."""
+    Dimension; the minute being written is included.
+
+    A long job's minute files are parsed by ``processes`` processes at once (default: one per
+    core, at most ``MAX_PROCESSES``); a short job's, or where processes cannot start, here.
+    """
+    minutes = [
+        _candidates(profiler_output, entry)
+        for entry in SystemMetricsReader(profiler_output).minute_files()
+    ]
+    workers = processes if processes is not None else min(os.cpu_count() or 1, MAX_PROCESSES)
+    if workers > 1 and len(minutes) >= PARALLEL_FROM_MINUTES:
+        parsed = _parse_in_processes(minutes, workers)
+    else:
+        parsed = [_read_minute(candidates) for candidates in minutes]
     keys: dict[bytes, MetricKey] = {}
     parts: dict[tuple[str, MetricKey], tuple[list[Floats], list[Floats]]] = {}
-    for data, path in _minute_contents(profiler_output):
-        for (node_id, key_bytes), (times, values) in _parse(data, path).items():
+    for columns in parsed:
+        for (node_id, key_bytes), (times, values) in columns.items():
             key = keys.get(key_bytes)
             if key is None:
                 row = json.loads(b"{" + key_bytes + b"}")
@@ -73,23 +99,34 @@ def read_metric_series(profiler_output: str) -> list[MetricSeries]:
     return found
 
 
-def _minute_contents(profiler_output: str) -> Iterator[tuple[bytes, str]]:
-    """The bytes of each host-minute: its finished file, or the partial one being written."""
-    for entry in SystemMetricsReader(profiler_output).minute_files():
-        candidates = [entry.final, entry.partial]
-        if entry.final is None and entry.partial is not None:
-            # The partial file may become the finished one while we look.
-            candidates.append(entry.partial[: -len(PARTIAL_SUFFIX)] + ".json")
-        for relative in candidates:
-            if relative is None:
-                continue
-            path = join(profiler_output, relative)
-            with contextlib.suppress(FileNotFoundError):
-                yield files.read_bytes(path), path
-                break
+def _candidates(profiler_output: str, entry: MinuteFile) -> list[str]:
+    """Where a host-minute's bytes are: its finished file, or the partial one being written
+    (which may become the finished one while we look)."""
+    paths = [entry.final, entry.partial]
+    if entry.final is None and entry.partial is not None:
+        paths.append(entry.partial[: -len(PARTIAL_SUFFIX)] + ".json")
+    return [join(profiler_output, path) for path in paths if path is not None]
 
 
-_Columns = dict[tuple[str, bytes], tuple[Floats, Floats]]
+def _read_minute(candidates: list[str]) -> _Columns:
+    """The readings of one host-minute, from the first of its files still there."""
+    for path in candidates:
+        try:
+            data = files.read_bytes(path)
+        except FileNotFoundError:
+            continue
+        return _parse(data, path)
+    return {}
+
+
+def _parse_in_processes(minutes: list[list[str]], workers: int) -> list[_Columns]:
+    context = multiprocessing.get_context("spawn")  # safe beside threads, unlike fork
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            return list(pool.map(_read_minute, minutes, chunksize=8))
+    except (OSError, BrokenProcessPool) as error:
+        log.warning("parsing the system metrics in this process alone: %s", error)
+        return [_read_minute(candidates) for candidates in minutes]
 
 
 def _parse(data: bytes, path: str) -> _Columns:
