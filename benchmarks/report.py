@@ -47,6 +47,7 @@ def _environment() -> dict[str, str]:
 _MEASURED = """
 import atexit, resource, runpy, sys
 atexit.register(lambda: print("maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
                               file=sys.stderr))
 kind, target, *rest = sys.argv[1:]
 sys.argv = [target, *rest]
@@ -59,7 +60,8 @@ else:
 
 def _timed(arguments: list[str], *, statuses: tuple[int, ...] = (0,)) -> tuple[float, int]:
     """Run ``python ARGUMENTS`` (``-m module ...`` or ``-c code ...``), which must exit with one
-    of ``statuses``; its wall seconds and its peak memory (max RSS) in bytes."""
+    of ``statuses``; its wall seconds and its peak memory in bytes: the max RSS of the process
+    plus that of the largest process it started (the report parses in helper processes)."""
     started = time.perf_counter()
     finished = subprocess.run(
         [sys.executable, "-c", _MEASURED, *arguments],
@@ -71,10 +73,10 @@ def _timed(arguments: list[str], *, statuses: tuple[int, ...] = (0,)) -> tuple[f
     seconds = time.perf_counter() - started
     if finished.returncode not in statuses:
         raise SystemExit(f"{arguments} exited with {finished.returncode}: {finished.stderr}")
-    peak_kib = [
-        line.split()[1] for line in finished.stderr.splitlines() if line.startswith("maxrss")
-    ]
-    return seconds, int(peak_kib[-1]) * 1024
+    [own, children] = [
+        line.split()[1:] for line in finished.stderr.splitlines() if line.startswith("maxrss")
+    ][-1]
+    return seconds, (int(own) + int(children)) * 1024
 
 
 _READ_ALL = """
