@@ -16,7 +16,7 @@ installed it also times opening the page headless until every plot is drawn. Ass
 
     python benchmarks/report.py                     # the full-size job (several minutes)
     python benchmarks/report.py --hours 0.5 --steps 5000 --cores 8     # a quick run
-    python benchmarks/report.py --keep /tmp/job     # keep (and reuse) the synthesized job
+    python benchmarks/report.py --keep runs/report-job   # keep (and reuse) the synthesized job
 """
 
 from __future__ import annotations
