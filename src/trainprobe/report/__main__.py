@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.jobs.layout import DEBUG_OUTPUT, RULE_OUTPUT
 from trainprobe.report.build import build_report
-from trainprobe.report.job_files import DEBUG_OUTPUT, RULE_OUTPUT, JobFiles
+from trainprobe.report.job_files import JobFiles
 
 __all__ = ["main"]
 

@@ -13,8 +13,9 @@ import json
 import os
 from dataclasses import dataclass
 
+from trainprobe.jobs.layout import RULE_OUTPUT
 from trainprobe.report.content import report_content
-from trainprobe.report.job_files import DEFAULT_RULE_NAME, RULE_OUTPUT, JobFiles
+from trainprobe.report.job_files import DEFAULT_RULE_NAME, JobFiles
 from trainprobe.report.page import render_page
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.report_data import json_safe

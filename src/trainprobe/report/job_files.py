@@ -13,22 +13,13 @@ import os
 from dataclasses import dataclass
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.jobs.layout import DEBUG_OUTPUT, PROFILER_OUTPUT, RULE_OUTPUT
+from trainprobe.rules.profiler.evaluator import REPORTS_DIR
 from trainprobe.storage import files
 from trainprobe.storage.training_end import training_has_ended
 
-__all__ = [
-    "DEBUG_OUTPUT",
-    "DEFAULT_RULE_NAME",
-    "PROFILER_OUTPUT",
-    "REPORT_DIR",
-    "RULE_OUTPUT",
-    "JobFiles",
-]
+__all__ = ["DEFAULT_RULE_NAME", "REPORT_DIR", "JobFiles"]
 
-PROFILER_OUTPUT = "profiler-output"
-DEBUG_OUTPUT = "debug-output"
-RULE_OUTPUT = "rule-output"
-REPORTS_DIR = "profiler-reports"
 REPORT_DIR = "profiler-output"
 """Under a ProfilerReport rule's output: where the report and its rules' data go."""
 DEFAULT_RULE_NAME = "ProfilerReport"
@@ -59,7 +50,7 @@ class JobFiles:
         """Where the profiler rules' report data is, if a ProfilerReport rule wrote any."""
         if self.rule_output is None:
             return None
-        return os.path.join(self.rule_output, REPORT_DIR, REPORTS_DIR)
+        return os.path.join(self.rule_output, REPORTS_DIR)
 
     def report_dir(self) -> str:
         """Where the report goes: the ProfilerReport rule's output, or a new one."""
@@ -119,7 +110,7 @@ def _profiler_report_output(job_dir: str) -> str | None:
     root = os.path.join(job_dir, RULE_OUTPUT)
     found = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        reports = os.path.join(root, name, REPORT_DIR, REPORTS_DIR)
+        reports = os.path.join(root, name, REPORTS_DIR)
         if files.is_dir(reports) and len(files.list_files(reports, ".json")) > 1:
             found.append((os.path.getmtime(reports), os.path.join(root, name)))
     return max(found)[1] if found else None
