@@ -22,7 +22,6 @@ Each rule writes ``<output_dir>/<RuleConfigurationName>/``: its evaluations, act
 from __future__ import annotations
 
 import os
-import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.evaluator import RuleEvaluator, no_steps_message
+from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 from trainprobe.storage.output_changes import OutputChangeWatch
 from trainprobe.storage.training_end import training_has_ended
@@ -52,7 +52,7 @@ class _NoTrial(Exception):
     """The job's tensors cannot be read: every rule ends in Error with this message."""
 
 
-class RuleRunner:
+class RuleRunner(RuleFollowing[RuleEvaluator]):
     """Evaluates ``definitions`` (one or several rules) on the job whose tensors are at
     ``trial_path``.
 
@@ -86,51 +86,27 @@ class RuleRunner:
         self.trial_path = trial_path
         self.poll_interval = poll_interval
         self.no_data_timeout = no_data_timeout
-        self.evaluators = [
-            RuleEvaluator(
-                definition,
-                trial_path,
-                output_dir=(
-                    os.path.join(output_dir, definition.name) if output_dir is not None else None
-                ),
-                every_step=every_step,
-                on_stop_training=on_stop_training,
-                on_evaluation=for_rule(on_evaluation, definition.name),
-            )
-            for definition in definitions
-        ]
-        self._stop = threading.Event()
+        super().__init__(
+            [
+                RuleEvaluator(
+                    definition,
+                    trial_path,
+                    output_dir=(
+                        os.path.join(output_dir, definition.name)
+                        if output_dir is not None
+                        else None
+                    ),
+                    every_step=every_step,
+                    on_stop_training=on_stop_training,
+                    on_evaluation=for_rule(on_evaluation, definition.name),
+                )
+                for definition in definitions
+            ]
+        )
         self._other_trials: dict[str, Trial] = {}
 
-    def stop(self) -> None:
-        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
-        self._stop.set()
-        for evaluator in self._active():
-            evaluator.stop()
-
-    def run(self) -> list[Verdict]:
-        """Follow the job until every rule's verdict is known; the verdicts, in order."""
-        for evaluator in self.evaluators:
-            evaluator.begin()
-        try:
-            self._follow()
-        except _NoTrial as problem:
-            for evaluator in self._active():
-                evaluator.finish(ERROR, str(problem))
-        except KeyboardInterrupt:
-            for evaluator in self._active():
-                evaluator.finish_stopped("interrupted")
-        return [evaluator.verdict for evaluator in self.evaluators]
-
-    def _active(self) -> list[RuleEvaluator]:
-        return [evaluator for evaluator in self.evaluators if not evaluator.finished]
-
-    def _stopped(self) -> bool:
-        if not self._stop.is_set():
-            return False
-        for evaluator in self._active():
-            evaluator.finish_stopped("stopped on request")
-        return True
+    def _unreadable(self, error: Exception) -> str | None:
+        return str(error) if isinstance(error, _NoTrial) else None
 
     # ----- following the job ------------------------------------------------------------
 

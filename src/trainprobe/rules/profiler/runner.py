@@ -27,13 +27,13 @@ Each rule writes ``<rule_output_dir>/<RuleConfigurationName>/``: status, evaluat
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
+from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
@@ -72,7 +72,7 @@ def _definitions(given: Definitions) -> list[ProfilerRuleDefinition]:
     return found
 
 
-class ProfilerRuleRunner:
+class ProfilerRuleRunner(RuleFollowing[ProfilerRuleEvaluator]):
     """Evaluates profiler rules on the job whose profiler output is ``profiler_output_dir`` (see
     the module docstring for the parameters)."""
 
@@ -99,51 +99,27 @@ class ProfilerRuleRunner:
             framework_profiling=framework_profiling,
             job_ended=job_ended,
         )
-        self.evaluators = [
-            ProfilerRuleEvaluator(
-                definition,
-                profiler_output_dir,
-                output_dir=(
-                    os.path.join(rule_output_dir, definition.name)
-                    if rule_output_dir is not None
-                    else None
-                ),
-                on_stop_training=on_stop_training,
-                on_evaluation=for_rule(on_evaluation, definition.name),
-            )
-            for definition in _definitions(definitions)
-        ]
-        self._stop = threading.Event()
+        super().__init__(
+            [
+                ProfilerRuleEvaluator(
+                    definition,
+                    profiler_output_dir,
+                    output_dir=(
+                        os.path.join(rule_output_dir, definition.name)
+                        if rule_output_dir is not None
+                        else None
+                    ),
+                    on_stop_training=on_stop_training,
+                    on_evaluation=for_rule(on_evaluation, definition.name),
+                )
+                for definition in _definitions(definitions)
+            ]
+        )
 
-    def stop(self) -> None:
-        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
-        self._stop.set()
-        for evaluator in self._active():
-            evaluator.stop()
-
-    def run(self) -> list[Verdict]:
-        """Follow the job until every rule's verdict is known; the verdicts, in order."""
-        for evaluator in self.evaluators:
-            evaluator.begin()
-        try:
-            self._follow()
-        except KeyboardInterrupt:
-            for evaluator in self._active():
-                evaluator.finish_stopped("interrupted")
-        except OSError as error:
-            for evaluator in self._active():
-                evaluator.finish(ERROR, f"cannot read {self.profiler_output_dir}: {error}")
-        return [evaluator.verdict for evaluator in self.evaluators]
-
-    def _active(self) -> list[ProfilerRuleEvaluator]:
-        return [evaluator for evaluator in self.evaluators if not evaluator.finished]
-
-    def _stopped(self) -> bool:
-        if not self._stop.is_set():
-            return False
-        for evaluator in self._active():
-            evaluator.finish_stopped("stopped on request")
-        return True
+    def _unreadable(self, error: Exception) -> str | None:
+        if isinstance(error, OSError):
+            return f"cannot read {self.profiler_output_dir}: {error}"
+        return None
 
     def _follow(self) -> None:
         trial = self.trial

@@ -1,0 +1,79 @@
+"""What both rule runners do around following a job: start every rule, stop them on request or
+at Ctrl-C, end them all in Error when the job's data cannot be read, and give the verdicts.
+
+``RuleRunner`` (debugging rules, step by step) and ``ProfilerRuleRunner`` (profiler rules,
+window by window) each bring their own ``_follow`` and say which failures end every rule.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Generic, Protocol, TypeVar
+
+from trainprobe.rules.verdict import ERROR, Verdict
+
+__all__ = ["FollowedRule", "RuleFollowing"]
+
+
+class FollowedRule(Protocol):
+    """One rule's run, as the runners drive it (``trainprobe.rules.rule_run.RuleRun``)."""
+
+    finished: bool
+    verdict: Verdict
+
+    def begin(self) -> None: ...
+    def stop(self) -> None: ...
+    def finish(self, status: str, details: str) -> None: ...
+    def finish_stopped(self, why: str) -> None: ...
+
+
+Run = TypeVar("Run", bound=FollowedRule)
+
+
+class RuleFollowing(Generic[Run]):
+    """Runs ``evaluators`` over a job that ``_follow`` walks until every verdict is known."""
+
+    def __init__(self, evaluators: list[Run]) -> None:
+        self.evaluators = evaluators
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
+        self._stop.set()
+        for evaluator in self._active():
+            evaluator.stop()
+
+    def run(self) -> list[Verdict]:
+        """Follow the job until every rule's verdict is known; the verdicts, in order."""
+        for evaluator in self.evaluators:
+            evaluator.begin()
+        try:
+            self._follow()
+        except KeyboardInterrupt:
+            for evaluator in self._active():
+                evaluator.finish_stopped("interrupted")
+        except Exception as error:
+            reason = self._unreadable(error)
+            if reason is None:
+                raise
+            for evaluator in self._active():
+                evaluator.finish(ERROR, reason)
+        return [evaluator.verdict for evaluator in self.evaluators]
+
+    def _follow(self) -> None:
+        raise NotImplementedError
+
+    def _unreadable(self, error: Exception) -> str | None:
+        """Why every rule ends in Error when following failed with ``error``; None lets it
+        propagate."""
+        return None
+
+    def _active(self) -> list[Run]:
+        return [evaluator for evaluator in self.evaluators if not evaluator.finished]
+
+    def _stopped(self) -> bool:
+        if not self._stop.is_set():
+            return False
+        for evaluator in self._active():
+            evaluator.finish_stopped("stopped on request")
+        return True
