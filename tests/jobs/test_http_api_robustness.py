@@ -7,15 +7,19 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from tests.jobs.api_calls import CONTENT_TYPE, sign, signed_call
 
-from trainprobe.jobs.access_key import AccessKey
+from trainprobe.jobs.access_key import AccessKey, load_or_create
 from trainprobe.jobs.api_server import JobApiServer
 
 
@@ -283,3 +287,25 @@ def test_a_call_signed_for_the_server_still_works_after_a_refusal_on_its_connect
             assert response.status == status
     finally:
         connection.close()
+
+
+def test_serve_stops_cleanly_on_ctrl_c(store: Any) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "trainprobe.cli.main", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert server.stdout is not None
+        url = [server.stdout.readline(), server.stdout.readline()][1].split()[-1]
+        status, _, _ = signed_call(url, "SageMaker.ListTrainingJobs", {}, load_or_create())
+        assert status == 200
+        server.send_signal(signal.SIGINT)
+        _, errors = server.communicate(timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    assert server.returncode == 0, errors
+    assert "Traceback" not in errors

@@ -21,6 +21,7 @@ The operation itself runs in a worker thread (``trainprobe.jobs.http_api.handle_
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from trainprobe.jobs.request_signature import SignatureRefused, verify_signature
 from trainprobe.jobs.store import JobStore
 
 __all__ = ["ApiLimits", "JobApi", "served_hosts"]
+
+_log = logging.getLogger("trainprobe.serve")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,10 @@ class JobApi:
             answer, close = await self._answer(request)
         except ClientDisconnect:
             return
+        except Exception as error:  # a bug here still gets SageMaker's answer, and is logged
+            _log.exception("the request could not be answered")
+            message = f"trainprobe failed unexpectedly ({type(error).__name__}); see its log"
+            answer, close = error_answer(500, "InternalFailure", message), True
         finally:
             self._open -= 1
         headers = {"x-amzn-RequestId": os.urandom(16).hex()}

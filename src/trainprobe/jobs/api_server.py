@@ -1,6 +1,6 @@
 """The server behind ``trainprobe serve``: uvicorn serving ``JobApi`` on one address.
 
-It binds its socket first (so a busy port is an error at once, and port 0 has its number), then
+It binds and listens first (so a busy port is an error at once, and port 0 has its number), then
 lets uvicorn serve it with a listen backlog of 2048, a keep-alive of 5 s and a graceful shutdown
 that lets open requests finish (10 s at most). uvicorn leaves one thing open that matters here: a
 client that sends half a request line or headers and waits. The protocol below gives each request
@@ -142,6 +142,7 @@ class JobApiServer:
         try:
             self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._socket.bind((self.host, port))
+            self._socket.listen(BACKLOG)  # connections wait in the backlog until uvicorn runs
         except OSError:
             self._socket.close()
             raise
