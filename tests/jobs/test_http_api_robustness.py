@@ -20,6 +20,7 @@ from typing import Any
 from tests.jobs.api_calls import CONTENT_TYPE, sign, signed_call
 
 from trainprobe.jobs.access_key import AccessKey, load_or_create
+from trainprobe.jobs.api_app import ApiLimits
 from trainprobe.jobs.api_server import JobApiServer
 
 
@@ -309,3 +310,28 @@ def test_serve_stops_cleanly_on_ctrl_c(store: Any) -> None:
         server.wait()
     assert server.returncode == 0, errors
     assert "Traceback" not in errors
+
+
+def test_requests_beyond_the_queue_are_throttled(store: Any, tmp_path: Any) -> None:
+    server = JobApiServer(0, store=store, cwd=str(tmp_path), limits=ApiLimits(largest_queue=1))
+    server.start()
+    try:
+        body = b"{}"
+        target = "SageMaker.ListTrainingJobs"
+        headers = sign(server.url, target, body, server.key) | {"Expect": "100-continue"}
+        waiting = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        head = _request_bytes(headers | {"Content-Length": str(len(body))}, b"")
+        waiting.sendall(head)
+        # The server says "100 Continue" once it reads the body: the request is open.
+        assert waiting.recv(1024).startswith(b"HTTP/1.1 100")
+        refused = _exchange(server, _signed_bytes(server, target, body))
+        assert (refused.status, refused.error_type) == (400, "ThrottlingException")
+        waiting.sendall(body)
+        response = http.client.HTTPResponse(waiting, method="POST")
+        response.begin()
+        assert response.status == 200
+        assert json.loads(response.read()) == {"TrainingJobSummaries": []}
+        waiting.close()
+        assert signed_call(server.url, target, {}, server.key)[0] == 200
+    finally:
+        server.stop()
