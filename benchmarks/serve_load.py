@@ -116,7 +116,7 @@ def main() -> None:
             except ConnectionResetError:
                 closed += 1
             except TimeoutError:
-                closed += 0  # still open
+                pass  # still open
             connection.close()
         print(f"  closed by the server after {args.request_timeout + 1:g} s: {closed} of 1500")
 
