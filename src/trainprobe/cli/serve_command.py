@@ -75,7 +75,7 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=float,
         default=ApiLimits.request_seconds,
         metavar="SECONDS",
-        help="how long a client may take to send one request "
+        help="how long a client may take to send a request's headers, and again its body "
         f"(default {ApiLimits.request_seconds:g})",
     )
     parser.add_argument("--verbose", action="store_true", help="log every request")

@@ -82,10 +82,16 @@ def _create(path: str) -> AccessKey:
         f"aws_access_key_id = {key.access_key_id}\n"
         f"aws_secret_access_key = {key.secret_access_key}\n"
     )
-    # O_EXCL: two servers starting at once never overwrite each other's key.
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="ascii") as file:
-        file.write(text)
+    # Written whole under a private name, then linked into place: a server starting at the same
+    # time reads either no file or the whole of one, and never overwrites another's key.
+    draft = f"{path}.{os.getpid()}.{secrets.token_hex(4)}"
+    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as file:
+            file.write(text)
+        os.link(draft, path)
+    finally:
+        os.unlink(draft)
     return key
 
 

@@ -3,8 +3,9 @@
 Every request, whatever it holds, gets SageMaker's error JSON or the operation's answer:
 
 1. The body is read within the request's time limit (``408 RequestTimeoutException``
-   otherwise) and kept up to the largest body allowed (``413 RequestEntityTooLargeException``
-   beyond it); what is refused is still read to its end, so the client always reads the answer.
+   otherwise; the server gives the line and headers as long) and kept up to the largest body
+   allowed (``413 RequestEntityTooLargeException`` beyond it); what is refused is still read to
+   its end, so the client always reads the answer.
 2. ``Host`` must name the address served (``403 AccessDeniedException``): a web page that points
    its own domain at 127.0.0.1 (DNS rebinding) sends its domain there.
 3. Only ``POST /`` is an API call (``400 UnknownOperationException``).
@@ -47,7 +48,7 @@ class ApiLimits:
     """How long and how much one request may take, and how many may be served at once."""
 
     request_seconds: float = 10.0
-    """From a request's first byte to its body's last (the server's answer not included)."""
+    """For a request's line and headers (from its first byte), and again for its body."""
     largest_body: int = 1024 * 1024
     """Bytes; SageMaker's largest requests are a few tens of KiB."""
     workers: int = 8
@@ -163,10 +164,7 @@ class JobApi:
             message = f"the body is over {largest} bytes; SageMaker's requests are far smaller"
             return error_answer(413, "RequestEntityTooLargeException", message), True
         if not in_time:
-            message = (
-                f"the request was not received within {self.limits.request_seconds:g} s "
-                "(from its first byte to its body's last)"
-            )
+            message = f"the request's body did not arrive within {self.limits.request_seconds:g} s"
             return error_answer(408, "RequestTimeoutException", message), True
         hosts = [value for name, value in headers if name == "host"]
         if len(hosts) != 1 or not _host_is_served(hosts[0], self._served, self.port):
