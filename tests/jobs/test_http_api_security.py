@@ -135,11 +135,32 @@ def test_wrongly_signed_requests_are_refused(
         key,
         when=datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=20),
     )
+    early = sign(
+        api_server.url,
+        target,
+        body,
+        key,
+        when=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=20),
+    )
     other_service = sign(api_server.url, target, body, key, service="s3")
+    # Signed, but saying the payload is not: the body could be anything.
+    unsigned_payload = sign(
+        api_server.url,
+        target,
+        b"",
+        key,
+        headers={
+            "Content-Type": CONTENT_TYPE,
+            "X-Amz-Target": target,
+            "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD",
+        },
+    )
     for headers, words in (
         (tampered, "does not match"),
         (stale, "Signature expired"),
+        (early, "not yet current"),
         (other_service, "sagemaker"),
+        (unsigned_payload, "does not match"),
     ):
         status, got, answer = call(api_server.url, body, headers)
         assert status == 403, answer
@@ -177,4 +198,19 @@ def test_serve_refuses_a_key_file_others_can_read(store: JobStore) -> None:
     )
     assert ran.returncode == 1
     assert "can be read by others" in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_serve_refuses_a_key_file_it_cannot_read_with_a_message(store: JobStore) -> None:
+    load_or_create()
+    Path(default_path()).write_text("[default]\naws_access_key_id = x\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert ran.returncode == 1
+    assert "[trainprobe] section" in ran.stderr
     assert "Traceback" not in ran.stderr
