@@ -31,7 +31,8 @@ LARGEST_CLOCK_SKEW = datetime.timedelta(minutes=15)
 _TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 _SIGNATURE_MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check "
-    "your AWS Secret Access Key and signing method (the key pair trainprobe serve printed)."
+    "your AWS Secret Access Key and signing method (the key pair in the file trainprobe serve "
+    "names)."
 )
 
 
