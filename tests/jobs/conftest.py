@@ -1,4 +1,5 @@
-"""Each job test gets its own trainprobe home and job store; jobs left running are stopped."""
+"""Each job test gets its own trainprobe home and job store; jobs left running are stopped.
+``api_server`` serves the job store over HTTP (``trainprobe serve``'s server, in a thread)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs import JobRecord, JobStore, list_training_jobs, stop_training_job
+from trainprobe.jobs.api_app import ApiLimits
+from trainprobe.jobs.api_server import JobApiServer
 
 
 @pytest.fixture
@@ -26,6 +29,16 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobStore]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(_running(record) for record in jobs.query()):
         time.sleep(0.2)
+
+
+@pytest.fixture
+def api_server(store: JobStore, tmp_path: Path) -> Iterator[JobApiServer]:
+    """The API server on 127.0.0.1 (a free port), giving each request 2 s to arrive; its key
+    pair is the one in the test's trainprobe home."""
+    server = JobApiServer(0, store=store, cwd=str(tmp_path), limits=ApiLimits(request_seconds=2))
+    server.start()
+    yield server
+    server.stop()
 
 
 def _running(record: JobRecord) -> bool:

@@ -1,25 +1,23 @@
-"""``trainprobe serve``: boto3's SageMaker client runs jobs through the JSON API."""
+"""``trainprobe serve``: boto3's SageMaker client, signing with the server's key pair, runs jobs
+through the JSON API."""
 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
+from tests.jobs.api_calls import client, signed_call
 from tests.jobs.job_helpers import request
 
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.http_api import JobApiServer
+from trainprobe.jobs.access_key import load_or_create
 
 
 @pytest.fixture
@@ -33,22 +31,18 @@ def endpoint(store: JobStore) -> Iterator[str]:
     )
     try:
         assert server.stdout is not None
-        line = server.stdout.readline()
-        assert "http://127.0.0.1:" in line, line
-        yield line.split()[-1]
+        lines = [server.stdout.readline(), server.stdout.readline()]
+        assert "serve-credentials" in lines[0], lines
+        assert "http://127.0.0.1:" in lines[1], lines
+        yield lines[1].split()[-1]
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
 def _client(url: str) -> Any:
-    return boto3.client(
-        "sagemaker",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-    )
+    """boto3, signing with the key pair the server created in the test's trainprobe home."""
+    return client(url, load_or_create())
 
 
 def _boto_request(name: str, out: Path, *arguments: str, **members: Any) -> dict[str, Any]:
@@ -143,26 +137,9 @@ def test_errors_come_back_as_sagemakers_error_codes(endpoint: str, tmp_path: Pat
     assert "missing.py" in refused.value.response["Error"]["Message"]
     _wait(client, "twice", ("Completed", "Failed", "Stopped"))
 
-    call = urllib.request.Request(
-        endpoint + "/",
-        data=b"{}",
-        headers={
-            "X-Amz-Target": "SageMaker.DeleteTrainingJob",
-            "Content-Type": "application/x-amz-json-1.1",
-        },
+    status, headers, answer = signed_call(
+        endpoint, "SageMaker.DeleteTrainingJob", {}, load_or_create()
     )
-    with pytest.raises(urllib.error.HTTPError) as unknown:
-        urllib.request.urlopen(call, timeout=30)
-    assert unknown.value.code == 400
-    answer = json.loads(unknown.value.read())
-    assert answer["__type"] == "UnknownOperationException"
+    assert status == 400
+    assert answer["__type"] == headers["x-amzn-errortype"] == "UnknownOperationException"
     assert "SageMaker.CreateTrainingJob" in answer["message"]
-
-
-def test_the_server_listens_on_the_loopback_address_only(store: JobStore) -> None:
-    server = JobApiServer(0, store=store)
-    try:
-        assert server.server_address[0] == "127.0.0.1"
-        assert server.url == f"http://127.0.0.1:{server.port}"
-    finally:
-        server.server_close()

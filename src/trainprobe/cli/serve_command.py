@@ -1,17 +1,24 @@
-"""``trainprobe serve [--port N]``: the job operations over HTTP in SageMaker's JSON protocol.
+"""``trainprobe serve [--port N] [--host ADDRESS]``: the job operations over HTTP in SageMaker's
+JSON protocol.
 
-Point boto3 or the AWS CLI at it (``endpoint_url="http://127.0.0.1:N"``, any region and keys)
-to create, describe, list, update and stop training jobs on this machine. It listens on
-127.0.0.1 only; Ctrl-C stops it (the jobs it started keep running).
+Point boto3 or the AWS CLI at it with the key pair it keeps in ``$TRAINPROBE_HOME/
+serve-credentials`` (profile ``trainprobe``) to create, describe, list, update and stop training
+jobs on this machine. It listens on 127.0.0.1 unless ``--host`` says otherwise; Ctrl-C stops it
+(the jobs it started keep running).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ipaddress
+import logging
 import sys
 
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.http_api import JobApiServer
+from trainprobe.jobs.access_key import PROFILE, AccessKeyFileError, default_path, load_or_create
+from trainprobe.jobs.api_app import ApiLimits
+from trainprobe.jobs.api_server import LOCALHOST, JobApiServer
 
 __all__ = ["DEFAULT_PORT", "register", "serve"]
 
@@ -20,14 +27,23 @@ DEFAULT_PORT = 8642
 _EPILOG = """\
 example:
   trainprobe serve --port 8642 &
-  python -c 'import boto3; sm = boto3.client("sagemaker", endpoint_url="http://127.0.0.1:8642",
-      region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x");
-      print(sm.list_training_jobs()["TrainingJobSummaries"])'
+  AWS_SHARED_CREDENTIALS_FILE=~/.trainprobe/serve-credentials aws --profile trainprobe \\
+      --region us-east-1 --endpoint-url http://127.0.0.1:8642 sagemaker list-training-jobs
 
 served: CreateTrainingJob, DescribeTrainingJob, ListTrainingJobs, UpdateTrainingJob,
-StopTrainingJob. Relative paths in requests are taken from the directory trainprobe serve
-was started in.
+StopTrainingJob, for requests signed (AWS Signature Version 4) with the key pair in
+$TRAINPROBE_HOME/serve-credentials, created on the first start (mode 600). Relative paths in
+requests are taken from the directory trainprobe serve was started in.
 """
+
+
+def _address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an IP address; expected one such as 127.0.0.1 or ::1"
+        ) from None
 
 
 def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +52,8 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "serve",
         help="serve the job operations over HTTP (SageMaker's JSON protocol, for boto3)",
         description="Serve CreateTrainingJob, DescribeTrainingJob, ListTrainingJobs, "
-        "UpdateTrainingJob and StopTrainingJob on 127.0.0.1, in SageMaker's JSON protocol.",
+        "UpdateTrainingJob and StopTrainingJob in SageMaker's JSON protocol, to callers "
+        "signing with trainprobe's key pair.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -44,7 +61,22 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--port",
         type=int,
         default=DEFAULT_PORT,
-        help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)",
+        help=f"the port (default {DEFAULT_PORT}; 0: any free port)",
+    )
+    parser.add_argument(
+        "--host",
+        type=_address,
+        default=LOCALHOST,
+        help=f"the IP address to listen on (default {LOCALHOST}: this machine only; "
+        "another address lets other machines reach the server, which runs commands as you)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=ApiLimits.request_seconds,
+        metavar="SECONDS",
+        help="how long a client may take to send a request's headers, and again its body "
+        f"(default {ApiLimits.request_seconds:g})",
     )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     parser.set_defaults(run=serve)
@@ -52,16 +84,42 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; the exit status."""
+    if not args.request_timeout > 0:
+        print("trainprobe serve: --request-timeout must be more than 0 seconds", file=sys.stderr)
+        return 2
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
-        server = JobApiServer(args.port, store=JobStore(), verbose=args.verbose)
-    except OSError as error:
-        print(f"trainprobe serve: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
+        key = load_or_create()
+    except AccessKeyFileError as error:
+        print(f"trainprobe serve: {error}", file=sys.stderr)
         return 1
-    print(f"trainprobe serve: SageMaker's JSON API at {server.url}", flush=True)
     try:
+        server = JobApiServer(
+            args.port,
+            host=args.host,
+            store=JobStore(),
+            key=key,
+            limits=ApiLimits(request_seconds=args.request_timeout),
+            verbose=args.verbose,
+        )
+    except OSError as error:
+        print(
+            f"trainprobe serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr
+        )
+        return 1
+    if not ipaddress.ip_address(server.host).is_loopback:
+        print(
+            f"trainprobe serve: warning: listening on {server.host}, not only on this machine: "
+            "anyone who can reach it and holds the key pair can run commands as you",
+            file=sys.stderr,
+        )
+    print(
+        f"trainprobe serve: the key pair is in {default_path()} (profile {PROFILE!r}; "
+        "AWS_SHARED_CREDENTIALS_FILE may point there)",
+        flush=True,
+    )
+    print(f"trainprobe serve: SageMaker's JSON API at {server.url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn let open requests finish
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
     return 0

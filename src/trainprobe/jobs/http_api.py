@@ -1,43 +1,51 @@
-"""The job operations over HTTP, in SageMaker's JSON protocol, for boto3 and the AWS CLI.
+"""The job operations in SageMaker's JSON protocol: one call's target and body in, its answer out.
 
 SageMaker's API is AWS JSON 1.1: every call is a ``POST /`` whose ``X-Amz-Target`` header names
-the operation (``SageMaker.CreateTrainingJob``) and whose body is the request as JSON
+the operation (``SageMaker.CreateTrainingJob``) and whose body is the request as a JSON object
 (``Content-Type: application/x-amz-json-1.1``). The answer is the response as JSON, times as
-seconds since the epoch; an error is status 400 with ``{"__type": <error name>, "message":
-...}``, the name a client turns into its error code (``ValidationException``, ``ResourceInUse``).
-So a boto3 client pointed at the server runs jobs here::
+seconds since the epoch; an error is a 4xx (500 for trainprobe's own failure) with ``{"__type":
+<error name>, "message": ...}`` and the name again in the ``x-amzn-ErrorType`` header, which a
+client turns into its error code (``ValidationException``, ``ResourceInUse``).
 
-    boto3.client("sagemaker", endpoint_url="http://127.0.0.1:8642", region_name="us-east-1",
-                 aws_access_key_id="x", aws_secret_access_key="x").describe_training_job(
-                     TrainingJobName="mnist-1")
-
-The server listens on 127.0.0.1 only and does not check signatures: it runs scripts as the
-user who started it, so it must not be reachable from other machines. Relative paths in a
-request are taken from the directory the server was started in.
+Every input gets such an answer: a body that is empty, not UTF-8, not JSON, nested too deep or not
+an object, an unknown target, and whatever an operation raises. The transport (authentication,
+``Host``, limits) is ``trainprobe.jobs.api_app``'s.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import os
+import logging
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.errors import TrainprobeError
 from trainprobe.jobs.control import stop_training_job, update_training_job
 from trainprobe.jobs.describe import describe_training_job
 from trainprobe.jobs.launcher import create_training_job
 from trainprobe.jobs.listing import list_training_jobs
 from trainprobe.jobs.store import JobStore
 
-__all__ = ["LOCALHOST", "OPERATIONS", "JobApiServer", "handle_call", "to_json_protocol"]
+__all__ = [
+    "CONTENT_TYPE",
+    "DEEPEST_NESTING",
+    "OPERATIONS",
+    "TARGET_PREFIX",
+    "ApiAnswer",
+    "error_answer",
+    "handle_call",
+    "to_json_protocol",
+]
 
-LOCALHOST = "127.0.0.1"
 CONTENT_TYPE = "application/x-amz-json-1.1"
 TARGET_PREFIX = "SageMaker."
-_LARGEST_BODY = 16 * 1024 * 1024
+DEEPEST_NESTING = 32
+"""The deepest a request's JSON may nest (SageMaker's requests nest 5 deep at most)."""
+
+_log = logging.getLogger("trainprobe.serve")
 
 Operation = Callable[[Mapping[str, Any], JobStore, str], dict[str, Any]]
 
@@ -53,6 +61,25 @@ OPERATIONS: dict[str, Operation] = {
 """The operations served, by the name in ``X-Amz-Target``."""
 
 
+@dataclass(frozen=True)
+class ApiAnswer:
+    """An HTTP status and its JSON body; ``error`` is the error name, for the
+    ``x-amzn-ErrorType`` header (None for a success)."""
+
+    status: int
+    body: dict[str, Any]
+    error: str | None = None
+
+    def payload(self) -> bytes:
+        """The body as the bytes sent."""
+        return json.dumps(self.body).encode()
+
+
+def error_answer(status: int, name: str, message: str) -> ApiAnswer:
+    """SageMaker's error answer: ``{"__type": name, "message": message}`` with ``status``."""
+    return ApiAnswer(status, {"__type": name, "message": message}, name)
+
+
 def to_json_protocol(value: Any) -> Any:
     """``value`` with its datetimes as seconds since the epoch, as the JSON protocol sends
     times."""
@@ -65,89 +92,108 @@ def to_json_protocol(value: Any) -> Any:
     return value
 
 
-def _error(name: str, message: str) -> tuple[int, dict[str, Any]]:
-    return 400, {"__type": name, "message": message}
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
-def handle_call(target: str, body: bytes, store: JobStore, cwd: str) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and JSON answer for one call: ``target`` is the ``X-Amz-Target``
-    header, ``body`` the request's bytes."""
+def _nesting(value: Any) -> int:
+    """How deep ``value`` nests (a scalar: 0), without recursion."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                pending.append((child, depth + 1))
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+    return deepest
+
+
+def _parse(body: bytes) -> dict[str, Any] | ApiAnswer:
+    """The request object in ``body``, or the error answer saying why there is none."""
+    if not body.strip():
+        return error_answer(
+            400, "SerializationException", "the body is empty; expected a JSON object ({} at least)"
+        )
+    if body.startswith(b"\xef\xbb\xbf"):
+        return error_answer(
+            400,
+            "SerializationException",
+            "the body starts with a UTF-8 byte order mark; send the JSON object without it",
+        )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error_answer(
+            400,
+            "SerializationException",
+            f"the body is not UTF-8: byte {error.start}: {error.reason}",
+        )
+    try:
+        request = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        return error_answer(
+            400, "SerializationException", f"the body nests deeper than {DEEPEST_NESTING} levels"
+        )
+    except ValueError as error:
+        return error_answer(400, "SerializationException", f"the body is not JSON: {error}")
+    if not isinstance(request, dict):
+        return error_answer(
+            400,
+            "SerializationException",
+            f"the body must be a JSON object, not {type(request).__name__}",
+        )
+    if _nesting(request) > DEEPEST_NESTING:
+        return error_answer(
+            400, "SerializationException", f"the body nests deeper than {DEEPEST_NESTING} levels"
+        )
+    return request
+
+
+def _failure(error: BaseException) -> ApiAnswer:
+    """The answer for what an operation raised."""
+    if isinstance(error, ConfigErrors):
+        codes = {getattr(item, "error_code", "ValidationException") for item in error}
+        return error_answer(
+            400, codes.pop() if len(codes) == 1 else "ValidationException", str(error)
+        )
+    if isinstance(error, ConfigError):
+        return error_answer(400, getattr(error, "error_code", "ValidationException"), str(error))
+    if isinstance(error, RecursionError):
+        return error_answer(400, "ValidationException", "the request nests too deep to process")
+    if isinstance(error, TrainprobeError | OSError):
+        _log.error("the operation failed: %s", error)
+        return error_answer(500, "InternalFailure", f"trainprobe could not do it: {error}")
+    _log.exception("the operation failed unexpectedly")
+    return error_answer(
+        500,
+        "InternalFailure",
+        f"trainprobe failed unexpectedly ({type(error).__name__}: {error}); the server's log "
+        "has the details; please report it",
+    )
+
+
+def handle_call(target: str, body: bytes, store: JobStore, cwd: str) -> ApiAnswer:
+    """The answer to one call: ``target`` is the ``X-Amz-Target`` header, ``body`` the request's
+    bytes. It never raises: any failure becomes SageMaker's error answer."""
     operation_name = target.removeprefix(TARGET_PREFIX)
     operation = OPERATIONS.get(operation_name) if target.startswith(TARGET_PREFIX) else None
     if operation is None:
         served = ", ".join(f"{TARGET_PREFIX}{name}" for name in OPERATIONS)
-        return _error("UnknownOperationException", f"X-Amz-Target {target!r}: expected {served}")
+        shown = repr(target) if target else "(missing)"
+        return error_answer(
+            400, "UnknownOperationException", f"X-Amz-Target {shown}: expected one of {served}"
+        )
+    request = _parse(body)
+    if isinstance(request, ApiAnswer):
+        return request
     try:
-        request = json.loads(body or b"{}")
-    except ValueError as error:
-        return _error("SerializationException", f"the body is not JSON: {error}")
-    if not isinstance(request, dict):
-        return _error("SerializationException", "the body must be a JSON object")
-    try:
-        response = operation(request, store, cwd)
-    except ConfigErrors as errors:
-        codes = {getattr(error, "error_code", "ValidationException") for error in errors}
-        name = codes.pop() if len(codes) == 1 else "ValidationException"
-        return _error(name, str(errors))
-    except ConfigError as error:
-        return _error(getattr(error, "error_code", "ValidationException"), str(error))
-    return 200, to_json_protocol(response)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: JobApiServer
-    protocol_version = "HTTP/1.1"
-
-    def _answer(self, status: int, data: Mapping[str, Any]) -> None:
-        payload = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("x-amzn-RequestId", os.urandom(16).hex())
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if self.path.split("?")[0] != "/" or length > _LARGEST_BODY:
-            self._answer(*_error("ValidationException", "expected POST / with a JSON body"))
-            return
-        body = self.rfile.read(length)
-        target = self.headers.get("X-Amz-Target", "")
-        self._answer(*handle_call(target, body, self.server.store, self.server.cwd))
-
-    def do_GET(self) -> None:
-        self._answer(*_error("UnknownOperationException", "expected POST / (AWS JSON 1.1)"))
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-
-class JobApiServer(ThreadingHTTPServer):
-    """The HTTP server: on 127.0.0.1 at ``port`` (0: any free port, see ``port``)."""
-
-    daemon_threads = True
-
-    def __init__(
-        self,
-        port: int = 0,
-        *,
-        store: JobStore | None = None,
-        cwd: str | None = None,
-        verbose: bool = False,
-    ) -> None:
-        self.store = store if store is not None else JobStore()
-        self.cwd = os.path.abspath(cwd or os.getcwd())
-        self.verbose = verbose
-        super().__init__((LOCALHOST, port), _Handler)
-
-    @property
-    def port(self) -> int:
-        """The port it listens on."""
-        return int(self.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The endpoint URL to give a client."""
-        return f"http://{LOCALHOST}:{self.port}"
+        answer = ApiAnswer(200, to_json_protocol(operation(request, store, cwd)))
+        answer.payload()  # a response JSON cannot carry is trainprobe's failure, answered here
+    except Exception as error:
+        return _failure(error)
+    return answer
