@@ -22,8 +22,11 @@ import pytest
 
 from malformed_requests import Case, malformed_requests, prepare_sandbox, valid_request
 from trainprobe.cli.main import main
+from trainprobe.config import rule_configs
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.request_json import parse_request
+from trainprobe.config.rules import Rule
+from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobNameInUse, JobStore, create_training_job, describe_training_job
 from trainprobe.jobs.layout import JobLayout, launch_file_of
 
@@ -397,3 +400,30 @@ def test_validate_says_so_when_the_file_cannot_be_read(tmp_path: Path) -> None:
     result = validate(tmp_path / "missing.json", cwd=tmp_path)
     assert result.returncode == 2
     assert "missing.json" in result.stdout and "Traceback" not in result.stderr
+
+
+# ----- the Estimator runs the same checks ------------------------------------------------------
+
+
+def test_the_estimator_is_refused_what_create_refuses(store: JobStore, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    estimator = Estimator(
+        entry_point=str(script),
+        environment={"A=B": "1", "OK": "nul\x00"},
+        rules=[Rule.sagemaker(rule_configs.tensor_variance(), rule_parameters=_TENSORS)],
+        output_path=str(tmp_path / "out"),
+        store=store,
+    )
+    with pytest.raises(ConfigErrors) as raised:
+        estimator.fit(wait=False)
+    fields = [problem.field for problem in raised.value]
+    assert fields == ["Environment variable 'A=B'", "Environment.OK"]
+    assert store.names() == []
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError) as named:
+        Rule.sagemaker(rule_configs.exploding_tensor(), name="../elsewhere")
+    assert named.value.field == "name"
+
+
+_TENSORS = {"collection_names": "weights", "max_threshold": "10"}
