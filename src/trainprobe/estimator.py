@@ -233,12 +233,15 @@ class Estimator:
         return hook
 
     def _collections(self, hook: DebuggerHookConfig) -> list[dict[str, Any]]:
-        """The hook's collections, then each rule's not already there (the SDK keeps a set)."""
-        seen: list[Any] = []
+        """The rules' collections, then the hook's, one per name (the hook's own wins: a request
+        configures each collection once)."""
+        by_name: dict[str, Any] = {}
         for rule in self.debugger_rules:
-            seen += [c for c in rule.collection_configs or [] if c not in seen]
-        seen += [c for c in hook.collection_configs or [] if c not in seen]
-        return [collection.to_request_dict() for collection in seen]
+            by_name.update(
+                {c.name: c for c in rule.collection_configs or [] if c.name not in by_name}
+            )
+        by_name.update({c.name: c for c in hook.collection_configs or []})
+        return [collection.to_request_dict() for collection in by_name.values()]
 
     def _profiler_request(self) -> dict[str, Any]:
         if self.disable_profiler:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,10 @@ RULES_IMAGE = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-r
 
 JOB = {
     "TrainingJobName": "demo-1",
+    "AlgorithmSpecification": {"TrainingInputMode": "File", "ContainerEntrypoint": ["train.py"]},
+    "OutputDataConfig": {"S3OutputPath": "out"},
     "DebugHookConfig": {
-        "S3OutputPath": "s3://bucket/debug",
+        "S3OutputPath": "debug",
         "HookParameters": {"save_interval": "100"},
         "CollectionConfigurations": [
             {
@@ -50,10 +53,16 @@ JOB = {
 
 
 def validate(path: Path | str) -> subprocess.CompletedProcess[str]:
+    """``trainprobe validate path``, run in the request's directory (where train.py is), with a
+    trainprobe home of its own."""
+    directory = Path(str(path).removeprefix("file://")).parent
+    (directory / "train.py").touch()
     return subprocess.run(
         [sys.executable, "-m", "trainprobe.cli.main", "validate", str(path)],
         capture_output=True,
         text=True,
+        cwd=directory,
+        env={**os.environ, "TRAINPROBE_HOME": str(directory / "home")},
     )
 
 

@@ -473,13 +473,38 @@ def test_required_parameters_can_come_from_other_trials() -> None:
     assert spec.convert({"other_trial_0": "s3://b/job-2"}) == {}
 
 
-@pytest.mark.parametrize("rule", ["AllZero", "TensorVariance", "UnchangedTensor"])
+@pytest.mark.parametrize("rule", ["AllZero", "UnchangedTensor"])
 def test_rules_that_need_tensors_named_say_so(rule: str) -> None:
     spec = catalogue.get(rule)
     with pytest.raises(ConfigError) as caught:
         spec.convert({})
     assert "collection_names, tensor_regex" in caught.value.allowed
     assert spec.convert({"collection_names": "weights"}) == {"collection_names": ("weights",)}
+
+
+def test_tensor_variance_needs_tensors_and_a_threshold() -> None:
+    spec = catalogue.get("TensorVariance")
+    with pytest.raises(ConfigError) as caught:
+        spec.convert({"collection_names": "weights"})
+    assert "max_threshold, min_threshold" in caught.value.allowed
+    assert spec.convert({"collection_names": "weights", "min_threshold": "1e-5"}) == {
+        "collection_names": ("weights",),
+        "min_threshold": 1e-5,
+    }
+
+
+@pytest.mark.parametrize(
+    ("rule", "key", "others"),
+    [
+        ("AllZero", "tensor_regex", {"collection_names": "weights"}),
+        ("ClassImbalance", "labels_regex", {}),
+    ],
+)
+def test_a_regex_parameter_must_compile(rule: str, key: str, others: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        catalogue.get(rule).convert({key: "conv([", **others})
+    assert caught.value.field == f"RuleParameters.{key}"
+    assert "does not" in caught.value.allowed
 
 
 def test_loss_not_decreasing_may_rely_on_the_losses_collection() -> None:

@@ -50,7 +50,9 @@ HOOKS = [
     'DebuggerHookConfig(hook_parameters={"save_interval": "100", "include_workers": "all",'
     ' "save_all": "true", "reductions": "mean,abs_l1_norm", "export_tensorboard": "false",'
     ' "tensorboard_dir": "/opt/tb", "train.save_interval": "50", "include_regex": "fc.*"})',
-    f"DebuggerHookConfig(s3_output_path='s3://b/p', collection_configs=[{', '.join(COLLECTIONS)}])",
+    # Each collection once: a request that configures one twice is refused (see below).
+    f"DebuggerHookConfig(s3_output_path='s3://b/p', "
+    f"collection_configs=[{', '.join(COLLECTIONS[:2] + COLLECTIONS[3:])}])",
     "DebuggerHookConfig(collection_configs=[])",
     'DebuggerHookConfig("s3://b/p", "/local", {"save_steps": "1,2"}, [CollectionConfig("losses")])',
 ]
@@ -304,3 +306,17 @@ def test_hook_configs_compare_by_what_they_send() -> None:
     assert one == DebuggerHookConfig("s3://b/p", collection_configs=[CollectionConfig("losses")])
     assert one != DebuggerHookConfig("s3://b/q", collection_configs=[CollectionConfig("losses")])
     assert TensorBoardOutputConfig("s3://a") != TensorBoardOutputConfig("s3://a", "/tb")
+
+
+def test_a_request_that_configures_a_collection_twice_is_refused() -> None:
+    request = {
+        "CollectionConfigurations": [
+            {"CollectionName": "weights"},
+            {"CollectionName": "losses"},
+            {"CollectionName": "weights", "CollectionParameters": {"save_interval": "5"}},
+        ]
+    }
+    with pytest.raises(ConfigErrors) as caught:
+        DebuggerHookConfig.from_request_dict(request)
+    assert [error.field for error in caught.value] == ["CollectionConfigurations[2]"]
+    assert caught.value.errors[0].value == "weights"

@@ -190,7 +190,7 @@ def test_two_rules_with_one_name_are_refused() -> None:
 def test_hyperparameters_must_be_strings() -> None:
     with pytest.raises(ConfigErrors) as raised:
         TrainingJobRequest.from_request_dict({**SPEC_BUILT_IN, "HyperParameters": {"epochs": 3}})
-    assert raised.value.errors[0].field == "HyperParameters"
+    assert raised.value.errors[0].field == "HyperParameters.epochs"
 
 
 def test_update_request_carries_profiler_config_and_rules() -> None:

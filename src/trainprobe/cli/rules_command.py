@@ -155,8 +155,8 @@ def describe(spec: catalogue.RuleSpec) -> list[str]:
         "",
     ]
     lines += _parameters(spec)
-    if spec.one_of:
-        lines += [f"  Give at least one of: {', '.join(spec.one_of)}.", ""]
+    for group in spec.one_of:
+        lines += [f"  Give at least one of: {', '.join(group)}.", ""]
     if spec.runs:
         lines += [
             "  Also takes <Rule>_<parameter> for the rules it runs (see `trainprobe rules show "

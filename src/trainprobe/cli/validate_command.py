@@ -1,13 +1,18 @@
 """``trainprobe validate job.json``: check a CreateTrainingJob request and say what would run.
 
-A valid request prints each rule with its effective parameters, each collection with its save
-configuration per mode, and the profiling ranges; an invalid one prints every problem, each with its
-path in the request, and exits 1.
+It runs the checks ``trainprobe jobs create`` runs (``trainprobe.jobs.admission``), without
+creating anything, so it accepts exactly what create would start: the request's content, its
+name against the job store, its outputs and entry point on this machine (relative paths are
+taken from the current directory). A valid request prints each rule with its effective
+parameters, each collection with its save configuration per mode, and the profiling ranges; an
+invalid one prints every problem, each with its path in the request, and exits 1. A file that
+cannot be read exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from trainprobe.capture.hook_config_file import parse_hook_config
@@ -15,9 +20,11 @@ from trainprobe.capture.save_config import SaveConfigMode
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.metrics_config import StepWindow, TimeWindow
 from trainprobe.config.profiler_config import ProfilerConfig
-from trainprobe.config.request_json import load_request
+from trainprobe.config.request_json import RequestFileError, load_request
 from trainprobe.config.rules import RuleBase
 from trainprobe.config.training_job import TrainingJobRequest
+from trainprobe.jobs.admission import admit_training_job
+from trainprobe.jobs.store import STORE_FILE, JobStore, trainprobe_home
 from trainprobe.storage.modes import ModeKeys
 
 
@@ -34,20 +41,30 @@ def register(subcommands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate the request file named in ``args``; 0 when valid, 1 when not."""
+    """Validate the request file named in ``args``; 0 when valid, 1 when not, 2 when the file
+    cannot be read."""
     try:
-        request = TrainingJobRequest.from_request_dict(load_request(args.request))
-        lines = describe(request)
+        admission = admit_training_job(load_request(args.request), store=_existing_store())
+        lines = describe(admission.request)
+    except RequestFileError as error:
+        print(f"trainprobe validate: {error}")
+        return 2
     except ConfigErrors as errors:
         print(f"{args.request} is not valid: {len(errors)} problem(s)")
-        for error in errors:
-            print(f"  - {error}")
+        for problem in errors:
+            print(f"  - {problem}")
         return 1
     except ConfigError as error:
         print(f"{args.request} is not valid: {error}")
         return 1
     print("\n".join(lines))
     return 0
+
+
+def _existing_store() -> JobStore | None:
+    """The job store, to look the name up in, when there is one (validating creates none)."""
+    path = os.path.join(trainprobe_home(), STORE_FILE)
+    return JobStore(path) if os.path.isfile(path) else None
 
 
 def describe(request: TrainingJobRequest) -> list[str]:

@@ -24,7 +24,10 @@ def closest(name: str, choices: Iterable[str]) -> str | None:
 
 
 def _show(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # a value nested too deep to print
+        return f"<{type(value).__name__} nested too deep to show>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

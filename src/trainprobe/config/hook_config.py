@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.names import check_collection_name
 
 __all__ = [
     "COLLECTION_PARAMETERS",
@@ -251,7 +252,7 @@ class CollectionConfig:
     """
 
     def __init__(self, name: str, parameters: dict[str, str] | None = None) -> None:
-        errors = [] if isinstance(name, str) and name else [ConfigError("name", name, "a name")]
+        errors = _name_errors(name, "name")
         if parameters is not None:
             errors += _under("parameters", check_collection_parameters(parameters))
         _raise_if_any(_under(f"CollectionConfig({name!r})", errors))
@@ -289,15 +290,38 @@ class CollectionConfig:
         """Read a ``CollectionConfiguration`` (CollectionName, CollectionParameters)."""
         errors = _check_keys(request, ("CollectionName", "CollectionParameters"), "collection")
         if isinstance(request, Mapping):
-            name = request.get("CollectionName")
-            if not isinstance(name, str) or not name:
-                errors.append(ConfigError("CollectionName", name, "a collection name"))
+            errors += _name_errors(request.get("CollectionName"), "CollectionName")
             parameters = request.get("CollectionParameters")
             if parameters is not None:
                 found = check_collection_parameters(parameters)
                 errors += _under("CollectionParameters", found)
         _raise_if_any(errors)
         return cls(request["CollectionName"], _copy(request.get("CollectionParameters")))
+
+
+def _name_errors(name: object, field: str) -> list[ConfigError]:
+    try:
+        check_collection_name(name, field)
+    except ConfigError as error:
+        return [error]
+    return []
+
+
+def _duplicate_collections(names: list[object], field: str) -> list[ConfigError]:
+    """An error for each collection named again: a collection is configured once."""
+    seen: set[str] = set()
+    errors = []
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            errors.append(
+                ConfigError(
+                    f"{field}[{index}]", name, "a collection no earlier configuration names"
+                )
+            )
+        seen.add(name)
+    return errors
 
 
 def _copy(parameters: object) -> Any:
@@ -393,6 +417,11 @@ class DebuggerHookConfig:
                     collections.append(CollectionConfig.from_request_dict(item))
                 except ConfigErrors as found:
                     errors += _under(f"CollectionConfigurations[{index}]", found)
+            names = [
+                item.get("CollectionName") if isinstance(item, Mapping) else None
+                for item in configurations
+            ]
+            errors += _duplicate_collections(names, "CollectionConfigurations")
         _raise_if_any(errors)
         return cls(
             s3_output_path=request.get("S3OutputPath"),

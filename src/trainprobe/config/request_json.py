@@ -1,7 +1,11 @@
 """Reading request JSON the way the AWS CLI does, with errors that point at the broken spot.
 
-Requests arrive as files (``job.json`` or the AWS CLI's ``file://job.json``) or as text. Malformed
-JSON is reported with its line and column, and a request that is not a JSON object is refused.
+Requests arrive as files (``job.json`` or the AWS CLI's ``file://job.json``), as bytes (an HTTP
+body) or as text. Whatever arrives, the answer is the request or a ConfigError saying what is
+wrong with it, never another exception: bytes that are not UTF-8 (the byte's offset is named; a
+leading UTF-8 byte order mark is allowed), malformed JSON (its line and column), nesting too deep
+to read, and a document that is not a JSON object are all refused. A file that cannot be read is
+a RequestFileError, so a command can tell "no request" from "a bad request".
 """
 
 from __future__ import annotations
@@ -12,22 +16,48 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError
 
-__all__ = ["load_request", "parse_request"]
+__all__ = ["RequestFileError", "load_request", "parse_request"]
+
+_BOM = "\ufeff"
 
 
-def parse_request(text: str, *, source: str = "request") -> dict[str, Any]:
-    """The JSON object in ``text``; ``source`` names it in errors (a file name, say)."""
+class RequestFileError(ConfigError):
+    """The request file could not be read at all."""
+
+
+def _text(data: str | bytes, source: str) -> str:
+    if isinstance(data, str):
+        return data.removeprefix(_BOM)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{source} (byte {error.start})",
+            data[error.start : error.start + 4],
+            "a request in UTF-8 text: this byte is not UTF-8",
+        ) from None
+
+
+def parse_request(data: str | bytes, *, source: str = "request") -> dict[str, Any]:
+    """The JSON object in ``data`` (text, or UTF-8 bytes); ``source`` names it in errors."""
+    text = _text(data, source)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         line_text = text.splitlines()[error.lineno - 1] if text.strip() else ""
         raise ConfigError(
             f"{source} (line {error.lineno}, column {error.colno})",
-            line_text.strip(),
+            line_text.strip()[:200],
             f"the request must be valid JSON: {error.msg}",
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            source, "deeply nested lists or objects", "JSON nested at most 32 levels deep"
+        ) from None
     if not isinstance(document, dict):
-        raise ConfigError(source, type(document).__name__, "the request must be a JSON object")
+        raise ConfigError(
+            source, type(document).__name__, "the request must be a JSON object ({...})"
+        )
     return document
 
 
@@ -35,9 +65,10 @@ def load_request(location: str) -> dict[str, Any]:
     """The JSON object in the file at ``location`` (a path, or ``file://`` and a path)."""
     path = Path(location.removeprefix("file://"))
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(
-            f"request file {location}", location, f"a readable JSON file ({error.strerror})"
+        data = path.read_bytes()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise RequestFileError(
+            f"request file {location}", location, f"a readable JSON file ({reason})"
         ) from None
-    return parse_request(text, source=str(path))
+    return parse_request(data, source=str(path))

@@ -5,6 +5,7 @@ The classes, class methods, signatures, defaults, attributes and request diction
 ``sagemaker.debugger``. Unlike the SDK, trainprobe checks a rule when it is built, and raises
 ConfigError (ConfigErrors for several problems) naming the field:
 
+- the rule's name, which names its output directory (``trainprobe.config.names``);
 - a built-in rule's parameters, against the catalogue (names, types, ranges, required ones);
 - ``rule_to_invoke`` given to ``Rule.sagemaker`` (it belongs to custom rules);
 - a custom rule with ``source`` but no ``rule_to_invoke``, or the reverse;
@@ -30,6 +31,7 @@ from trainprobe.config.actions import Action, ActionList, parse_actions
 from trainprobe.config.catalogue.model import is_engine_key, raise_if_any
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.hook_config import CollectionConfig
+from trainprobe.config.names import check_rule_name
 
 __all__ = [
     "BUILTIN_RULES_REPOSITORY",
@@ -147,6 +149,9 @@ def is_custom(image_uri: object, parameters: Mapping[str, Any]) -> bool:
     return False
 
 
+_MAX_IMAGE_LENGTH = 255
+"""SageMaker's limit on RuleEvaluatorImage."""
+
 # Field names for the attributes, as Python arguments and as request keys.
 _PYTHON_FIELDS = {
     "name": "name",
@@ -248,10 +253,14 @@ class RuleBase(abc.ABC):
     @classmethod
     def _check(cls, fields: Mapping[str, Any], names: Mapping[str, str]) -> list[ConfigError]:
         errors = []
-        for key in ("name", "image_uri"):
-            if not isinstance(fields[key], str) or not fields[key]:
-                allowed = "required: a non-empty string"
-                errors.append(ConfigError(names[key], fields[key], allowed))
+        image = fields["image_uri"]
+        if not isinstance(image, str) or not image or len(image) > _MAX_IMAGE_LENGTH:
+            allowed = "required: a string of 1 to 255 characters"
+            errors.append(ConfigError(names["image_uri"], image, allowed))
+        try:
+            check_rule_name(fields["name"], names["name"])
+        except ConfigError as error:
+            errors.append(error)
         for key in ("instance_type", "container_local_output_path", "s3_output_path"):
             value = fields[key]
             if value is not None and (not isinstance(value, str) or not value):

@@ -2,21 +2,28 @@
 
 A request is checked completely before anything starts, and every problem is reported at once
 (``ConfigErrors``), each with its path in the request (``DebugRuleConfigurations[2].RuleParameters
-.threshold``). Fields trainprobe does not act on (RoleArn, VpcConfig, ...) are kept as they came,
-so a request written for SageMaker is accepted unchanged and written back unchanged.
+.threshold``). This is the one check of a request's content: ``trainprobe validate``, ``trainprobe
+jobs create``, the HTTP API and the Estimator all run it (through
+``trainprobe.jobs.admission``, which adds what only the local disk can say). Members trainprobe
+does not act on (RoleArn, VpcConfig, ...) are checked against SageMaker's shapes
+(``trainprobe.config.request_shapes``) and kept as they came, so a request written for SageMaker
+is accepted unchanged and written back unchanged. Names are checked before any path is built
+from them (``trainprobe.config.names``): rule names are unique across debugging and profiler
+rules (each names a ``rule-output/<rule>/``), input channel names are unique.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
+from trainprobe.config.names import validate_training_job_name
 from trainprobe.config.profiler_config import ProfilerConfig
+from trainprobe.config.request_shapes import CREATE_MEMBER_SHAPES, json_depth_problem
 from trainprobe.config.rules import ProfilerRule, Rule
 
 __all__ = [
@@ -29,10 +36,6 @@ __all__ = [
 
 MAX_DEBUG_RULES = 20
 MAX_PROFILER_RULES = 20
-
-# SageMaker's TrainingJobName: 1 to 63 letters, digits and hyphens, starting and ending with a
-# letter or digit.
-_TRAINING_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 
 # Every member of SageMaker's CreateTrainingJob request, so a misspelt one can be named.
 _CREATE_FIELDS = (
@@ -89,18 +92,6 @@ _PARSED_CREATE_FIELDS = frozenset(
 T = TypeVar("T")
 
 
-def validate_training_job_name(name: object, field_name: str = "TrainingJobName") -> str:
-    """``name`` if SageMaker would accept it as a training job name, else a ConfigError."""
-    if not isinstance(name, str) or not _TRAINING_JOB_NAME.fullmatch(name):
-        raise ConfigError(
-            field_name,
-            name,
-            "a job name is 1 to 63 letters, digits and hyphens, "
-            "starting and ending with a letter or digit",
-        )
-    return name
-
-
 class _Problems:
     """Collects the errors of one request, each placed at its path in the request."""
 
@@ -125,9 +116,19 @@ class _Problems:
             raise ConfigErrors(self.errors)
 
 
-def _check_members(
-    request: Mapping[str, Any], allowed: tuple[str, ...], problems: _Problems
-) -> None:
+def _check_request(
+    request: object, allowed: tuple[str, ...], problems: _Problems
+) -> Mapping[str, Any]:
+    """The request's members, each one SageMaker's request has; a problem for each other one,
+    for a request nested too deep and for one without a TrainingJobName."""
+    if not isinstance(request, Mapping):
+        problems.add(ConfigError("request", type(request).__name__, "a JSON object"))
+        return {}
+    too_deep = json_depth_problem(request)
+    if too_deep is not None:
+        problems.add(too_deep)
+    if "TrainingJobName" not in request:
+        problems.add(ConfigError("TrainingJobName", None, "required: every request names its job"))
     for key in request:
         if key not in allowed:
             problems.add(
@@ -135,17 +136,47 @@ def _check_members(
                     key,
                     request[key] if not isinstance(request[key], (dict, list)) else "...",
                     f"{key!r} is not a member of the request",
-                    suggestion=closest(key, allowed),
+                    suggestion=closest(str(key), allowed),
                 )
             )
+    return request
 
 
-def _string_map(path: str, value: object) -> dict[str, str]:
+def _check_shapes(request: Mapping[str, Any], problems: _Problems) -> None:
+    for key, shape in CREATE_MEMBER_SHAPES.items():
+        if request.get(key) is not None:
+            for error in shape.problems(request[key], key):
+                problems.add(error)
+
+
+def _string_map(request: Mapping[str, Any], key: str) -> dict[str, str]:
+    """The member ``key`` (checked by ``_check_shapes``), or {} when absent or not strings."""
+    value = request.get(key)
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise ConfigError(path, value, "a JSON object whose keys and values are strings")
+        return {}
     return dict(value)
+
+
+def _check_channel_names(request: Mapping[str, Any], problems: _Problems) -> None:
+    """Each input channel becomes ``SM_CHANNEL_<NAME>``: names must differ, whatever their case."""
+    channels = request.get("InputDataConfig")
+    seen: set[str] = set()
+    for index, channel in enumerate(channels if isinstance(channels, list) else []):
+        name = channel.get("ChannelName") if isinstance(channel, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        if name.upper() in seen:
+            problems.add(
+                ConfigError(
+                    f"InputDataConfig[{index}].ChannelName",
+                    name,
+                    "a name no other channel has, whatever its case "
+                    "(each becomes SM_CHANNEL_<NAME>)",
+                )
+            )
+        seen.add(name.upper())
 
 
 def _parse_rules(
@@ -154,7 +185,12 @@ def _parse_rules(
     value: object,
     parse_one: Callable[[dict[str, Any]], T],
     limit: int,
+    names: set[str],
 ) -> list[T]:
+    """The rules in ``value``; ``names`` holds the (case-folded) names of the rules already read,
+    and this list's are added: two rules of one job cannot share a name, whatever its case."""
+    if value is None:
+        return []
     if not isinstance(value, list):
         problems.add(ConfigError(path, value, "a JSON list of rule configurations"))
         return []
@@ -163,27 +199,31 @@ def _parse_rules(
             ConfigError(path, f"{len(value)} rules", f"at most {limit} rules can run in one job")
         )
     rules: list[T] = []
-    names: set[str] = set()
     for index, item in enumerate(value):
         item_path = f"{path}[{index}]"
         if not isinstance(item, dict):
-            problems.add(ConfigError(item_path, item, "a JSON object describing one rule"))
-            continue
-        rule = problems.check(item_path, functools.partial(parse_one, item))
-        if rule is None:
+            problems.add(ConfigError(item_path, _shown(item), "a JSON object describing one rule"))
             continue
         name = item.get("RuleConfigurationName")
-        if name in names:
+        if isinstance(name, str) and name.casefold() in names:
             problems.add(
                 ConfigError(
                     f"{item_path}.RuleConfigurationName",
                     name,
-                    "each rule needs its own name: two rules cannot write the same rule output",
+                    "a name no other rule of the job has, debugging or profiler rule, whatever "
+                    "its case: each rule writes rule-output/<name>/",
                 )
             )
-        names.add(str(name))
-        rules.append(rule)
+        if isinstance(name, str):
+            names.add(name.casefold())
+        rule = problems.check(item_path, functools.partial(parse_one, item))
+        if rule is not None:
+            rules.append(rule)
     return rules
+
+
+def _shown(value: object) -> object:
+    return "{...}" if isinstance(value, dict) else "[...]" if isinstance(value, list) else value
 
 
 @dataclass
@@ -205,41 +245,46 @@ class TrainingJobRequest:
     def from_request_dict(cls, request: Mapping[str, Any]) -> TrainingJobRequest:
         """Parse and validate a CreateTrainingJob request; every problem is raised together."""
         problems = _Problems()
-        _check_members(request, _CREATE_FIELDS, problems)
-        if "TrainingJobName" not in request:
-            problems.add(ConfigError("TrainingJobName", None, "a training job needs a name"))
-        name = problems.check("", lambda: validate_training_job_name(request["TrainingJobName"]))
+        request = _check_request(request, _CREATE_FIELDS, problems)
+        name = None
+        if "TrainingJobName" in request:
+            name = problems.check(
+                "", lambda: validate_training_job_name(request["TrainingJobName"])
+            )
+        _check_shapes(request, problems)
+        _check_channel_names(request, problems)
 
         def optional(key: str, parse: Callable[[Any], T]) -> T | None:
-            if key not in request:
+            if request.get(key) is None:
                 return None
             return problems.check(key, lambda: parse(request[key]))
 
-        hyperparameters = optional("HyperParameters", lambda v: _string_map("", v))
-        environment = optional("Environment", lambda v: _string_map("", v))
         hook = optional("DebugHookConfig", DebuggerHookConfig.from_request_dict)
         tensorboard = optional("TensorBoardOutputConfig", TensorBoardOutputConfig.from_request_dict)
         profiler = optional("ProfilerConfig", ProfilerConfig.from_request_dict)
+        rule_names: set[str] = set()
         debug_rules = _parse_rules(
             problems,
             "DebugRuleConfigurations",
-            request.get("DebugRuleConfigurations", []),
+            request.get("DebugRuleConfigurations"),
             Rule.from_request_dict,
             MAX_DEBUG_RULES,
+            rule_names,
         )
         profiler_rules = _parse_rules(
             problems,
             "ProfilerRuleConfigurations",
-            request.get("ProfilerRuleConfigurations", []),
+            request.get("ProfilerRuleConfigurations"),
             ProfilerRule.from_request_dict,
             MAX_PROFILER_RULES,
+            rule_names,
         )
         problems.raise_if_any()
         assert name is not None
         return cls(
             training_job_name=name,
-            hyperparameters=hyperparameters or {},
-            environment=environment or {},
+            hyperparameters=_string_map(request, "HyperParameters"),
+            environment=_string_map(request, "Environment"),
             debug_hook_config=hook,
             debug_rules=debug_rules,
             tensorboard_output_config=tensorboard,
@@ -286,12 +331,14 @@ class UpdateTrainingJobRequest:
     def from_request_dict(cls, request: Mapping[str, Any]) -> UpdateTrainingJobRequest:
         """Parse and validate an UpdateTrainingJob request; every problem is raised together."""
         problems = _Problems()
-        _check_members(request, _UPDATE_FIELDS, problems)
-        if "TrainingJobName" not in request:
-            problems.add(ConfigError("TrainingJobName", None, "name the job to update"))
-        name = problems.check("", lambda: validate_training_job_name(request["TrainingJobName"]))
+        request = _check_request(request, _UPDATE_FIELDS, problems)
+        name = None
+        if "TrainingJobName" in request:
+            name = problems.check(
+                "", lambda: validate_training_job_name(request["TrainingJobName"])
+            )
         profiler = None
-        if "ProfilerConfig" in request:
+        if request.get("ProfilerConfig") is not None:
             profiler = problems.check(
                 "ProfilerConfig",
                 lambda: ProfilerConfig.from_update_request_dict(request["ProfilerConfig"]),
@@ -299,9 +346,10 @@ class UpdateTrainingJobRequest:
         profiler_rules = _parse_rules(
             problems,
             "ProfilerRuleConfigurations",
-            request.get("ProfilerRuleConfigurations", []),
+            request.get("ProfilerRuleConfigurations"),
             ProfilerRule.from_request_dict,
             MAX_PROFILER_RULES,
+            set(),
         )
         if profiler is None and not profiler_rules and not problems.errors:
             problems.add(

@@ -93,17 +93,18 @@ def _added_profiler_rules(
     more rules than a job may have."""
     debug_rules = record.request.get("DebugRuleConfigurations") or []
     existing = {
-        str(rule.get("RuleConfigurationName")) for rule in [*debug_rules, *record.profiler_rules]
+        str(rule.get("RuleConfigurationName")).casefold()
+        for rule in [*debug_rules, *record.profiler_rules]
     }
     problems = []
     for index, rule in enumerate(new_rules):
         name = rule.get("RuleConfigurationName")
-        if name in existing:
+        if str(name).casefold() in existing:
             problems.append(
                 ConfigError(
                     f"ProfilerRuleConfigurations[{index}].RuleConfigurationName",
                     name,
-                    "a name no other rule of the job has",
+                    "a name no other rule of the job has, whatever its case",
                 )
             )
     total = len(record.profiler_rules) + len(new_rules)

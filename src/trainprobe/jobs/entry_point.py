@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.layout import local_directory
 
 __all__ = [
     "PROGRAM_HYPERPARAMETER",
@@ -118,17 +118,44 @@ def _json_string(hyperparameters: Mapping[str, str], key: str) -> str:
     return value
 
 
-def _source_directory(url: str, cwd: str, unpack_to: str) -> str:
+def _source_directory(url: str, cwd: str, unpack_to: str | None, program: str) -> str:
+    """The directory the script runs in: the submit directory, or where its archive is unpacked
+    (only with ``unpack_to``; otherwise the archive is only checked to hold ``program``)."""
     field = f"HyperParameters.{SUBMIT_DIRECTORY_HYPERPARAMETER}"
-    path = local_directory(url, field, cwd=cwd)
+    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(_local_path(url, field))))
     if os.path.isdir(path):
         return path
-    if os.path.isfile(path) and path.endswith((".tar.gz", ".tgz")):
-        os.makedirs(unpack_to, exist_ok=True)
+    if not (os.path.isfile(path) and path.endswith((".tar.gz", ".tgz"))):
+        raise ConfigError(
+            field, url, "an existing directory, or a sourcedir.tar.gz on this machine"
+        )
+    try:
         with tarfile.open(path, "r:gz") as archive:
+            if unpack_to is None:
+                names = {os.path.normpath(name) for name in archive.getnames()}
+                if os.path.normpath(program) not in names:
+                    raise ConfigError(
+                        f"HyperParameters.{PROGRAM_HYPERPARAMETER}",
+                        program,
+                        f"a script in the source archive {path}",
+                    )
+                return path
+            os.makedirs(unpack_to, exist_ok=True)
             archive.extractall(unpack_to, filter="data")
-        return unpack_to
-    raise ConfigError(field, url, "an existing directory, or a sourcedir.tar.gz on this machine")
+    except (OSError, tarfile.TarError) as error:
+        raise ConfigError(field, url, f"a readable .tar.gz archive ({error})") from None
+    return unpack_to
+
+
+def _local_path(url: str, field: str) -> str:
+    """The path of a local path or ``file://`` URL (``local_directory`` without "a directory")."""
+    if "\x00" in url or not url.isprintable():
+        raise ConfigError(field, url, "a local path without NUL or control characters")
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    if "://" in url:
+        raise ConfigError(field, url, "a local path or a file:// URL")
+    return url
 
 
 def _container_entry_point(specification: Mapping[str, Any], cwd: str) -> EntryPoint:
@@ -154,6 +181,17 @@ def _container_entry_point(specification: Mapping[str, Any], cwd: str) -> EntryP
                 f"{where}.ContainerEntrypoint[0]", program, "an existing Python script"
             )
         return EntryPoint(script, (*rest, *arguments), cwd)
+    if os.sep in program:
+        executable = os.path.normpath(os.path.join(cwd, os.path.expanduser(program)))
+        found = os.path.isfile(executable) and os.access(executable, os.X_OK)
+    else:
+        found = shutil.which(program) is not None
+    if not found:
+        raise ConfigError(
+            f"{where}.ContainerEntrypoint[0]",
+            program,
+            "a Python script (.py), or a program that exists on this machine and can be run",
+        )
     return EntryPoint(program, (*rest, *arguments), cwd, python=False)
 
 
@@ -163,10 +201,12 @@ def entry_point_from_request(
     *,
     cwd: str,
     unpack_to: str,
+    unpack: bool = True,
 ) -> EntryPoint:
     """What the job runs, from its AlgorithmSpecification and HyperParameters (see the module
     docstring); relative paths are taken from ``cwd``, a packed source directory is unpacked
-    into ``unpack_to``. ConfigError when neither names a program."""
+    into ``unpack_to`` (with ``unpack`` False, it is only checked to hold the script: nothing
+    is written). ConfigError when neither names a program."""
     specification = algorithm_specification if isinstance(algorithm_specification, Mapping) else {}
     if algorithm_specification is not None and not isinstance(algorithm_specification, Mapping):
         raise ConfigError("AlgorithmSpecification", algorithm_specification, "a JSON object")
@@ -177,7 +217,10 @@ def entry_point_from_request(
         directory = cwd
         if SUBMIT_DIRECTORY_HYPERPARAMETER in hyperparameters:
             url = _json_string(hyperparameters, SUBMIT_DIRECTORY_HYPERPARAMETER)
-            directory = _source_directory(url, cwd, unpack_to)
+            directory = _source_directory(url, cwd, unpack_to if unpack else None, program)
+            if not unpack and not os.path.isdir(directory):
+                script = os.path.normpath(os.path.join(unpack_to, program))
+                return EntryPoint(script, tuple(script_arguments(hyperparameters)), unpack_to)
         script = os.path.normpath(os.path.join(directory, program))
         if not os.path.isfile(script):
             raise ConfigError(

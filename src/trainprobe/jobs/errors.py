@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from trainprobe.config.errors import ConfigError
 
-__all__ = ["JobNameInUse", "JobNotFound", "JobOperationError", "JobStateError"]
+__all__ = ["JobNameInUse", "JobNotFound", "JobOperationError", "JobStartError", "JobStateError"]
 
 
 class JobOperationError(ConfigError):
@@ -31,3 +31,10 @@ class JobNameInUse(JobOperationError):
 
 class JobStateError(JobOperationError):
     """The job is not in a status that allows the operation (stopping a finished job, say)."""
+
+
+class JobStartError(JobOperationError):
+    """The job could not be made or started (its files, its runner): nothing of it was kept, so
+    the same request may be sent again (SageMaker: InternalFailure)."""
+
+    error_code = "InternalFailure"

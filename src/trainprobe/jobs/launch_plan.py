@@ -1,8 +1,9 @@
 """The launch plan: everything a job's runner needs to start its processes, decided at creation.
 
-``plan_launch`` checks what only the job runner cares about (the entry point exists, the
-outputs are local, the instance count and the runtime limit are whole numbers), so a bad
-request is refused before anything starts. ``write_config_files`` writes what the training, the
+``plan_launch`` checks what only this machine can say about a valid request (the entry point
+exists, input channels are local directories, several instances need a Python script), so a bad
+request is refused before anything starts; the request's content was checked by
+``TrainingJobRequest``. ``write_config_files`` writes what the training, the
 system monitor and the rules read:
 
 - ``debughookconfig.json``: the request's DebugHookConfig with ``LocalPath`` set to the job's
@@ -53,12 +54,6 @@ RUNNER_PID_VARIABLE = "TRAINPROBE_RUNNER_PID"
 """The job runner's process id: the job's processes stop when it is gone."""
 
 JOB_NAME_VARIABLE = "TRAINPROBE_TRAINING_JOB_NAME"
-
-
-def _whole_number(value: object, field_name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(field_name, value, f"a whole number from {minimum}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -129,18 +124,16 @@ def _write_json(path: str, data: object) -> None:
 
 def _channels(input_data: object, cwd: str) -> dict[str, str]:
     """SM_CHANNEL_<NAME> for each input channel whose data is a local directory."""
-    if input_data is None:
-        return {}
     if not isinstance(input_data, list):
-        raise ConfigError("InputDataConfig", input_data, "a list of channels")
+        return {}
     variables = {}
     for index, channel in enumerate(input_data):
         where = f"InputDataConfig[{index}]"
         name = channel.get("ChannelName") if isinstance(channel, Mapping) else None
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}.ChannelName", name, "a channel name")
-        source = channel.get("DataSource", {})
-        uri = source.get("S3DataSource", {}).get("S3Uri") if isinstance(source, Mapping) else None
+        source = channel.get("DataSource") or {}
+        uri = (source.get("S3DataSource") or {}).get("S3Uri")
         path = local_directory(uri, f"{where}.DataSource.S3DataSource.S3Uri", cwd=cwd)
         variables[f"SM_CHANNEL_{name.upper()}"] = path
     if variables:
@@ -153,24 +146,23 @@ def _has_hook(request: TrainingJobRequest) -> bool:
     return request.debug_hook_config is not None or bool(request.debug_rules)
 
 
-def plan_launch(request: TrainingJobRequest, layout: JobLayout, *, cwd: str) -> LaunchPlan:
-    """The launch plan of the job ``request`` describes; ConfigError for what cannot run."""
+def plan_launch(
+    request: TrainingJobRequest, layout: JobLayout, *, cwd: str, unpack: bool = True
+) -> LaunchPlan:
+    """The launch plan of the job ``request`` (a validated request) describes; ConfigError for
+    what cannot run here. With ``unpack`` False, nothing is written (a source archive is only
+    looked into)."""
     other = request.other
     resources = other.get("ResourceConfig") or {}
-    if not isinstance(resources, Mapping):
-        raise ConfigError("ResourceConfig", resources, "a JSON object")
-    count = _whole_number(resources.get("InstanceCount", 1), "ResourceConfig.InstanceCount", 1)
+    count = resources.get("InstanceCount") or 1
     stopping = other.get("StoppingCondition") or {}
-    if not isinstance(stopping, Mapping):
-        raise ConfigError("StoppingCondition", stopping, "a JSON object")
     max_runtime = stopping.get("MaxRuntimeInSeconds")
-    if max_runtime is not None:
-        max_runtime = _whole_number(max_runtime, "StoppingCondition.MaxRuntimeInSeconds", 1)
     entry = entry_point_from_request(
         other.get("AlgorithmSpecification"),
         request.hyperparameters,
         cwd=cwd,
         unpack_to=layout.code_dir,
+        unpack=unpack,
     )
     if count > 1 and not entry.python:
         raise ConfigError(

@@ -1,12 +1,14 @@
-"""CreateTrainingJob: check the request, record the job, lay out its files, start its runner.
+"""CreateTrainingJob: check the request, lay out the job's files, record it, start its runner.
 
-Everything that can be wrong with a request is found before anything starts: the request's
-shape and Debugger configuration (``TrainingJobRequest``), the entry point and the outputs
-(``trainprobe.jobs.launch_plan``), a name already taken (JobNameInUse), an output directory
-that already holds another run's files. Then the job is recorded (InProgress, Starting), its
-directories and config files are written, and its runner is started as a process of its own
-(``trainprobe.jobs.supervisor``), which outlives the caller: ``create_training_job`` returns
-at once, as SageMaker's does.
+Everything that can be wrong with a request is found before anything is written
+(``trainprobe.jobs.admission``: the request's content, the name already taken, the outputs,
+the entry point). Then creation is one transaction: the job's row is inserted holding the job
+store's write lock, its directories and config files are made, and only then is the row
+committed (InProgress, Starting); if making them fails, nothing is left behind, neither the row
+nor a directory. Its runner is then started as a process of its own
+(``trainprobe.jobs.supervisor``), which outlives the caller: ``create_training_job`` returns at
+once, as SageMaker's does. If the runner cannot be started, the job is taken back whole too, so a
+client's retry of the same name is a new creation, never ResourceInUse.
 """
 
 from __future__ import annotations
@@ -19,32 +21,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from trainprobe.config.errors import ConfigError
-from trainprobe.config.training_job import TrainingJobRequest
+from trainprobe.jobs.admission import Admission, admit_training_job, default_output_root
 from trainprobe.jobs.arns import training_job_arn
-from trainprobe.jobs.errors import JobNameInUse
-from trainprobe.jobs.launch_plan import output_roots, plan_launch, write_config_files
+from trainprobe.jobs.errors import JobStartError
+from trainprobe.jobs.launch_plan import plan_launch, write_config_files
 from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import process_start_time
-from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
+from trainprobe.jobs.store import JobRecord, JobStore
 
 __all__ = ["create_training_job", "default_output_root"]
-
-
-def default_output_root() -> str:
-    """Where jobs write when the request names no output: ``$TRAINPROBE_HOME/output``."""
-    return os.path.join(trainprobe_home(), "output")
-
-
-def _check_fresh(layout: JobLayout) -> None:
-    for directory in (layout.job_dir, layout.debug_output, layout.profiler_output):
-        if os.path.isdir(directory) and os.listdir(directory):
-            raise ConfigError(
-                "TrainingJobName",
-                os.path.basename(layout.job_dir),
-                f"a name whose output directory is new: {directory} already holds files "
-                "(of another run); choose another job name or output path",
-            )
 
 
 def create_training_job(
@@ -59,59 +44,46 @@ def create_training_job(
     Returns SageMaker's response, ``{"TrainingJobArn": ...}``. Relative paths in the request
     are taken from ``cwd`` (default: the current directory); outputs go under
     OutputDataConfig's S3OutputPath, else ``output_root``, else ``$TRAINPROBE_HOME/output``.
-    Raises ConfigError / ConfigErrors for a request that cannot run, JobNameInUse when the
-    name is taken.
+    Raises ConfigErrors for a request that cannot run, JobNameInUse when the name is taken,
+    JobStartError when the job could not be made (nothing of it is left).
     """
-    parsed = TrainingJobRequest.from_request_dict(request)
     store = store if store is not None else JobStore()
     cwd = os.path.abspath(cwd or os.getcwd())
-    name = parsed.training_job_name
-    if store.get(name) is not None:
-        raise JobNameInUse("TrainingJobName", name, "a name no other job has")
-    roots = output_roots(request, cwd, output_root or default_output_root())
-    layout = JobLayout.for_job(
-        name,
-        roots["output_root"] or default_output_root(),
-        debug_root=roots["debug_root"],
-        profiler_root=roots["profiler_root"],
-        tensorboard_root=roots["tensorboard_root"],
-    )
-    _check_fresh(layout)
-    plan = plan_launch(parsed, layout, cwd=cwd)
+    admission = admit_training_job(request, store=store, cwd=cwd, output_root=output_root)
+    name = admission.request.training_job_name
+    layout = admission.layout
     now = time.time()
     arn = training_job_arn(name)
-    store.insert(
-        JobRecord(
-            name=name,
-            arn=arn,
-            request=dict(request),
-            job_dir=layout.job_dir,
-            status="InProgress",
-            secondary_status="Starting",
-            creation_time=now,
-            last_modified_time=now,
-            transitions=[
-                {"Status": "Starting", "StartTime": now, "StatusMessage": "Starting the job"}
-            ],
-            profiler_config=request.get("ProfilerConfig"),
-            profiler_rules=list(request.get("ProfilerRuleConfigurations", [])),
-        )
+    record = JobRecord(
+        name=name,
+        arn=arn,
+        request=dict(request),
+        job_dir=layout.job_dir,
+        status="InProgress",
+        secondary_status="Starting",
+        creation_time=now,
+        last_modified_time=now,
+        transitions=[{"Status": "Starting", "StartTime": now, "StatusMessage": "Starting the job"}],
+        profiler_config=request.get("ProfilerConfig"),
+        profiler_rules=list(request.get("ProfilerRuleConfigurations") or []),
     )
+    made: list[str] = []
     try:
-        layout.create()
-        write_config_files(parsed, request, layout)
-        plan.write()
+        with store.inserting(record):
+            made = _lay_out(admission, cwd)
+    except OSError as error:
+        JobLayout.remove(made)
+        raise JobStartError(
+            "TrainingJobName", name, f"a job whose files can be made ({error})"
+        ) from None
+    try:
         runner = _start_runner(store, name, layout)
-    except Exception as error:
-        store.transition(
-            name,
-            "Failed",
-            "Failed",
-            "The job could not be started",
-            failure_reason=f"InternalServerError: the job could not be started: {error}",
-            runner_done=True,
-        )
-        raise
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        store.delete(name)
+        JobLayout.remove(made)
+        raise JobStartError(
+            "TrainingJobName", name, f"a job whose runner can start ({error})"
+        ) from None
     store.update(
         name,
         runner_pid=runner.pid,
@@ -121,6 +93,22 @@ def create_training_job(
         touch=False,
     )
     return {"TrainingJobArn": arn}
+
+
+def _lay_out(admission: Admission, cwd: str) -> list[str]:
+    """Make the job's directories and files; the directories made (see ``JobLayout.create``).
+    On an error, what was made is removed before it is raised."""
+    layout = admission.layout
+    made = layout.create()
+    try:
+        # Planned again, now unpacking a source archive into the job's code directory.
+        plan = plan_launch(admission.request, layout, cwd=cwd)
+        write_config_files(admission.request, admission.raw, layout)
+        plan.write()
+    except BaseException:
+        JobLayout.remove(made)
+        raise
+    return made
 
 
 _runners: list[subprocess.Popen[bytes]] = []

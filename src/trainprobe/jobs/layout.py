@@ -20,6 +20,7 @@ way. Roots are local directories or ``file://`` URLs.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,10 +43,11 @@ def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:
     """The absolute local directory that ``url`` (a path or ``file://`` URL) names.
 
     Relative paths are taken from ``cwd`` (default: the current directory). Other URLs are a
-    ConfigError: the job runner writes its outputs to a local disk.
+    ConfigError: the job runner writes its outputs to a local disk. So is a path holding NUL,
+    and one that is, or lies under, something other than a directory (a file, say).
     """
-    if not isinstance(url, str) or not url.strip():
-        raise ConfigError(field, url, "a local directory or a file:// URL")
+    if not isinstance(url, str) or not url.strip() or not _is_path_text(url):
+        raise ConfigError(field, url, "a local directory or a file:// URL (without NUL)")
     text = url.strip()
     if text.startswith("file://"):
         text = text[len("file://") :]
@@ -57,7 +59,46 @@ def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:
             "this machine's disk (object storage outputs are not supported yet)",
         )
     text = os.path.expanduser(text)
-    return os.path.normpath(os.path.join(cwd or os.getcwd(), text))
+    path = os.path.normpath(os.path.join(cwd or os.getcwd(), text))
+    existing = _nearest_existing(path)
+    if not os.path.isdir(existing):
+        where = "is" if existing == path else f"lies under {existing}, which is"
+        raise ConfigError(field, url, f"a directory: {path} {where} not a directory")
+    return path
+
+
+def _is_path_text(text: str) -> bool:
+    """Whether ``text`` can be a path on this machine: no NUL, and encodable."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+def _nearest_existing(path: str) -> str:
+    """``path`` or the nearest of its parents that exists."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + os.sep)
+
+
+def _child_towards(parent: str, path: str) -> str:
+    """The child of ``parent`` on the way down to ``path`` (which lies under it)."""
+    while os.path.dirname(path) != parent:
+        path = os.path.dirname(path)
+    return path
+
+
+def writable_directory(path: str, field: str, url: object) -> None:
+    """ConfigError unless the directory ``path`` can be made (or written in) by this user."""
+    existing = _nearest_existing(path)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(field, url, f"a directory this user can write in: {existing} is not")
 
 
 @dataclass(frozen=True)
@@ -182,9 +223,9 @@ class JobLayout:
         """The messages of the process evaluating rule ``rule_name``."""
         return os.path.join(self.logs_dir, "rules", f"{rule_name}.log")
 
-    def create(self) -> None:
-        """Make every directory of the job."""
-        for directory in (
+    def directories(self) -> tuple[str, ...]:
+        """Every directory the job has from its start."""
+        return (
             self.job_dir,
             self.debug_output,
             self.profiler_output,
@@ -193,5 +234,48 @@ class JobLayout:
             os.path.join(self.logs_dir, "rules"),
             self.model_dir,
             self.output_data_dir,
+        )
+
+    def blocked(self) -> str | None:
+        """A path that is in the way of one of the job's directories (a file where a
+        directory must be), or None."""
+        for directory in self.directories():
+            existing = _nearest_existing(directory)
+            if not os.path.isdir(existing):
+                return existing
+        return None
+
+    def create(self) -> list[str]:
+        """Make every directory of the job; the topmost of those that did not exist before, so
+        that ``remove`` can take back exactly what this made. An output root this makes is left
+        in place (another job may be writing under it): only the job's own directories are
+        listed."""
+        made: list[str] = []
+        for directory in self.directories():
+            top = _nearest_existing(directory)
+            new = [] if top == directory else [self._owned(_child_towards(top, directory))]
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError:
+                self.remove(made + new)
+                raise
+            made += [path for path in new if not any(_within(path, top) for top in made)]
+        return made
+
+    def _owned(self, path: str) -> str:
+        """``path``, or the job's own directory under it when ``path`` is above one (a root)."""
+        for own in (
+            self.job_dir,
+            os.path.dirname(self.debug_output),
+            os.path.dirname(self.profiler_output),
+            os.path.dirname(self.tensorboard_output),
         ):
-            os.makedirs(directory, exist_ok=True)
+            if own.startswith(path + os.sep):
+                return own
+        return path
+
+    @staticmethod
+    def remove(made: list[str]) -> None:
+        """Take back the directories ``create`` made (and what was written in them)."""
+        for directory in reversed(made):
+            shutil.rmtree(directory, ignore_errors=True)

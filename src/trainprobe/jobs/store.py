@@ -222,20 +222,41 @@ class JobStore:
 
     def insert(self, record: JobRecord) -> None:
         """Add a new job; JobNameInUse when a job of that name exists."""
+        with self.inserting(record):
+            pass
+
+    @contextlib.contextmanager
+    def inserting(self, record: JobRecord) -> Iterator[None]:
+        """Add a new job when the block ends without an exception, and not at all otherwise.
+
+        The job is inserted at the start, holding the store's write lock until the block ends:
+        a name already taken is a JobNameInUse before the block runs, a second creation of the
+        same name waits and then gets JobNameInUse, and no reader sees the job before it is
+        committed. So what the block prepares (the job's directories) exists before the job is
+        recorded, and a failed block leaves no record behind. Keep the block short.
+        """
         row = _to_row({key: getattr(record, key) for key in _COLUMNS})
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        try:
-            with self._write() as connection:
+        with self._write() as connection:
+            try:
                 connection.execute(
                     f"INSERT INTO training_jobs ({columns}) VALUES ({marks})", list(row.values())
                 )
-        except sqlite3.IntegrityError:
-            raise JobNameInUse(
-                "TrainingJobName",
-                record.name,
-                "a name no other job has (job names are unique, whatever their case)",
-            ) from None
+            except sqlite3.IntegrityError:
+                raise JobNameInUse(
+                    "TrainingJobName",
+                    record.name,
+                    "a name no other job has (job names are unique, whatever their case)",
+                ) from None
+            yield
+
+    def delete(self, name: str) -> bool:
+        """Forget job ``name`` (a creation taken back); whether there was such a job."""
+        with self._write() as connection:
+            return (
+                connection.execute("DELETE FROM training_jobs WHERE name = ?", (name,)).rowcount > 0
+            )
 
     def update(
         self,

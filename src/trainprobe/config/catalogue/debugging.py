@@ -71,7 +71,7 @@ def _rule(
     *,
     parameters: tuple[Parameter, ...] = (),
     collections: tuple[CollectionNeed, ...] = (),
-    one_of: tuple[str, ...] = (),
+    one_of: tuple[tuple[str, ...], ...] = (),
     example: tuple[tuple[str, str], ...] = (),
     frameworks: tuple[str, ...] | None = None,
 ) -> RuleSpec:
@@ -276,7 +276,7 @@ DEBUGGING_RULES: tuple[RuleSpec, ...] = (
                 "Percentage of zero values in a tensor at which the rule fires.",
             ),
         ),
-        one_of=("collection_names", "tensor_regex"),
+        one_of=(("collection_names", "tensor_regex"),),
         example=(("tensor_regex", ".*"),),
     ),
     _rule(
@@ -375,7 +375,7 @@ DEBUGGING_RULES: tuple[RuleSpec, ...] = (
             ),
         ),
         collections=(_collection("losses", save_interval="500"),),
-        one_of=("collection_names", "tensor_regex", "use_losses_collection"),
+        one_of=(("collection_names", "tensor_regex", "use_losses_collection"),),
     ),
     _rule(
         "Overfit",
@@ -483,7 +483,7 @@ DEBUGGING_RULES: tuple[RuleSpec, ...] = (
             Parameter("max_threshold", _F, None, "Upper bound for the tensor variance."),
             Parameter("min_threshold", _F, None, "Lower bound for the tensor variance."),
         ),
-        one_of=("collection_names", "tensor_regex"),
+        one_of=(("collection_names", "tensor_regex"), ("max_threshold", "min_threshold")),
         example=(
             ("collection_names", "weights"),
             ("max_threshold", "10"),
@@ -510,7 +510,7 @@ DEBUGGING_RULES: tuple[RuleSpec, ...] = (
             Parameter("atol", _F, 1e-08, "Absolute tolerance of the comparison (numpy.allclose)."),
             Parameter("equal_nan", _B, False, "Whether NaNs compare as equal."),
         ),
-        one_of=("collection_names", "tensor_regex"),
+        one_of=(("collection_names", "tensor_regex"),),
         example=(("collection_names", "losses"),),
     ),
     _rule(

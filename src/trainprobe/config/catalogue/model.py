@@ -100,6 +100,20 @@ class CollectionNeed:
         return {"CollectionName": self.name, "CollectionParameters": self.parameter_dict()}
 
 
+def _check_compiles(converted: object, value: object, field: str) -> None:
+    """A parameter named ``*regex`` holds regular expressions: each must compile."""
+    patterns = converted if isinstance(converted, tuple) else (converted,)
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            continue
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as error:
+            raise ConfigError(
+                field, value, f"regular expressions that compile; {pattern!r} does not ({error})"
+            ) from None
+
+
 def _number(value: float) -> str:
     return f"{value:g}"
 
@@ -178,6 +192,8 @@ class Parameter:
         if converted is _INVALID:
             raise ConfigError(field, value, self.allowed)
         self._check_range(converted, value, field)
+        if self.name.endswith("regex"):
+            _check_compiles(converted, value, field)
         return converted
 
     def _check_range(self, converted: object, value: object, field: str) -> None:
@@ -296,7 +312,8 @@ class RuleSpec:
     ``kind`` is "debugging" or "profiler"; ``sdk_name`` is the ``rule_configs`` function
     (``vanishing_gradient``) or class (``CPUBottleneck``). ``group`` is the smdebug-rulesconfig
     rule group (UNIVERSAL, DEEP_LEARNING, DL_APPLICATION, XGBOOST) where there is one.
-    ``one_of`` names parameters of which at least one must be set (a default counts).
+    ``one_of`` holds groups of parameters: of each group, at least one must be set (a default
+    counts).
     ``runs`` lists the rules a report rule (ProfilerReport) runs and accepts
     ``<Rule>_<parameter>`` overrides for. ``example`` holds the values a ready-to-use example
     needs beyond the defaults (from the spec's example configurations).
@@ -310,7 +327,7 @@ class RuleSpec:
     collections: tuple[CollectionNeed, ...] = ()
     frameworks: tuple[str, ...] = FRAMEWORKS
     group: str | None = None
-    one_of: tuple[str, ...] = ()
+    one_of: tuple[tuple[str, ...], ...] = ()
     runs: tuple[RuleSpec, ...] = ()
     example: tuple[tuple[str, str], ...] = ()
 
@@ -453,14 +470,14 @@ class RuleSpec:
             if parameter.notes:
                 needed += f"; {parameter.notes}"
             errors.append(ConfigError(where, None, needed))
-        if self.one_of:
-            effective = {**self.defaults(), **converted}
-            if not any(effective.get(name) not in (None, False, ()) for name in self.one_of):
+        effective = {**self.defaults(), **converted}
+        for group in self.one_of:
+            if not any(effective.get(name) not in (None, False, ()) for name in group):
                 errors.append(
                     ConfigError(
                         field_prefix or self.name,
-                        {key: raw[key] for key in self.one_of if key in raw},
-                        f"{self.name} needs at least one of {', '.join(self.one_of)}",
+                        {key: raw[key] for key in group if key in raw},
+                        f"{self.name} needs at least one of {', '.join(group)}",
                     )
                 )
         return errors
