@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.cli.job_follower import (
     Follower,
     LiveFollower,
@@ -303,7 +304,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
 
 def _wants_live_view(args: argparse.Namespace) -> bool:
     """The live panel on a terminal that can draw it, unless ``--plain``."""
-    return not args.plain and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+    return not args.plain and sys.stdout.isatty() and settings.TERM.get() != "dumb"
 
 
 def _finished(description: dict[str, Any]) -> bool:
