@@ -40,6 +40,7 @@ from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.errors import JobError
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
@@ -63,7 +64,7 @@ MAX_RUN_DEFAULT = 24 * 60 * 60
 _POLL_SECONDS = 0.5
 
 
-class UnexpectedStatusException(ValueError):
+class UnexpectedStatusException(JobError, ValueError):
     """A job ended in a status other than the one waited for (Failed), as the SDK raises."""
 
     def __init__(self, message: str, allowed_statuses: list[str], actual_status: str) -> None:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trainprobe.errors import CaptureError
 from trainprobe.storage import files, locations
 
 __all__ = [
@@ -102,7 +103,7 @@ def read_stop_request(out_dir: str) -> StopRequest | None:
     return StopRequest.from_json(data) if isinstance(data, dict) else None
 
 
-class TrainingStopRequested(RuntimeError):
+class TrainingStopRequested(CaptureError):
     """Raised in the training when a rule's StopTraining action asked to stop it."""
 
     def __init__(self, request: StopRequest, step: int | None = None) -> None:

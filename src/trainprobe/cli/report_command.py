@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.jobs import JobStore
 from trainprobe.jobs.describe import find_job, layout_of
 from trainprobe.report import JobFiles, build_report
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the report and print where it is."""
     try:
         report = build_report(_job_files(args.job_or_path), args.out)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         print(f"trainprobe report: {error}", file=sys.stderr)
         return 2
     print(f"report: {report.html}")

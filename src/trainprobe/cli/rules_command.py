@@ -21,7 +21,7 @@ from typing import Any
 
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.catalogue.model import format_value
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
@@ -300,7 +300,7 @@ def run_rule(args: argparse.Namespace) -> int:
             )
         else:
             definition = RuleDefinition.for_builtin(args.rule, parameters, name=args.name)
-    except (ValueError, ConfigErrors) as error:
+    except ValueError as error:
         print(f"trainprobe rules run: {error}", file=sys.stderr)
         return 2
     if args.wait < 0:

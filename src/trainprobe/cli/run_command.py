@@ -30,7 +30,7 @@ from trainprobe.cli.job_follower import (
 )
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs import (
@@ -382,7 +382,7 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     try:
         request = build_request(args)
         create_training_job(request, store=store)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         print(f"trainprobe run: {error}", file=sys.stderr)
         return 2
     name = request["TrainingJobName"]

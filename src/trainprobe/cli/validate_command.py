@@ -20,6 +20,8 @@ from trainprobe.config.rules import RuleBase
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.storage.modes import ModeKeys
 
+__all__ = ["describe", "register", "run"]
+
 
 def register(subcommands: Any) -> None:
     """Add ``validate`` to the command line."""

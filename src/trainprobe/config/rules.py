@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, ActionList, parse_actions
 from trainprobe.config.catalogue.model import is_engine_key, raise_if_any
-from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.hook_config import CollectionConfig
 
 __all__ = [
@@ -434,8 +434,6 @@ class Rule(RuleBase):
             )
         except ConfigError as error:
             errors.append(error)
-        except ConfigErrors as found:
-            errors += found.errors
         raise_if_any(errors)
         self.collection_configs = collections_to_save
         self.actions = actions
@@ -455,8 +453,6 @@ class Rule(RuleBase):
                 parse_actions(parameters["action_json"], field=f"{where}.action_json")
             except ConfigError as error:
                 errors.append(error)
-            except ConfigErrors as found:
-                errors += found.errors
         return errors
 
     @classmethod

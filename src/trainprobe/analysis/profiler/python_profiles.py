@@ -28,6 +28,7 @@ from typing import Any
 
 from trainprobe.config.metrics_config import cProfileTimer
 from trainprobe.config.profiler_config import ProfilingPlan
+from trainprobe.errors import FormatError
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
 from trainprobe.storage.trace_file import (
@@ -60,7 +61,7 @@ PYINSTRUMENT = "pyinstrument"
 _STATS_FILES = {CPROFILE: CPROFILE_STATS, PYINSTRUMENT: PYINSTRUMENT_JSON}
 
 
-class ProfileUnreadable(ValueError):
+class ProfileUnreadable(FormatError):
     """A profile's statistics file is not what its profiler writes."""
 
 

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.failure import describe_failure
@@ -96,7 +96,7 @@ class ProfilerRuleEvaluator(RuleRun):
                 on_stop_training=self.on_stop_training,
             )
             self.rule = self.definition.build()
-        except (ConfigError, ConfigErrors) as error:
+        except ConfigError as error:
             self.finish(ERROR, f"ConfigError: {error}")
         except Exception as error:
             self.finish(
