@@ -16,7 +16,7 @@ to handle one layer's errors. Each error is defined beside the code that raises 
     │   └── ProfileUnreadable             analysis/profiler/python_profiles.py
     ├── CaptureError (RuntimeError)     inside the training
     │   ├── ProfilerUnavailable           capture/pytorch/profiling/python_profiling.py
-    │   └── TrainingStopRequested         storage/stop_request.py: a rule asked the training to stop
+    │   └── TrainingStopRequested         capture/stop_request.py: a rule asked the training to stop
     ├── AnalysisError                   analysis/exceptions.py: reading a trial (smdebug's names)
     │   ├── TensorUnavailable, TensorUnavailableForStep, ShapeUnavailableForStep
     │   ├── StepUnavailable, StepNotYetAvailable, NoMoreData

@@ -55,6 +55,7 @@ from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY
 from trainprobe.jobs.progress import LogTail
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.storage.job_layout import JobLayout
 
 __all__ = ["Estimator", "TrainingJob", "UnexpectedStatusException"]
 
@@ -316,7 +317,7 @@ class Estimator:
         hook = self.debugger_hook_config
         if not isinstance(hook, DebuggerHookConfig) or not hook.s3_output_path:
             return None
-        return os.path.join(hook.s3_output_path, job.name, "debug-output")
+        return JobLayout.for_job(job.name, hook.s3_output_path).debug_output
 
     def latest_job_tensorboard_artifacts_path(self) -> str | None:
         """Where the latest job's TensorBoard files are, when it has a TensorBoardOutputConfig."""
@@ -324,7 +325,7 @@ class Estimator:
         config = self.tensorboard_output_config
         if config is None or not config.s3_output_path:
             return None
-        return os.path.join(config.s3_output_path, job.name, "tensorboard-output")
+        return JobLayout.for_job(job.name, config.s3_output_path).tensorboard_output
 
     def latest_job_profiler_artifacts_path(self) -> str | None:
         """Where the latest job's profiler data is, unless profiling is off."""
@@ -332,7 +333,7 @@ class Estimator:
         config = self.profiler_config
         if config is None or config.disable_profiler or not config.s3_output_path:
             return None
-        return os.path.join(config.s3_output_path, job.name, "profiler-output")
+        return JobLayout.for_job(job.name, config.s3_output_path).profiler_output
 
     def enable_default_profiling(self) -> None:
         """Turn system monitoring on for the running job, with the default configuration."""

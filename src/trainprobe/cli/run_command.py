@@ -43,13 +43,13 @@ from trainprobe.jobs import (
     with_rule_collections,
 )
 from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import (
     rule_verdict,
 )
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
 
 __all__ = ["build_request", "register", "run"]
 
@@ -321,10 +321,10 @@ def _runner_done(store: JobStore, name: str) -> bool:
     return record is None or record.runner_done
 
 
-def _report_path(job_dir: str) -> str | None:
-    for directory, _, names in os.walk(os.path.join(job_dir, "rule-output")):
-        if "profiler-report.html" in names:
-            return os.path.join(directory, "profiler-report.html")
+def _report_path(layout: JobLayout) -> str | None:
+    for directory, _, names in os.walk(layout.rule_output):
+        if PROFILER_REPORT_HTML in names:
+            return os.path.join(directory, PROFILER_REPORT_HTML)
     return None
 
 
@@ -358,7 +358,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
         lines.append(f"  tensorboard: {layout.tensorboard_output}")
     lines.append(f"  model:     {layout.model_dir}")
     lines.append(f"  logs:      {layout.logs_dir}")
-    report = _report_path(layout.job_dir)
+    report = _report_path(layout)
     if report is not None:
         lines.append(f"Report: {report}")
     return lines

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.layout import local_directory
+from trainprobe.storage.job_layout import local_directory
 
 __all__ = [
     "PROGRAM_HYPERPARAMETER",

@@ -32,8 +32,8 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.entry_point import decode_hyperparameters, entry_point_from_request
-from trainprobe.jobs.layout import JobLayout, launch_file_of, local_directory
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory
 
 __all__ = [
     "AUTO_HOOK_VARIABLE",

@@ -24,9 +24,9 @@ from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.arns import training_job_arn
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import output_roots, plan_launch, write_config_files
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import process_start_time
 from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
+from trainprobe.storage.job_layout import JobLayout
 
 __all__ = ["create_training_job", "default_output_root"]
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from trainprobe.capture.stop_request import StopRequest
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
@@ -32,6 +31,7 @@ from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
+from trainprobe.storage.stop_request import StopRequest
 
 __all__ = ["main"]
 

@@ -42,14 +42,14 @@ from types import FrameType
 from typing import Any
 
 from trainprobe import settings
-from trainprobe.capture.stop_request import read_stop_request
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
 from trainprobe.jobs.rule_statuses import record_rules_not_started
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.jobs.training_process import TrainingProcess, describe_exit
+from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 __all__ = ["JobRunner", "main"]

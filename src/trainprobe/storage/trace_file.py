@@ -60,12 +60,12 @@ from trainprobe.config.framework_profile import (
     MAX_FILE_SIZE_DEFAULT,
 )
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
 
 __all__ = [
     "CPROFILE_STATS",
     "CPROFILE_TIMER",
-    "FRAMEWORK_DIR",
     "PEVENTS_DIR",
     "PYINSTRUMENT_HTML",
     "PYINSTRUMENT_JSON",
@@ -85,8 +85,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FRAMEWORK_DIR = "framework"
-PEVENTS_DIR = "framework/pevents"
+PEVENTS_DIR = f"{FRAMEWORK_METRICS_DIR}/pevents"
 TIMELINE_SUFFIX = "pythontimeline.json"
 START_TIME_KEY = "start_time_since_epoch_in_micros"
 CPROFILE_STATS = "python_stats"
@@ -144,7 +143,7 @@ def parse_timeline_file_name(path: str) -> TimelineFile | None:
 def detailed_profiling_file(framework: str, start_step: int, start_us: float, node_id: str) -> str:
     """Where a detailed (torch.profiler) trace of steps from ``start_step`` goes, relative."""
     return (
-        f"{FRAMEWORK_DIR}/{framework}/detailed_profiling/{_hour(start_us)}/"
+        f"{FRAMEWORK_METRICS_DIR}/{framework}/detailed_profiling/{_hour(start_us)}/"
         f"{start_step:09d}/{node_id}.{int(start_us)}.pt.trace.json"
     )
 
@@ -171,7 +170,7 @@ def python_stats_dir(
     framework: str, profiler: str, node_id: str, start: ProfilePoint, end: ProfilePoint
 ) -> str:
     """The directory of one Python profile (``python_stats`` files inside), relative."""
-    return f"{FRAMEWORK_DIR}/{framework}/{profiler}/{node_id}/{start}_{end}"
+    return f"{FRAMEWORK_METRICS_DIR}/{framework}/{profiler}/{node_id}/{start}_{end}"
 
 
 def parse_python_stats_dir(name: str) -> tuple[ProfilePoint, ProfilePoint] | None:
@@ -302,7 +301,7 @@ class TraceFileWriter:
     def _open(self) -> bool:
         self._temp = join(
             self.out_dir,
-            f"{FRAMEWORK_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
+            f"{FRAMEWORK_METRICS_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
         )
         try:
             os.makedirs(os.path.dirname(self._temp), exist_ok=True)
@@ -387,7 +386,7 @@ def latest_timeline_step(out_dir: str) -> int | None:
     """The highest global step at the end of the step timeline: in the files being written and
     the newest finished one. It tells how far a live training has got, a few steps behind (the
     events its writer has not flushed yet); None without a timeline."""
-    framework = join(out_dir, FRAMEWORK_DIR)
+    framework = join(out_dir, FRAMEWORK_METRICS_DIR)
     paths = [
         join(framework, name)
         for name in files.being_written(framework)

@@ -30,11 +30,11 @@ from trainprobe.config.metrics_config import cProfileTimer
 from trainprobe.config.profiler_config import ProfilingPlan
 from trainprobe.errors import FormatError
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
 from trainprobe.storage.trace_file import (
     CPROFILE_STATS,
     CPROFILE_TIMER,
-    FRAMEWORK_DIR,
     PYINSTRUMENT_HTML,
     PYINSTRUMENT_JSON,
     ProfilePoint,
@@ -113,7 +113,7 @@ def list_python_profiles(out_dir: str, plan: ProfilingPlan | None = None) -> lis
     ``plan`` gives for its start step, else None (unknown).
     """
     found = []
-    framework_dir = join(out_dir, FRAMEWORK_DIR)
+    framework_dir = join(out_dir, FRAMEWORK_METRICS_DIR)
     listed = files.list_files(framework_dir)
     timer_files = {relative for relative in listed if relative.endswith("/" + CPROFILE_TIMER)}
     for relative in listed:

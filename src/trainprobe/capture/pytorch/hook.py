@@ -326,12 +326,7 @@ class Hook:
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next forward starts a step of that mode."""
-        if not isinstance(mode, ModeKeys):
-            if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(ModeKeys):
-                mode = ModeKeys(mode)
-            else:
-                names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
-                raise ConfigError("mode", mode, f"one of {names}")
+        mode = ModeKeys.parse(mode)
         self.mode = mode
         if self.profiler is not None:
             self.profiler.set_mode(mode)

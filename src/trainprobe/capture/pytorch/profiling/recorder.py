@@ -29,7 +29,6 @@ from trainprobe.capture.pytorch.profiling.timeline import (
     StepRecord,
     StepTimeline,
     Wait,
-    step_phase,
 )
 from trainprobe.capture.pytorch.profiling.trace_thread import TraceThread
 from trainprobe.config.profiler_config import ProfilingPlan
@@ -42,8 +41,8 @@ PROFILER_PHASE = "trainprobe"
 """The phase of the profiler's own slow work (writing profiles) in the timeline."""
 
 PHASE_ORDER = (
-    *(step_phase(mode) for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)),
-    step_phase(ModeKeys.GLOBAL),
+    *(mode.step_phase for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)),
+    ModeKeys.GLOBAL.step_phase,
     DATA_LOADING,
     FORWARD,
     BACKWARD,
