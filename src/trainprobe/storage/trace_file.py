@@ -71,6 +71,7 @@ __all__ = [
     "PYINSTRUMENT_JSON",
     "TIMELINE_SUFFIX",
     "ProfilePoint",
+    "TimelineEvent",
     "TimelineFile",
     "TraceEvent",
     "TraceFileReader",
@@ -94,6 +95,24 @@ PYINSTRUMENT_JSON = "python_stats.json"
 PYINSTRUMENT_HTML = "python_stats.html"
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
+
+
+class TimelineEvent(NamedTuple):
+    """One complete event to write, as it travels from the profiler to the trace file.
+
+    Times are in microseconds since the epoch; ``tid`` and ``thread_name`` name the thread row
+    the event is drawn on (the name is declared once per phase and thread).
+    """
+
+    phase: str
+    name: str
+    start_us: float
+    duration_us: float
+    args: Mapping[str, Any] | None = None
+    tid: int = 0
+    thread_name: str | None = None
+
+
 _TIMELINE_NAME = re.compile(r"^(\d+)_([^_]+)_(.+\.json)$")
 _POINT = re.compile(r"^([a-z]+)-(\*|\d+)-([a-z]+)-(\d+(?:\.\d+)?)$")
 
@@ -249,6 +268,11 @@ class TraceFileWriter:
         thread_name: str | None = None,
     ) -> None:
         """Write one complete event of ``phase`` (times in microseconds since the epoch)."""
+        self.write(TimelineEvent(phase, name, start_us, duration_us, args, tid, thread_name))
+
+    def write(self, event: TimelineEvent) -> None:
+        """Write one complete event."""
+        phase, name, start_us, duration_us, args, tid, thread_name = event
         if not self.healthy:
             return
         self.rotate_if_due()
@@ -274,7 +298,7 @@ class TraceFileWriter:
                     "args": {"name": thread_name},
                 }
             )
-        event: dict[str, Any] = {
+        record: dict[str, Any] = {
             "name": name,
             "pid": pid,
             "tid": tid,
@@ -283,8 +307,8 @@ class TraceFileWriter:
             "dur": round(max(duration_us, 0.0), 3),
         }
         if args:
-            event["args"] = dict(args)
-        self._write(event)
+            record["args"] = dict(args)
+        self._write(record)
         self._last_end_us = max(self._last_end_us, start_us + max(duration_us, 0.0))
         if self._size >= self.max_file_size:
             self._finish()

@@ -33,7 +33,7 @@ from trainprobe.capture.pytorch.profiling.timeline import (
 from trainprobe.capture.pytorch.profiling.trace_thread import TraceThread
 from trainprobe.config.profiler_config import ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.trace_file import TraceFileWriter
+from trainprobe.storage.trace_file import TimelineEvent, TraceFileWriter
 
 __all__ = ["PHASE_ORDER", "PROFILER_PHASE", "TimelineRecorder"]
 
@@ -121,7 +121,7 @@ class TimelineRecorder:
         """Queue one event (times in microseconds since the epoch)."""
         trace = self._trace
         if self.recording and trace is not None:
-            trace.emit(phase, name, start_us, duration_us, args, tid, thread_name)
+            trace.emit(TimelineEvent(phase, name, start_us, duration_us, args, tid, thread_name))
 
     # ----- the step -----
 
