@@ -40,6 +40,7 @@ from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.errors import JobError
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
@@ -54,6 +55,7 @@ from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY
 from trainprobe.jobs.progress import LogTail
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.storage.job_layout import JobLayout
 
 __all__ = ["Estimator", "TrainingJob", "UnexpectedStatusException"]
 
@@ -63,7 +65,7 @@ MAX_RUN_DEFAULT = 24 * 60 * 60
 _POLL_SECONDS = 0.5
 
 
-class UnexpectedStatusException(ValueError):
+class UnexpectedStatusException(JobError, ValueError):
     """A job ended in a status other than the one waited for (Failed), as the SDK raises."""
 
     def __init__(self, message: str, allowed_statuses: list[str], actual_status: str) -> None:
@@ -318,7 +320,7 @@ class Estimator:
         hook = self.debugger_hook_config
         if not isinstance(hook, DebuggerHookConfig) or not hook.s3_output_path:
             return None
-        return os.path.join(hook.s3_output_path, job.name, "debug-output")
+        return JobLayout.for_job(job.name, hook.s3_output_path).debug_output
 
     def latest_job_tensorboard_artifacts_path(self) -> str | None:
         """Where the latest job's TensorBoard files are, when it has a TensorBoardOutputConfig."""
@@ -326,7 +328,7 @@ class Estimator:
         config = self.tensorboard_output_config
         if config is None or not config.s3_output_path:
             return None
-        return os.path.join(config.s3_output_path, job.name, "tensorboard-output")
+        return JobLayout.for_job(job.name, config.s3_output_path).tensorboard_output
 
     def latest_job_profiler_artifacts_path(self) -> str | None:
         """Where the latest job's profiler data is, unless profiling is off."""
@@ -334,7 +336,7 @@ class Estimator:
         config = self.profiler_config
         if config is None or config.disable_profiler or not config.s3_output_path:
             return None
-        return os.path.join(config.s3_output_path, job.name, "profiler-output")
+        return JobLayout.for_job(job.name, config.s3_output_path).profiler_output
 
     def enable_default_profiling(self) -> None:
         """Turn system monitoring on for the running job, with the default configuration."""

@@ -28,6 +28,7 @@ from framework_training import (
     write_config,
 )
 
+from timing import FakeClock
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.profiling.profiler import framework_plan
@@ -49,14 +50,6 @@ def far_away() -> ProfilerConfig:
     return ProfilerConfig(
         framework_profile_params=FrameworkProfile(detailed_profiling_config=later)
     )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_rewritten_config_file_takes_effect_at_the_next_step(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from timing import FakeClock
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.trace_file import (
     ProfilePoint,
@@ -28,14 +29,6 @@ from trainprobe.storage.trace_file import (
 )
 
 T0 = 1_795_000_000_000_000.0  # microseconds since the epoch
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def finished_files(out: Path) -> list[Path]:
@@ -146,7 +139,7 @@ def test_files_rotate_at_the_size_limit_and_each_stands_alone(tmp_path: Path) ->
 
 
 def test_files_rotate_when_their_time_is_up(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     writer = TraceFileWriter(
         str(tmp_path), "0-algo-1", start_time_us=T0, close_interval=60.0, clock=clock
     )

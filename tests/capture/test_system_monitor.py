@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from timing import wait_until
 from trainprobe.capture.system_monitor import MonitorSettings, SystemMonitor, watch_profiler_config
 from trainprobe.capture.system_monitor.__main__ import main
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader
@@ -60,14 +61,6 @@ def start_monitor(out: Path, *arguments: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
 
 
 def samples(events: list[SystemMetric]) -> dict[float, list[SystemMetric]]:

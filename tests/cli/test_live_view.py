@@ -24,9 +24,9 @@ from rich.console import Console
 
 from trainprobe.cli.job_follower import JobProgress
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import saved_loss
 from trainprobe.storage import locations
+from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.system_metrics import minute_file
 
 TRAINING = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"

@@ -16,11 +16,11 @@ import signal
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from job_helpers import PLAIN_TRAINING, request, rule, rule_statuses, wait_for
 
+from timing import wait_until
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
@@ -222,14 +222,6 @@ def test_a_job_stops_at_its_max_runtime(store: JobStore, tmp_path: Path) -> None
 def sample_times(profiler_output: Path, after: float = 0.0) -> list[float]:
     readings = SystemMetricsReader(str(profiler_output)).events(0, 10**10)
     return sorted({reading.timestamp for reading in readings if reading.timestamp > after})
-
-
-def wait_until(condition: Any, what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_update_training_job_changes_a_running_jobs_monitoring_interval(

@@ -28,7 +28,7 @@ from trainprobe.config.request_json import parse_request
 from trainprobe.config.rules import Rule
 from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobNameInUse, JobStore, create_training_job, describe_training_job
-from trainprobe.jobs.layout import JobLayout, launch_file_of
+from trainprobe.storage.job_layout import JobLayout, launch_file_of
 
 
 def _files(root: Path, skip: Path) -> set[str]:

@@ -9,14 +9,13 @@ check the updates that are refused, on jobs written straight into the job store.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from job_helpers import request, rule, rule_statuses, wait_for
 
+from timing import wait_until
 from trainprobe import debugger
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.jobs import (
@@ -52,14 +51,6 @@ def profiler_rule(name: str, rule_to_invoke: str = "OverallSystemUsage") -> dict
         "RuleEvaluatorImage": "DEFAULT_RULE_EVALUATOR_IMAGE",
         "RuleParameters": {"rule_to_invoke": rule_to_invoke},
     }
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.2)
 
 
 def saved_steps(debug_output: Path) -> int:

@@ -20,13 +20,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, Session
 
-from trainprobe.capture.stop_request import (
-    StopRequest,
-    StopRequestWatch,
-    TrainingStopRequested,
-    read_stop_request,
-    write_stop_request,
-)
+from trainprobe.capture.stop_request import StopRequestWatch, TrainingStopRequested
 from trainprobe.config.actions import SMS, ActionList, Email, StopTraining, Webhook
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
@@ -34,6 +28,7 @@ from trainprobe.rules.runner import RuleRunner
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.rule_output import read_actions
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
+from trainprobe.storage.stop_request import StopRequest, read_stop_request, write_stop_request
 
 GRADIENT = "gradients/fc.weight_grad"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from trainprobe.capture.stop_request import read_stop_request
 from trainprobe.config.actions import StopTraining
 from trainprobe.storage.rule_output import read_actions, read_status
+from trainprobe.storage.stop_request import read_stop_request
 
 TRAINING = textwrap.dedent(
     """

@@ -24,7 +24,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,9 @@ from trainprobe.rules.profiler import (
     ProfilerRuleDefinition,
     ProfilerRuleRunner,
     ProfilerTrial,
-    report_path,
 )
 from trainprobe.rules.verdict import Verdict
+from trainprobe.storage.job_layout import rule_report_file
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.system_metrics import MetricKey, SystemMetricsReader, SystemMetricsWriter
@@ -353,22 +353,13 @@ def evaluate(
 def report_of(job: Path, rule: str, configuration: str | None = None) -> dict[str, Any]:
     """The report data a rule wrote (under ``configuration``'s output, default its own)."""
     directory = job / "rule-output" / (configuration or rule)
-    return json.loads(Path(report_path(str(directory), rule)).read_text())
+    return json.loads(Path(rule_report_file(str(directory), rule)).read_text())
 
 
 def status_of(job: Path, configuration: str) -> str | None:
     """The status a rule configuration wrote last (None before its first)."""
     status = read_status(str(job / "rule-output" / configuration))
     return None if status is None else status.rule_evaluation_status
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Wait for ``condition``; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # ----- the trial ------------------------------------------------------------------------------

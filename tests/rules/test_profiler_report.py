@@ -26,10 +26,10 @@ from test_profiler_data import (
     report_of,
     runner,
     status_of,
-    wait_until,
     write_system,
 )
 
+from timing import wait_until
 from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import ProfilerRule, rule_configs

@@ -2,7 +2,7 @@
 
 ::
 
-    TrainprobeAnalysisError
+    AnalysisError (trainprobe.errors; also named TrainprobeAnalysisError)
     ├── TensorUnavailable          the tensor was never saved
     ├── TensorUnavailableForStep   saved, but not at this step (maybe only its reductions)
     ├── ShapeUnavailableForStep    neither its shape nor its value was saved at this step
@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from trainprobe.errors import AnalysisError
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = [
@@ -32,8 +33,8 @@ __all__ = [
 ]
 
 
-class TrainprobeAnalysisError(Exception):
-    """The base of every error raised while reading a trial."""
+TrainprobeAnalysisError = AnalysisError
+"""The base of every error raised while reading a trial (``trainprobe.errors.AnalysisError``)."""
 
 
 class TensorUnavailable(TrainprobeAnalysisError):

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.capture.collections import CollectionSet
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode, parse_step_list
@@ -43,8 +44,6 @@ __all__ = [
     "CONFIG_PATH_VARIABLES",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_OUT_DIR",
-    "DEFAULT_TENSORBOARD_CONFIG_PATH",
-    "TENSORBOARD_CONFIG_VARIABLE",
     "CollectionSettings",
     "HookArguments",
     "find_hook_config",
@@ -53,7 +52,7 @@ __all__ = [
     "read_tensorboard_config",
 ]
 
-CONFIG_PATH_VARIABLES = ("TRAINPROBE_HOOK_CONFIG", "SMDEBUG_CONFIG_FILE_PATH")
+CONFIG_PATH_VARIABLES = (settings.HOOK_CONFIG, settings.SMDEBUG_CONFIG_FILE_PATH)
 """Environment variables naming the file, in the order they are consulted."""
 
 DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
@@ -61,12 +60,6 @@ DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
 
 DEFAULT_OUT_DIR = "/opt/ml/output/tensors"
 """SageMaker's ``LocalPath`` when the file gives none."""
-
-TENSORBOARD_CONFIG_VARIABLE = "TENSORBOARD_CONFIG_FILE_PATH"
-"""The environment variable naming SageMaker's TensorBoard output file."""
-
-DEFAULT_TENSORBOARD_CONFIG_PATH = "/opt/ml/input/config/tensorboardoutputconfig.json"
-"""Where SageMaker puts the TensorBoard output file inside a training container."""
 
 
 _PREFIXES = {mode: f"{mode.name.lower()}." for mode in ModeKeys}
@@ -136,7 +129,7 @@ def find_hook_config(path: str | None = None) -> str | None:
     if path is not None:
         return path
     for variable in CONFIG_PATH_VARIABLES:
-        value = os.environ.get(variable)
+        value = variable.get()
         if value:
             return value
     return DEFAULT_CONFIG_PATH if os.path.exists(DEFAULT_CONFIG_PATH) else None
@@ -146,7 +139,7 @@ def read_hook_config(path: str | None = None) -> HookArguments:
     """Read and check the file (see ``find_hook_config``); FileNotFoundError if there is none."""
     found = find_hook_config(path)
     if found is None:
-        variables = " or ".join(f"${name}" for name in CONFIG_PATH_VARIABLES)
+        variables = " or ".join(f"${variable.name}" for variable in CONFIG_PATH_VARIABLES)
         raise FileNotFoundError(
             f"no hook configuration: pass a path, set {variables}, or create {DEFAULT_CONFIG_PATH}"
         )
@@ -170,8 +163,8 @@ def read_tensorboard_config() -> str | None:
     it does not exist (no export asked for); "" when it exists without a ``LocalPath`` (export
     into the hook's default directory). A file that is not such JSON is a ConfigError.
     """
-    path = os.environ.get(TENSORBOARD_CONFIG_VARIABLE) or DEFAULT_TENSORBOARD_CONFIG_PATH
-    if not os.path.isfile(path):
+    path = settings.TENSORBOARD_CONFIG_FILE_PATH.get()
+    if path is None or not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as file:
         try:

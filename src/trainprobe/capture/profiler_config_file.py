@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from trainprobe import settings
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.storage import files
@@ -32,7 +33,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CONFIG_PATH_VARIABLES = ("TRAINPROBE_PROFILER_CONFIG", "SMPROFILER_CONFIG_PATH")
+CONFIG_PATH_VARIABLES = (settings.PROFILER_CONFIG, settings.SMPROFILER_CONFIG_PATH)
 """Environment variables naming the file, in the order they are consulted."""
 
 DEFAULT_CONFIG_PATH = "/opt/ml/input/config/profilerconfig.json"
@@ -48,7 +49,7 @@ def find_profiler_config() -> str | None:
     default location.
     """
     for variable in CONFIG_PATH_VARIABLES:
-        path = os.environ.get(variable, "").strip()
+        path = variable.get()
         if path:
             return path if files.exists(path) else None
     return DEFAULT_CONFIG_PATH if files.exists(DEFAULT_CONFIG_PATH) else None

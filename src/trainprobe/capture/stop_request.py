@@ -1,15 +1,10 @@
 """The StopTraining signal, as the training side sees it: a stop request file to check for.
 
-A rule whose StopTraining action fires writes ``stop_request.json`` into the tensor output
-directory it watches (the hook's ``out_dir``), atomically. That is the one signal that works
-whoever started the training: trainprobe's job runner, or the user running the script and the
-rule separately. No other part writes that file, and no reader of the tensors reads it.
-
-The hook checks at each step start, cheaply: ``StopRequestWatch.check`` does nothing but read
-the clock until ``interval`` seconds have passed since its last look, then one ``stat``; it
-reads the file only when its modification time changed. Requests older than the watch (left
-by an earlier run in the same directory) are ignored. The hook calls, at step start and
-outside its own error guard::
+The file and its format are ``storage.stop_request``'s. The hook checks at each step start,
+cheaply: ``StopRequestWatch.check`` does nothing but read the clock until ``interval`` seconds
+have passed since its last look, then one ``stat``; it reads the file only when its modification
+time changed. Requests older than the watch (left by an earlier run in the same directory) are
+ignored. The hook calls, at step start and outside its own error guard::
 
     self._stop_watch = StopRequestWatch(out_dir)           # once, in __init__
     self._stop_watch.raise_if_requested(self.step)         # at each step start
@@ -20,89 +15,16 @@ traceback naming the rule and its reason) once a request is there.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass
-from typing import Any
 
-from trainprobe.storage import files, locations
+from trainprobe.errors import CaptureError
+from trainprobe.storage.stop_request import StopRequest, read_stop_request, stop_request_path
 
-__all__ = [
-    "STOP_REQUEST_FILE",
-    "StopRequest",
-    "StopRequestWatch",
-    "TrainingStopRequested",
-    "read_stop_request",
-    "stop_request_path",
-    "write_stop_request",
-]
-
-STOP_REQUEST_FILE = "stop_request.json"
+__all__ = ["StopRequestWatch", "TrainingStopRequested"]
 
 
-def stop_request_path(out_dir: str) -> str:
-    """The stop request file of the tensor output at ``out_dir``."""
-    return locations.join(out_dir, STOP_REQUEST_FILE)
-
-
-@dataclass(frozen=True)
-class StopRequest:
-    """A rule's request to stop the training: who asked, why, at which step, and when."""
-
-    rule: str
-    message: str
-    step: int | None
-    time: float
-    training_job_prefix: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The request as it is written to the file."""
-        return {
-            "rule": self.rule,
-            "message": self.message,
-            "step": self.step,
-            "time": self.time,
-            "training_job_prefix": self.training_job_prefix,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StopRequest:
-        """Read the file's form back."""
-        step = data.get("step")
-        prefix = data.get("training_job_prefix")
-        return cls(
-            rule=str(data.get("rule", "a rule")),
-            message=str(data.get("message", "")),
-            step=int(step) if isinstance(step, int) else None,
-            time=float(data.get("time", 0.0)),
-            training_job_prefix=str(prefix) if prefix is not None else None,
-        )
-
-    def explain(self) -> str:
-        """The request in words, for the training's error message."""
-        where = f" at step {self.step}" if self.step is not None else ""
-        text = f"rule {self.rule} found an issue{where} and asked to stop the training"
-        return f"{text}: {self.message}" if self.message else text
-
-
-def write_stop_request(out_dir: str, request: StopRequest) -> str:
-    """Write ``request`` into the output at ``out_dir`` (atomically); returns the file's path."""
-    path = stop_request_path(out_dir)
-    files.write_atomic(path, json.dumps(request.to_json()).encode())
-    return path
-
-
-def read_stop_request(out_dir: str) -> StopRequest | None:
-    """The stop request at ``out_dir``, or None when there is none (or it cannot be read)."""
-    try:
-        data = json.loads(files.read_bytes(stop_request_path(out_dir)))
-    except (OSError, ValueError):
-        return None
-    return StopRequest.from_json(data) if isinstance(data, dict) else None
-
-
-class TrainingStopRequested(RuntimeError):
+class TrainingStopRequested(CaptureError):
     """Raised in the training when a rule's StopTraining action asked to stop it."""
 
     def __init__(self, request: StopRequest, step: int | None = None) -> None:
@@ -120,6 +42,7 @@ class StopRequestWatch:
     """
 
     def __init__(self, out_dir: str, *, interval: float = 0.2, since: float | None = None):
+        self.out_dir = out_dir
         self.path = stop_request_path(out_dir)
         self.interval = interval
         self.since = time.time() if since is None else since
@@ -142,11 +65,7 @@ class StopRequestWatch:
         if mtime == self._seen_mtime:
             return None
         self._seen_mtime = mtime
-        try:
-            data = json.loads(files.read_bytes(self.path))
-        except (OSError, ValueError):
-            return None
-        request = StopRequest.from_json(data) if isinstance(data, dict) else None
+        request = read_stop_request(self.out_dir)
         if request is not None and request.time >= self.since:
             self._found = request
         return self._found

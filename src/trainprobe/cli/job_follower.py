@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import (
     LogTail,
     latest_saved_step,
@@ -26,6 +25,7 @@ from trainprobe.jobs.progress import (
 )
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
+from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.system_metrics import SystemMetricsReader
 
 __all__ = [

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.request_json import load_request
 from trainprobe.jobs import (
     JobStore,
@@ -144,7 +144,7 @@ def _guarded(command: str, action: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             status: int = action(args)
-        except (ConfigError, ConfigErrors) as error:
+        except ConfigError as error:
             print(f"trainprobe {command}: {error}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

@@ -20,6 +20,8 @@ from trainprobe.cli import (
     validate_command,
 )
 
+__all__ = ["build_parser", "main"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser for every subcommand."""

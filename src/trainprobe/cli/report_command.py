@@ -9,29 +9,19 @@ rule's data (SageMaker's place) unless --out says otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
-from trainprobe.jobs import JobStore
-from trainprobe.jobs.describe import find_job, layout_of
+from trainprobe.config.errors import ConfigError
 from trainprobe.report import JobFiles, build_report
 
 __all__ = ["register", "run"]
 
 
-def _job_files(job_or_path: str) -> JobFiles:
-    if os.path.isdir(job_or_path):
-        return JobFiles.find(job_or_path)
-    layout = layout_of(find_job(JobStore(), {"TrainingJobName": job_or_path}))
-    return JobFiles.of(layout.job_dir, layout.profiler_output, layout.debug_output)
-
-
 def run(args: argparse.Namespace) -> int:
     """Build the report and print where it is."""
     try:
-        report = build_report(_job_files(args.job_or_path), args.out)
-    except (ConfigError, ConfigErrors) as error:
+        report = build_report(JobFiles.find(args.job_or_path), args.out)
+    except ConfigError as error:
         print(f"trainprobe report: {error}", file=sys.stderr)
         return 2
     print(f"report: {report.html}")

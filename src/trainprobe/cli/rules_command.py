@@ -21,12 +21,13 @@ from typing import Any
 
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.catalogue.model import format_value
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.jobs.describe import layout_at
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Evaluation
-from trainprobe.storage.rule_output import RULE_OUTPUT_DIR
+from trainprobe.storage.job_layout import DEBUG_OUTPUT, RULE_OUTPUT, job_dir_of
 
 __all__ = ["job_layout", "register", "run_list", "run_rule", "run_show"]
 
@@ -269,12 +270,14 @@ def job_layout(path: str, wait: float = 0.0) -> tuple[str, str | None]:
     holds neither (a job that has not started writing), wait up to ``wait`` seconds to tell.
     """
     path = path.rstrip("/") or path
-    if os.path.basename(path) == "debug-output":
+    if os.path.basename(path) == DEBUG_OUTPUT:
         return path, os.path.dirname(path) or "."
     deadline = time.monotonic() + wait
     while True:
-        if os.path.isdir(os.path.join(path, "debug-output")):
-            return os.path.join(path, "debug-output"), path
+        if job_dir_of(path) == (os.path.abspath(path), None):
+            debug_output = layout_at(path).debug_output
+            if os.path.isdir(debug_output):
+                return debug_output, path
         if os.path.isdir(os.path.join(path, "collections")) or time.monotonic() >= deadline:
             return path, None
         time.sleep(0.1)
@@ -300,14 +303,14 @@ def run_rule(args: argparse.Namespace) -> int:
             )
         else:
             definition = RuleDefinition.for_builtin(args.rule, parameters, name=args.name)
-    except (ValueError, ConfigErrors) as error:
+    except ValueError as error:
         print(f"trainprobe rules run: {error}", file=sys.stderr)
         return 2
     if args.wait < 0:
         print("trainprobe rules run: --wait: expected seconds >= 0", file=sys.stderr)
         return 2
     trial_path, job = job_layout(args.path, wait=args.wait)
-    root = args.output or (os.path.join(job, RULE_OUTPUT_DIR) if job is not None else None)
+    root = args.output or (os.path.join(job, RULE_OUTPUT) if job is not None else None)
 
     def show(name: str, evaluation: Evaluation) -> None:
         if evaluation.result == ISSUES_FOUND and not args.quiet:

@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.cli.job_follower import (
     Follower,
     LiveFollower,
@@ -29,7 +30,7 @@ from trainprobe.cli.job_follower import (
 )
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs import (
@@ -42,13 +43,13 @@ from trainprobe.jobs import (
     with_rule_collections,
 )
 from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.progress import (
     rule_verdict,
 )
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
 
 __all__ = ["build_request", "register", "run"]
 
@@ -303,7 +304,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
 
 def _wants_live_view(args: argparse.Namespace) -> bool:
     """The live panel on a terminal that can draw it, unless ``--plain``."""
-    return not args.plain and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+    return not args.plain and sys.stdout.isatty() and settings.TERM.get() != "dumb"
 
 
 def _finished(description: dict[str, Any]) -> bool:
@@ -320,10 +321,10 @@ def _runner_done(store: JobStore, name: str) -> bool:
     return record is None or record.runner_done
 
 
-def _report_path(job_dir: str) -> str | None:
-    for directory, _, names in os.walk(os.path.join(job_dir, "rule-output")):
-        if "profiler-report.html" in names:
-            return os.path.join(directory, "profiler-report.html")
+def _report_path(layout: JobLayout) -> str | None:
+    for directory, _, names in os.walk(layout.rule_output):
+        if PROFILER_REPORT_HTML in names:
+            return os.path.join(directory, PROFILER_REPORT_HTML)
     return None
 
 
@@ -357,7 +358,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
         lines.append(f"  tensorboard: {layout.tensorboard_output}")
     lines.append(f"  model:     {layout.model_dir}")
     lines.append(f"  logs:      {layout.logs_dir}")
-    report = _report_path(layout.job_dir)
+    report = _report_path(layout)
     if report is not None:
         lines.append(f"Report: {report}")
     return lines
@@ -381,7 +382,7 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     try:
         request = build_request(args)
         create_training_job(request, store=store)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         print(f"trainprobe run: {error}", file=sys.stderr)
         return 2
     name = request["TrainingJobName"]

@@ -27,6 +27,8 @@ from trainprobe.jobs.admission import admit_training_job
 from trainprobe.jobs.store import STORE_FILE, JobStore, trainprobe_home
 from trainprobe.storage.modes import ModeKeys
 
+__all__ = ["describe", "register", "run"]
+
 
 def register(subcommands: Any) -> None:
     """Add ``validate`` to the command line."""

@@ -2,13 +2,16 @@
 
 Every rejected value says three things: which field, what value, and what would have been
 allowed; for a misspelt name it also suggests the nearest valid one. A request with several
-problems reports them all at once (``ConfigErrors``) so the user fixes them in one pass.
+problems reports them all at once (``ConfigErrors``, itself a ``ConfigError``, so that
+``except ConfigError`` catches both) so the user fixes them in one pass.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Iterator, Sequence
+
+from trainprobe.errors import TrainprobeError
 
 __all__ = ["ConfigError", "ConfigErrors", "closest"]
 
@@ -31,7 +34,7 @@ def _show(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-class ConfigError(ValueError):
+class ConfigError(TrainprobeError, ValueError):
     """A configuration value trainprobe cannot accept.
 
     ``field`` is where the value was found, in the user's terms: a Python parameter such as
@@ -65,16 +68,31 @@ class ConfigError(ValueError):
         return ConfigError(field, self.value, self.allowed, suggestion=self.suggestion)
 
 
-class ConfigErrors(ValueError):
-    """Every problem found in one request, raised together so they can be fixed together."""
+class ConfigErrors(ConfigError):
+    """Every problem found in one request, raised together so they can be fixed together.
+
+    ``errors`` holds each problem once (a ConfigErrors among those given is opened up); as a
+    ConfigError, its ``field``, ``value`` and ``allowed`` are those of the first problem.
+    """
 
     def __init__(self, errors: Sequence[ConfigError]) -> None:
         if not errors:
             raise ValueError("ConfigErrors needs at least one error")
-        self.errors = list(errors)
+        self.errors: list[ConfigError] = []
+        for error in errors:
+            self.errors += error.errors if isinstance(error, ConfigErrors) else [error]
+        first = self.errors[0]
+        self.field = first.field
+        self.value = first.value
+        self.allowed = first.allowed
+        self.suggestion = first.suggestion
         lines = [f"{len(self.errors)} problem(s) in the configuration:"]
         lines += [f"  - {error}" for error in self.errors]
-        super().__init__("\n".join(lines))
+        ValueError.__init__(self, "\n".join(lines))
+
+    def at(self, prefix: str) -> ConfigErrors:
+        """The same problems, each with its field placed under ``prefix``."""
+        return ConfigErrors([error.at(prefix) for error in self.errors])
 
     def __iter__(self) -> Iterator[ConfigError]:
         return iter(self.errors)

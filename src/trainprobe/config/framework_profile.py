@@ -274,8 +274,6 @@ def _read_parameters(
             configs[name] = config_class.from_request_value(by_name[name], name)
         except ConfigError as error:
             errors.append(error)
-        except ConfigErrors as found:
-            errors += found
     if errors:
         raise ConfigErrors(errors)
     return settings, configs

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, ActionList, parse_actions
 from trainprobe.config.catalogue.model import is_engine_key, raise_if_any
-from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.hook_config import CollectionConfig
 from trainprobe.config.names import check_rule_name
 
@@ -443,8 +443,6 @@ class Rule(RuleBase):
             )
         except ConfigError as error:
             errors.append(error)
-        except ConfigErrors as found:
-            errors += found.errors
         raise_if_any(errors)
         self.collection_configs = collections_to_save
         self.actions = actions
@@ -464,8 +462,6 @@ class Rule(RuleBase):
                 parse_actions(parameters["action_json"], field=f"{where}.action_json")
             except ConfigError as error:
                 errors.append(error)
-            except ConfigErrors as found:
-                errors += found.errors
         return errors
 
     @classmethod

@@ -9,6 +9,7 @@ checks values as they are given (``ConfigError``, a ValueError, naming the field
 allowed) instead of failing later, inside the job.
 """
 
+from trainprobe import settings
 from trainprobe.config import rule_configs
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import (
@@ -35,7 +36,7 @@ from trainprobe.config.rules import (
 )
 from trainprobe.debugger import metrics_config, utils
 
-DEBUGGER_FLAG = "USE_SMDEBUG"
+DEBUGGER_FLAG = settings.USE_SMDEBUG.name
 """The environment variable that turns the hook off when set to "0" or "false", as on SageMaker."""
 
 framework_name = "debugger"

@@ -27,7 +27,6 @@ from trainprobe.jobs.control import stop_training_job, update_training_job
 from trainprobe.jobs.describe import describe_training_job
 from trainprobe.jobs.errors import JobNameInUse, JobNotFound, JobOperationError, JobStateError
 from trainprobe.jobs.launcher import create_training_job, default_output_root
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.listing import list_training_jobs
 from trainprobe.jobs.sdk_defaults import (
     job_name_from_base,
@@ -35,6 +34,7 @@ from trainprobe.jobs.sdk_defaults import (
     with_rule_collections,
 )
 from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
+from trainprobe.storage.job_layout import JobLayout
 
 __all__ = [
     "JobLayout",

@@ -25,8 +25,8 @@ from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
-from trainprobe.jobs.layout import JobLayout, writable_directory
 from trainprobe.jobs.store import JobStore, trainprobe_home
+from trainprobe.storage.job_layout import JobLayout, writable_directory
 
 __all__ = ["Admission", "admit_training_job", "default_output_root"]
 

@@ -19,12 +19,19 @@ from trainprobe.config.errors import closest
 from trainprobe.config.training_job import validate_training_job_name
 from trainprobe.jobs.errors import JobNotFound
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import settle
 from trainprobe.jobs.rule_statuses import evaluation_statuses
 from trainprobe.jobs.store import JobRecord, JobStore
+from trainprobe.storage.job_layout import JobLayout
 
-__all__ = ["describe_record", "describe_training_job", "find_job", "layout_of", "timestamp"]
+__all__ = [
+    "describe_record",
+    "describe_training_job",
+    "find_job",
+    "layout_at",
+    "layout_of",
+    "timestamp",
+]
 
 # Request members DescribeTrainingJob returns as they were given.
 _ECHOED = (
@@ -116,11 +123,17 @@ def _transitions(record: JobRecord) -> list[dict[str, Any]]:
 
 def layout_of(record: JobRecord) -> JobLayout:
     """Where the files of the job ``record`` are."""
+    return layout_at(record.job_dir)
+
+
+def layout_at(job_dir: str) -> JobLayout:
+    """Where the files of the job whose directory is ``job_dir`` are: as its launch plan says."""
     try:
-        return LaunchPlan.read(record.job_dir).layout
+        return LaunchPlan.read(job_dir).layout
     except (OSError, ValueError, KeyError):
-        # The job failed before its launch plan was written: the default places.
-        return JobLayout.for_job(record.name, os.path.dirname(record.job_dir))
+        # The job failed before its launch plan was written (or was not started by a job
+        # runner): the default places.
+        return JobLayout.for_job(os.path.basename(job_dir), os.path.dirname(job_dir))
 
 
 def describe_record(record: JobRecord) -> dict[str, Any]:

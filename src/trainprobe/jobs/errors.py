@@ -8,11 +8,12 @@ HTTP front end maps ``error_code`` to SageMaker's error name (``ValidationExcept
 from __future__ import annotations
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.errors import JobError
 
 __all__ = ["JobNameInUse", "JobNotFound", "JobOperationError", "JobStartError", "JobStateError"]
 
 
-class JobOperationError(ConfigError):
+class JobOperationError(ConfigError, JobError):
     """A job operation that cannot be done as asked."""
 
     error_code = "ValidationException"

@@ -28,12 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.entry_point import decode_hyperparameters, entry_point_from_request
-from trainprobe.jobs.layout import JobLayout, launch_file_of, local_directory
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory
 
 __all__ = [
     "AUTO_HOOK_VARIABLE",
@@ -47,13 +48,13 @@ __all__ = [
     "write_profiler_config",
 ]
 
-AUTO_HOOK_VARIABLE = "TRAINPROBE_AUTO_HOOK"
+AUTO_HOOK_VARIABLE = settings.AUTO_HOOK.name
 """Set to 1 for the training when a hook configuration exists: install the hook automatically."""
 
-RUNNER_PID_VARIABLE = "TRAINPROBE_RUNNER_PID"
+RUNNER_PID_VARIABLE = settings.RUNNER_PID.name
 """The job runner's process id: the job's processes stop when it is gone."""
 
-JOB_NAME_VARIABLE = "TRAINPROBE_TRAINING_JOB_NAME"
+JOB_NAME_VARIABLE = settings.TRAINING_JOB_NAME.name
 
 
 @dataclass(frozen=True)
@@ -187,16 +188,16 @@ def plan_launch(
             sort_keys=True,
             separators=(",", ":"),
         ),
-        "TRAINPROBE_PROFILER_CONFIG": layout.profiler_config_file,
-        "SMPROFILER_CONFIG_PATH": layout.profiler_config_file,
+        settings.PROFILER_CONFIG.name: layout.profiler_config_file,
+        settings.SMPROFILER_CONFIG_PATH.name: layout.profiler_config_file,
         **_channels(other.get("InputDataConfig"), cwd),
     }
     if _has_hook(request):
-        environment["TRAINPROBE_HOOK_CONFIG"] = layout.hook_config_file
-        environment["SMDEBUG_CONFIG_FILE_PATH"] = layout.hook_config_file
+        environment[settings.HOOK_CONFIG.name] = layout.hook_config_file
+        environment[settings.SMDEBUG_CONFIG_FILE_PATH.name] = layout.hook_config_file
         environment[AUTO_HOOK_VARIABLE] = "1"
     if request.tensorboard_output_config is not None:
-        environment["TENSORBOARD_CONFIG_FILE_PATH"] = layout.tensorboard_config_file
+        environment[settings.TENSORBOARD_CONFIG_FILE_PATH.name] = layout.tensorboard_config_file
     environment.update(request.environment)
     profiler = request.profiler_config
     interval = (

@@ -25,9 +25,9 @@ from trainprobe.jobs.admission import Admission, admit_training_job, default_out
 from trainprobe.jobs.arns import training_job_arn
 from trainprobe.jobs.errors import JobStartError
 from trainprobe.jobs.launch_plan import plan_launch, write_config_files
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.liveness import process_start_time
 from trainprobe.jobs.store import JobRecord, JobStore
+from trainprobe.storage.job_layout import JobLayout
 
 __all__ = ["create_training_job", "default_output_root"]
 

@@ -20,11 +20,11 @@ import numpy as np
 from trainprobe.analysis.exceptions import MissingCollectionFiles, TensorUnavailableForStep
 from trainprobe.analysis.trial import create_trial
 from trainprobe.capture.collections import CollectionKeys
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.rules.rule import Evidence
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import locations
 from trainprobe.storage import system_metrics as metrics
+from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import read_evaluations, read_status
 from trainprobe.storage.trace_file import latest_timeline_step
 

@@ -23,8 +23,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from trainprobe.capture.stop_request import StopRequest
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
@@ -32,6 +31,7 @@ from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
+from trainprobe.storage.stop_request import StopRequest
 
 __all__ = ["main"]
 
@@ -69,7 +69,7 @@ def run(plan: LaunchPlan, index: int, runner_pid: int | None) -> int:
     name = str(entry.get("RuleConfigurationName", f"rule-{index}"))
     try:
         definition = _definition(entry, plan.rules_working_dir)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         _record_error(layout.rule_output_dir(name), name, f"ConfigError: {error}")
         return 2
 

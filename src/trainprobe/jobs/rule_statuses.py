@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainprobe.jobs.arns import rule_evaluation_job_arn
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.rules.verdict import ERROR, IN_PROGRESS, STOPPING
+from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_status
 
 __all__ = [

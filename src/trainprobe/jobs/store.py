@@ -23,10 +23,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.jobs.errors import JobNameInUse
 
 __all__ = [
-    "HOME_VARIABLE",
     "STORE_FILE",
     "TERMINAL_SECONDARY_STATUSES",
     "TERMINAL_STATUSES",
@@ -35,7 +35,6 @@ __all__ = [
     "trainprobe_home",
 ]
 
-HOME_VARIABLE = "TRAINPROBE_HOME"
 STORE_FILE = "jobs.sqlite"
 
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
@@ -76,8 +75,7 @@ _JSON_COLUMNS = frozenset({"request", "transitions", "profiler_config", "profile
 
 def trainprobe_home() -> str:
     """trainprobe's home directory: ``$TRAINPROBE_HOME``, else ``~/.trainprobe``."""
-    home = os.environ.get(HOME_VARIABLE, "").strip()
-    return os.path.abspath(os.path.expanduser(home or "~/.trainprobe"))
+    return os.path.abspath(os.path.expanduser(settings.HOME.get()))
 
 
 @dataclass

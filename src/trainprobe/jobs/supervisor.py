@@ -12,7 +12,7 @@ The launcher starts one per job. It follows the job's launch plan:
    beginning, so the rules judge the whole job), and for a reason to stop the training: a rule's
    StopTraining request in the tensor output, a StopTrainingJob request in the job store,
    MaxRuntimeInSeconds reached, or SIGTERM to the runner itself. To stop, it signals the
-   training's process group (SIGTERM, then SIGKILL after ``STOP_GRACE_SECONDS``);
+   training's process group (SIGTERM, then SIGKILL after ``$TRAINPROBE_STOP_GRACE_SECONDS``);
 4. records how the training ended: Completed; Stopped with the reason (MaxRuntimeExceeded for the
    runtime limit); or Failed with the last lines of the training's error output. From then on
    the job cannot be updated, so it starts the profiler rules of an update that came meanwhile;
@@ -20,7 +20,7 @@ The launcher starts one per job. It follows the job's launch plan:
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
    ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
    the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
-   ``REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
+   ``$TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``).
 """
@@ -41,14 +41,15 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from trainprobe.capture.stop_request import read_stop_request
-from trainprobe.jobs.launch_plan import RUNNER_PID_VARIABLE, LaunchPlan
-from trainprobe.jobs.layout import JobLayout
+from trainprobe import settings
+from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
 from trainprobe.jobs.rule_statuses import record_rules_not_started
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.jobs.training_process import TrainingProcess, describe_exit
+from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 __all__ = ["JobRunner", "main"]
@@ -56,10 +57,8 @@ __all__ = ["JobRunner", "main"]
 log = logging.getLogger("trainprobe.jobs.runner")
 
 TICK_SECONDS = 0.2
-STOP_GRACE_SECONDS = float(os.environ.get("TRAINPROBE_STOP_GRACE_SECONDS", "10"))
 RULES_GRACE_SECONDS = 600.0
 REPORT_GRACE_SECONDS = 300.0
-REPORT_EVERY_SECONDS = float(os.environ.get("TRAINPROBE_REPORT_EVERY_SECONDS", "600"))
 PROFILER_REPORT = "ProfilerReport"
 MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
@@ -117,7 +116,7 @@ class JobRunner:
         except Exception as error:
             log.exception("the job runner failed")
             if self.training is not None and self.training.poll() is None:
-                self.training.stop(STOP_GRACE_SECONDS)
+                self.training.stop(settings.STOP_GRACE_SECONDS.get())
             self.store.transition(
                 self.name,
                 "Failed",
@@ -140,7 +139,7 @@ class JobRunner:
         environment = {
             **os.environ,
             **self.plan.environment,
-            RUNNER_PID_VARIABLE: str(os.getpid()),
+            settings.RUNNER_PID.name: str(os.getpid()),
         }
         log.info("starting the training: %s", " ".join(self.plan.command))
         try:
@@ -171,7 +170,7 @@ class JobRunner:
                 self.name, "Stopping", "Stopping", stop.reason, only_if_status=("InProgress",)
             )
             log.info("stopping the training: %s", stop.reason)
-            returncode = self.training.stop(STOP_GRACE_SECONDS)
+            returncode = self.training.stop(settings.STOP_GRACE_SECONDS.get())
         assert returncode is not None
         self.training.finish()
         log.info("the training %s", describe_exit(returncode))
@@ -295,7 +294,7 @@ class JobRunner:
     def _refresh_reports(self, record: JobRecord) -> None:
         """Rewrite the profiler reports every ``REPORT_EVERY_SECONDS`` of a long job, so that a
         look at them before its end finds them recent."""
-        if time.monotonic() - self._reported_at < REPORT_EVERY_SECONDS:
+        if time.monotonic() - self._reported_at < settings.REPORT_EVERY_SECONDS.get():
             return
         if any(process.poll() is None for process in self.reports):
             return  # the previous ones are still being written

@@ -31,7 +31,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-from trainprobe.jobs.launch_plan import AUTO_HOOK_VARIABLE, RUNNER_PID_VARIABLE
+from trainprobe import settings
 from trainprobe.jobs.runner_watch import watch_runner
 
 __all__ = ["main"]
@@ -51,8 +51,8 @@ def _interrupt_on_sigterm(signum: int, frame: object) -> None:
 
 
 def _interrupt_when_runner_is_gone() -> None:
-    value = os.environ.get(RUNNER_PID_VARIABLE, "").strip()
-    if not value.isdigit():
+    value = settings.RUNNER_PID.get()
+    if value is None:
         return
 
     def on_gone() -> None:
@@ -69,11 +69,11 @@ def _interrupt_when_runner_is_gone() -> None:
                 flush=True,
             )
 
-    watch_runner(int(value), on_gone)
+    watch_runner(value, on_gone)
 
 
 def _install_auto_hook() -> None:
-    if os.environ.get(AUTO_HOOK_VARIABLE, "").strip() not in ("1", "true", "True"):
+    if not settings.AUTO_HOOK.get() or not settings.USE_SMDEBUG.get():
         return
     if importlib.util.find_spec("torch") is None:
         return

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.layout import DEBUG_OUTPUT, RULE_OUTPUT
+from trainprobe.jobs.describe import layout_at
 from trainprobe.report.build import build_report
 from trainprobe.report.job_files import JobFiles
+from trainprobe.storage.job_layout import job_dir_of
 
 __all__ = ["main"]
 
@@ -50,18 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _elsewhere(rule_output: str, profiler_output: str, debug_output: str | None) -> JobFiles:
     """The job whose ProfilerReport rule writes to ``rule_output`` (``<job>/rule-output/<rule>``)
     and whose other outputs are where given."""
-    rule_output = os.path.abspath(rule_output)
-    parent = os.path.dirname(rule_output)
-    if os.path.basename(parent) != RULE_OUTPUT:
+    found = job_dir_of(rule_output)
+    if found is None or found[1] is None:
         raise ConfigError(
             "path", rule_output, "a ProfilerReport rule's output: <job>/rule-output/<rule>"
         )
-    job_dir = os.path.dirname(parent)
+    job_dir = found[0]
     return JobFiles.of(
         job_dir,
         os.path.abspath(profiler_output),
-        os.path.abspath(debug_output or os.path.join(job_dir, DEBUG_OUTPUT)),
-        rule_output=rule_output,
+        os.path.abspath(debug_output or layout_at(job_dir).debug_output),
+        rule_output=found[1],
     )
 
 

@@ -13,19 +13,24 @@ import json
 import os
 from dataclasses import dataclass
 
-from trainprobe.jobs.layout import RULE_OUTPUT
 from trainprobe.report.content import report_content
-from trainprobe.report.job_files import DEFAULT_RULE_NAME, JobFiles
+from trainprobe.report.job_files import JobFiles
 from trainprobe.report.page import render_page
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.report_data import json_safe
 from trainprobe.rules.profiler.runner import run_profiler_rules
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import (
+    PROFILER_REPORT_HTML,
+    PROFILER_REPORT_JSON,
+    PROFILER_REPORT_RULE,
+    RULE_OUTPUT,
+)
 
 __all__ = ["HTML_FILE", "JSON_FILE", "ReportFiles", "build_report"]
 
-HTML_FILE = "profiler-report.html"
-JSON_FILE = "profiler-report.json"
+HTML_FILE = PROFILER_REPORT_HTML
+JSON_FILE = PROFILER_REPORT_JSON
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ def build_report(
 
 def _with_profiler_rules(job: JobFiles) -> JobFiles:
     """Run ProfilerReport over the finished job's data, into its rule output."""
-    definition = ProfilerRuleDefinition.for_builtin(DEFAULT_RULE_NAME, {}, name=DEFAULT_RULE_NAME)
+    definition = ProfilerRuleDefinition.for_builtin(
+        PROFILER_REPORT_RULE, {}, name=PROFILER_REPORT_RULE
+    )
     run_profiler_rules([definition], job.profiler_output, os.path.join(job.job_dir, RULE_OUTPUT))
     return JobFiles.of(job.job_dir, job.profiler_output, job.debug_output)

@@ -13,16 +13,20 @@ import os
 from dataclasses import dataclass
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.layout import DEBUG_OUTPUT, PROFILER_OUTPUT, RULE_OUTPUT
-from trainprobe.rules.profiler.evaluator import REPORTS_DIR
+from trainprobe.jobs.locate import locate_job
+from trainprobe.jobs.store import JobStore
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import (
+    PROFILER_REPORT_RULE,
+    RULE_OUTPUT,
+    RULE_REPORT_DIR,
+    RULE_REPORTS_DIR,
+    job_dir_of,
+    rule_output_dir,
+)
 from trainprobe.storage.training_end import training_has_ended
 
-__all__ = ["DEFAULT_RULE_NAME", "REPORT_DIR", "JobFiles"]
-
-REPORT_DIR = "profiler-output"
-"""Under a ProfilerReport rule's output: where the report and its rules' data go."""
-DEFAULT_RULE_NAME = "ProfilerReport"
+__all__ = ["JobFiles"]
 
 
 @dataclass(frozen=True)
@@ -50,40 +54,30 @@ class JobFiles:
         """Where the profiler rules' report data is, if a ProfilerReport rule wrote any."""
         if self.rule_output is None:
             return None
-        return os.path.join(self.rule_output, REPORTS_DIR)
+        return os.path.join(self.rule_output, RULE_REPORTS_DIR)
 
     def report_dir(self) -> str:
         """Where the report goes: the ProfilerReport rule's output, or a new one."""
-        rule_output = self.rule_output or os.path.join(self.job_dir, RULE_OUTPUT, DEFAULT_RULE_NAME)
-        return os.path.join(rule_output, REPORT_DIR)
+        rule_output = self.rule_output or rule_output_dir(self.job_dir, PROFILER_REPORT_RULE)
+        return os.path.join(rule_output, RULE_REPORT_DIR)
 
     @classmethod
-    def find(cls, path: str | os.PathLike[str]) -> JobFiles:
-        """The job at ``path``: a job directory, its profiler output, or the output of its
-        ProfilerReport rule. A path that is none of these is a ConfigError."""
-        path = os.path.abspath(os.fspath(path))
-        if not os.path.isdir(path):
-            raise ConfigError("path", path, "an existing directory: a job's output")
-        parent = os.path.dirname(path)
-        job_dir, rule_output = None, None
-        if os.path.isdir(os.path.join(path, PROFILER_OUTPUT)):
-            job_dir = path
-        elif os.path.basename(path) == PROFILER_OUTPUT:
-            job_dir = parent
-        elif os.path.basename(parent) == RULE_OUTPUT:
-            job_dir, rule_output = os.path.dirname(parent), path
-        if job_dir is None or not os.path.isdir(os.path.join(job_dir, PROFILER_OUTPUT)):
+    def find(cls, name_or_path: str | os.PathLike[str], store: JobStore | None = None) -> JobFiles:
+        """The job that ``name_or_path`` names (see ``jobs.locate.locate_job``): a job's name, its
+        directory, its profiler output, or the output of its ProfilerReport rule. A path that is
+        none of these, or a job with no profiler output, is a ConfigError."""
+        text = os.fspath(name_or_path)
+        layout = locate_job(text, store)
+        if not files.is_dir(layout.profiler_output):
             raise ConfigError(
-                "path",
-                path,
-                "a job's directory (with profiler-output/), its profiler-output directory, or "
-                "a ProfilerReport rule's output under its rule-output/",
+                "path", text, f"a job with profiler output ({layout.profiler_output} is missing)"
             )
+        found = job_dir_of(text) if os.path.exists(text) else None
         return cls.of(
-            job_dir,
-            os.path.join(job_dir, PROFILER_OUTPUT),
-            os.path.join(job_dir, DEBUG_OUTPUT),
-            rule_output=rule_output,
+            layout.job_dir,
+            layout.profiler_output,
+            layout.debug_output,
+            rule_output=found[1] if found is not None else None,
         )
 
     @classmethod
@@ -110,7 +104,7 @@ def _profiler_report_output(job_dir: str) -> str | None:
     root = os.path.join(job_dir, RULE_OUTPUT)
     found = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        reports = os.path.join(root, name, REPORTS_DIR)
+        reports = os.path.join(root, name, RULE_REPORTS_DIR)
         if files.is_dir(reports) and len(files.list_files(reports, ".json")) > 1:
             found.append((os.path.getmtime(reports), os.path.join(root, name)))
     return max(found)[1] if found else None

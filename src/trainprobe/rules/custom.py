@@ -23,13 +23,14 @@ from types import ModuleType
 
 from trainprobe.analysis.trial import Trial
 from trainprobe.config.errors import closest
+from trainprobe.errors import RuleError
 from trainprobe.rules.failure import describe_failure
 from trainprobe.rules.rule import Rule
 
 __all__ = ["CustomRuleError", "build_custom_rule", "load_rule_class", "local_source_path"]
 
 
-class CustomRuleError(Exception):
+class CustomRuleError(RuleError):
     """The user's rule file could not be loaded, or its rule could not be built."""
 
     def __init__(self, source: str, message: str) -> None:

@@ -30,7 +30,7 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.trial import Trial
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.custom import CustomRuleError
@@ -108,7 +108,7 @@ class RuleEvaluator(RuleRun):
                 out_dir=self.trial_path,
                 on_stop_training=self.on_stop_training,
             )
-        except (ConfigError, ConfigErrors) as error:
+        except ConfigError as error:
             self.finish(ERROR, f"ConfigError: {error}")
 
     def start(self, trial: Trial, other_trials: Sequence[Trial] = ()) -> None:
@@ -120,7 +120,7 @@ class RuleEvaluator(RuleRun):
         except CustomRuleError as error:
             self.finish(ERROR, str(error))
             return
-        except (ConfigError, ConfigErrors) as error:
+        except ConfigError as error:
             self.finish(ERROR, f"ConfigError: {error}")
             return
         except Exception as error:
@@ -136,7 +136,7 @@ class RuleEvaluator(RuleRun):
                     out_dir=self.trial_path,
                     on_stop_training=self.on_stop_training,
                 )
-            except (ConfigError, ConfigErrors) as error:
+            except ConfigError as error:
                 self.finish(ERROR, f"the rule's action_str: ConfigError: {error}")
                 return
         self._set_status(IN_PROGRESS, f"evaluating {self.trial_path}")

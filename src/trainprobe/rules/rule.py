@@ -45,6 +45,7 @@ import numpy as np
 from trainprobe.analysis.exceptions import TensorUnavailable
 from trainprobe.analysis.tensor import Tensor
 from trainprobe.analysis.trial import Trial
+from trainprobe.errors import RuleError
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
 _LARGEST_LISTED_ARRAY = 16
 
 
-class RuleEvaluationConditionMet(Exception):
+class RuleEvaluationConditionMet(RuleError):
     """Raised by ``Rule.invoke`` when the rule's condition is met at ``step``.
 
     ``end_of_rule=True`` says no later step needs evaluating.
@@ -77,7 +78,7 @@ class RuleEvaluationConditionMet(Exception):
         )
 
 
-class InsufficientInformationForRuleInvocation(Exception):
+class InsufficientInformationForRuleInvocation(RuleError):
     """A rule cannot judge this step: the data it needs is not there (yet).
 
     Raise it as ``InsufficientInformationForRuleInvocation(message)`` (or smdebug's

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ModeKeys"]
+from trainprobe.config.errors import ConfigError
+
+__all__ = ["STEP_PHASE_PREFIX", "ModeKeys"]
+
+STEP_PHASE_PREFIX = "Step:ModeKeys."
+"""How a step's event in the framework timeline is named: ``Step:ModeKeys.TRAIN``."""
 
 
 class ModeKeys(IntEnum):
@@ -19,3 +24,19 @@ class ModeKeys(IntEnum):
     EVAL = 2
     PREDICT = 3
     GLOBAL = 4
+
+    @classmethod
+    def parse(cls, mode: object, field: str = "mode") -> ModeKeys:
+        """``mode`` as a ModeKeys: a ModeKeys, or its number; ConfigError naming ``field``
+        otherwise (a bool is refused though Python counts it as a number)."""
+        if isinstance(mode, ModeKeys):
+            return mode
+        if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(cls):
+            return cls(mode)
+        names = ", ".join(f"modes.{m.name}" for m in cls)
+        raise ConfigError(field, mode, f"one of {names}")
+
+    @property
+    def step_phase(self) -> str:
+        """The phase (and name) of a step's event in the framework timeline."""
+        return f"{STEP_PHASE_PREFIX}{self.name}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 
+from trainprobe.errors import FormatError
+
 Buffer = bytes | bytearray | memoryview
 Field = tuple[int, int, int, int]
 
@@ -38,7 +40,7 @@ _DOUBLE = struct.Struct("<d")
 _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 
 
-class WireError(ValueError):
+class WireError(FormatError):
     """Bytes that are not a well-formed protobuf message."""
 
 

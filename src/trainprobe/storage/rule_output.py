@@ -24,29 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import ACTIONS_FILE, EVALUATIONS_FILE, STATUS_FILE
 
 __all__ = [
-    "ACTIONS_FILE",
-    "EVALUATIONS_FILE",
-    "RULE_OUTPUT_DIR",
-    "STATUS_FILE",
     "RuleOutputWriter",
     "RuleStatus",
     "read_actions",
     "read_evaluations",
     "read_status",
-    "rule_output_dir",
 ]
-
-RULE_OUTPUT_DIR = "rule-output"
-EVALUATIONS_FILE = "evaluations.jsonl"
-ACTIONS_FILE = "actions.jsonl"
-STATUS_FILE = "status.json"
-
-
-def rule_output_dir(job_dir: str, rule_name: str) -> str:
-    """Where the rule called ``rule_name`` (its RuleConfigurationName) writes, under a job."""
-    return f"{job_dir.rstrip('/')}/{RULE_OUTPUT_DIR}/{rule_name}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ so one ranged read fetches one tensor.
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
 from collections.abc import Sequence
 
@@ -31,6 +32,7 @@ __all__ = [
     "read_step_index",
     "read_tensor_records",
     "read_tensor_value",
+    "step_written_at",
 ]
 
 
@@ -101,3 +103,17 @@ def _event_path(out_dir: str, event_file: str) -> str:
     if posixpath.isabs(event_file) or "://" in event_file:
         return event_file
     return locations.join(out_dir, event_file)
+
+
+def step_written_at(out_dir: str, step: int, workers: Sequence[str]) -> float | None:
+    """When ``step`` was written, in seconds since the epoch: the time its last worker's index
+    file was; None when none of ``workers`` has written it (or the times cannot be read)."""
+    times = []
+    for worker in workers:
+        try:
+            times.append(
+                os.path.getmtime(locations.join(out_dir, locations.index_file(step, worker)))
+            )
+        except OSError:
+            continue
+    return max(times) if times else None

@@ -75,6 +75,7 @@ from typing import NamedTuple
 
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import SYSTEM_METRICS_DIR
 from trainprobe.storage.locations import join
 
 __all__ = [
@@ -123,7 +124,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INCREMENTAL_DIR = "system/incremental"
+INCREMENTAL_DIR = f"{SYSTEM_METRICS_DIR}/incremental"
 PUBLISH_SECONDS = 2.0
 PARTIAL_SUFFIX = ".partial"
 FINAL_SUFFIX = ".json"
@@ -385,13 +386,15 @@ class SystemMetricsReader:
 
     def minute_files(self) -> list[MinuteFile]:
         """Every host-minute on disk now, by minute then host."""
-        root = join(self.out_dir, "system")
+        root = join(self.out_dir, SYSTEM_METRICS_DIR)
         found: dict[tuple[int, str], dict[bool, str]] = {}
         for relative in files.list_files(root):
             parsed = parse_minute_file_name(relative)
             if parsed is not None:
                 minute, node_id, partial = parsed
-                found.setdefault((minute, node_id), {})[partial] = join("system", relative)
+                found.setdefault((minute, node_id), {})[partial] = join(
+                    SYSTEM_METRICS_DIR, relative
+                )
         return [
             MinuteFile(node_id, minute, paths.get(False), paths.get(True))
             for (minute, node_id), paths in sorted(found.items())

@@ -15,6 +15,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
+from trainprobe.errors import FormatError
+
 __all__ = [
     "FAKE_DATA_CRC",
     "HEADER_SIZE",
@@ -56,7 +58,7 @@ def _make_table() -> tuple[int, ...]:
 _TABLE = _make_table()
 
 
-class RecordError(ValueError):
+class RecordError(FormatError):
     """A record whose framing is damaged: bad length CRC, bad footer, or truncated."""
 
 

@@ -60,17 +60,18 @@ from trainprobe.config.framework_profile import (
     MAX_FILE_SIZE_DEFAULT,
 )
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
 
 __all__ = [
     "CPROFILE_STATS",
     "CPROFILE_TIMER",
-    "FRAMEWORK_DIR",
     "PEVENTS_DIR",
     "PYINSTRUMENT_HTML",
     "PYINSTRUMENT_JSON",
     "TIMELINE_SUFFIX",
     "ProfilePoint",
+    "TimelineEvent",
     "TimelineFile",
     "TraceEvent",
     "TraceFileReader",
@@ -85,8 +86,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FRAMEWORK_DIR = "framework"
-PEVENTS_DIR = "framework/pevents"
+PEVENTS_DIR = f"{FRAMEWORK_METRICS_DIR}/pevents"
 TIMELINE_SUFFIX = "pythontimeline.json"
 START_TIME_KEY = "start_time_since_epoch_in_micros"
 CPROFILE_STATS = "python_stats"
@@ -95,6 +95,24 @@ PYINSTRUMENT_JSON = "python_stats.json"
 PYINSTRUMENT_HTML = "python_stats.html"
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
+
+
+class TimelineEvent(NamedTuple):
+    """One complete event to write, as it travels from the profiler to the trace file.
+
+    Times are in microseconds since the epoch; ``tid`` and ``thread_name`` name the thread row
+    the event is drawn on (the name is declared once per phase and thread).
+    """
+
+    phase: str
+    name: str
+    start_us: float
+    duration_us: float
+    args: Mapping[str, Any] | None = None
+    tid: int = 0
+    thread_name: str | None = None
+
+
 _TIMELINE_NAME = re.compile(r"^(\d+)_([^_]+)_(.+\.json)$")
 _POINT = re.compile(r"^([a-z]+)-(\*|\d+)-([a-z]+)-(\d+(?:\.\d+)?)$")
 
@@ -144,7 +162,7 @@ def parse_timeline_file_name(path: str) -> TimelineFile | None:
 def detailed_profiling_file(framework: str, start_step: int, start_us: float, node_id: str) -> str:
     """Where a detailed (torch.profiler) trace of steps from ``start_step`` goes, relative."""
     return (
-        f"{FRAMEWORK_DIR}/{framework}/detailed_profiling/{_hour(start_us)}/"
+        f"{FRAMEWORK_METRICS_DIR}/{framework}/detailed_profiling/{_hour(start_us)}/"
         f"{start_step:09d}/{node_id}.{int(start_us)}.pt.trace.json"
     )
 
@@ -171,7 +189,7 @@ def python_stats_dir(
     framework: str, profiler: str, node_id: str, start: ProfilePoint, end: ProfilePoint
 ) -> str:
     """The directory of one Python profile (``python_stats`` files inside), relative."""
-    return f"{FRAMEWORK_DIR}/{framework}/{profiler}/{node_id}/{start}_{end}"
+    return f"{FRAMEWORK_METRICS_DIR}/{framework}/{profiler}/{node_id}/{start}_{end}"
 
 
 def parse_python_stats_dir(name: str) -> tuple[ProfilePoint, ProfilePoint] | None:
@@ -250,6 +268,11 @@ class TraceFileWriter:
         thread_name: str | None = None,
     ) -> None:
         """Write one complete event of ``phase`` (times in microseconds since the epoch)."""
+        self.write(TimelineEvent(phase, name, start_us, duration_us, args, tid, thread_name))
+
+    def write(self, event: TimelineEvent) -> None:
+        """Write one complete event."""
+        phase, name, start_us, duration_us, args, tid, thread_name = event
         if not self.healthy:
             return
         self.rotate_if_due()
@@ -275,7 +298,7 @@ class TraceFileWriter:
                     "args": {"name": thread_name},
                 }
             )
-        event: dict[str, Any] = {
+        record: dict[str, Any] = {
             "name": name,
             "pid": pid,
             "tid": tid,
@@ -284,8 +307,8 @@ class TraceFileWriter:
             "dur": round(max(duration_us, 0.0), 3),
         }
         if args:
-            event["args"] = dict(args)
-        self._write(event)
+            record["args"] = dict(args)
+        self._write(record)
         self._last_end_us = max(self._last_end_us, start_us + max(duration_us, 0.0))
         if self._size >= self.max_file_size:
             self._finish()
@@ -302,7 +325,7 @@ class TraceFileWriter:
     def _open(self) -> bool:
         self._temp = join(
             self.out_dir,
-            f"{FRAMEWORK_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
+            f"{FRAMEWORK_METRICS_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
         )
         try:
             os.makedirs(os.path.dirname(self._temp), exist_ok=True)
@@ -387,7 +410,7 @@ def latest_timeline_step(out_dir: str) -> int | None:
     """The highest global step at the end of the step timeline: in the files being written and
     the newest finished one. It tells how far a live training has got, a few steps behind (the
     events its writer has not flushed yet); None without a timeline."""
-    framework = join(out_dir, FRAMEWORK_DIR)
+    framework = join(out_dir, FRAMEWORK_METRICS_DIR)
     paths = [
         join(framework, name)
         for name in files.being_written(framework)

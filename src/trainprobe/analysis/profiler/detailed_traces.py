@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
-from trainprobe.storage.trace_file import FRAMEWORK_DIR
 
 __all__ = ["DetailedTrace", "list_detailed_traces", "read_trace_events"]
 
@@ -38,7 +38,7 @@ class DetailedTrace:
 
 def list_detailed_traces(out_dir: str) -> list[DetailedTrace]:
     """Every detailed profiling trace under a profiler output directory, by start time."""
-    root = join(out_dir, FRAMEWORK_DIR)
+    root = join(out_dir, FRAMEWORK_METRICS_DIR)
     found = []
     for relative in files.list_files(root, ".pt.trace.json"):
         match = _PATH.match(relative)

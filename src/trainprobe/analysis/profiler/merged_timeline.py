@@ -26,6 +26,7 @@ from typing import Any, TypeGuard
 from trainprobe.analysis.profiler.detailed_traces import DetailedTrace, read_trace_events
 from trainprobe.analysis.profiler.output import ProfilerOutput
 from trainprobe.analysis.profiler.selection import Selection, overlaps
+from trainprobe.analysis.profiler.steps import is_step_event
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage import files
 from trainprobe.storage.system_metrics import SystemMetric, TimeUnit
@@ -142,7 +143,7 @@ def _add_counters(trace: _Trace, readings: Iterable[SystemMetric]) -> int:
 
 def _add_framework(trace: _Trace, events: Iterable[TraceEvent]) -> int:
     count = 0
-    ordered = sorted(events, key=lambda e: (e.node_id, not e.phase.startswith("Step:"), e.phase))
+    ordered = sorted(events, key=lambda e: (e.node_id, not is_step_event(e), e.phase))
     for event in ordered:
         pid = trace.process(
             ("framework", event.node_id, event.phase), f"{event.node_id} {event.phase}"

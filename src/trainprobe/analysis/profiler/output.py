@@ -26,7 +26,6 @@ from trainprobe.analysis.profiler.nodes import host_of_nodes, step_nodes
 from trainprobe.analysis.profiler.python_profiles import PythonProfile, list_python_profiles
 from trainprobe.analysis.profiler.selection import Selection, overlaps
 from trainprobe.analysis.profiler.steps import (
-    STEP_PHASE_PREFIX,
     StepIndex,
     StepSpan,
     event_step,
@@ -35,6 +34,7 @@ from trainprobe.analysis.profiler.steps import (
     step_spans,
 )
 from trainprobe.config.profiler_config import ProfilingPlan
+from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader, TimeUnit
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
 

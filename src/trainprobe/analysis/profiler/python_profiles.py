@@ -28,12 +28,13 @@ from typing import Any
 
 from trainprobe.config.metrics_config import cProfileTimer
 from trainprobe.config.profiler_config import ProfilingPlan
+from trainprobe.errors import FormatError
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
 from trainprobe.storage.trace_file import (
     CPROFILE_STATS,
     CPROFILE_TIMER,
-    FRAMEWORK_DIR,
     PYINSTRUMENT_HTML,
     PYINSTRUMENT_JSON,
     ProfilePoint,
@@ -60,7 +61,7 @@ PYINSTRUMENT = "pyinstrument"
 _STATS_FILES = {CPROFILE: CPROFILE_STATS, PYINSTRUMENT: PYINSTRUMENT_JSON}
 
 
-class ProfileUnreadable(ValueError):
+class ProfileUnreadable(FormatError):
     """A profile's statistics file is not what its profiler writes."""
 
 
@@ -112,7 +113,7 @@ def list_python_profiles(out_dir: str, plan: ProfilingPlan | None = None) -> lis
     ``plan`` gives for its start step, else None (unknown).
     """
     found = []
-    framework_dir = join(out_dir, FRAMEWORK_DIR)
+    framework_dir = join(out_dir, FRAMEWORK_METRICS_DIR)
     listed = files.list_files(framework_dir)
     timer_files = {relative for relative in listed if relative.endswith("/" + CPROFILE_TIMER)}
     for relative in listed:

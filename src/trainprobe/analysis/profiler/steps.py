@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.trace_file import TraceEvent
 
 __all__ = [
     "DATA_WAIT_PHASE",
-    "STEP_PHASE_PREFIX",
     "StepIndex",
     "StepSpan",
     "event_step",
@@ -35,7 +35,6 @@ __all__ = [
     "step_spans",
 ]
 
-STEP_PHASE_PREFIX = "Step:ModeKeys."
 DATA_WAIT_PHASE = "DataLoading"
 
 

@@ -8,10 +8,11 @@ The worker's files are named ``worker_<rank>``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch.distributed as dist
+
+from trainprobe import settings
 
 __all__ = ["CHIEF", "Worker", "this_worker"]
 
@@ -36,16 +37,11 @@ class Worker:
         return self.rank == 0
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "").strip()
-    return int(value) if value.isdigit() else None
-
-
 def this_worker() -> Worker:
     """This process's rank and the number of workers."""
     if dist.is_available() and dist.is_initialized():
         return Worker(dist.get_rank(), dist.get_world_size())
-    rank, size = _env_int("RANK"), _env_int("WORLD_SIZE")
+    rank, size = settings.RANK.get(), settings.WORLD_SIZE.get()
     if rank is not None and size is not None and size > 1:
         return Worker(rank, size)
     return Worker(0, 1)

@@ -47,6 +47,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 import torch
 
+from trainprobe import settings
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.pytorch import naming
@@ -66,8 +67,6 @@ __all__ = ["Hook", "get_hook"]
 
 log = logging.getLogger("trainprobe")
 
-STRICT_VARIABLE = "TRAINPROBE_STRICT"
-
 # The overhead file is rewritten at the first step boundary after this many seconds.
 OVERHEAD_WRITE_SECONDS = 60.0
 
@@ -83,9 +82,11 @@ def get_hook(
     """The hook of this process: the last one created, or one made from the configuration file.
 
     With ``create_if_not_exists`` and no hook yet, a hook is created from the hook configuration
-    file (see ``Hook.create_from_json_file``) when there is one; otherwise None.
+    file (see ``Hook.create_from_json_file``) when there is one; otherwise None. As on
+    SageMaker, ``$USE_SMDEBUG`` set to no (``0``, ``false``...) turns that off: no hook is
+    created, and only a hook the script constructed itself is returned.
     """
-    if _singleton is None and create_if_not_exists:
+    if _singleton is None and create_if_not_exists and settings.USE_SMDEBUG.get():
         try:
             Hook.create_from_json_file(json_config_path)
         except FileNotFoundError:
@@ -94,7 +95,7 @@ def get_hook(
 
 
 def _strict_from_environment() -> bool:
-    return os.environ.get(STRICT_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+    return settings.STRICT.get()
 
 
 def _advice(error: BaseException) -> str:
@@ -244,8 +245,8 @@ class Hook:
         """
         arguments = read_hook_config(path)
         hook = cls(**arguments.hook_kwargs())
-        for settings in arguments.collections:
-            settings.apply(hook.collections)
+        for collection_settings in arguments.collections:
+            collection_settings.apply(hook.collections)
         return hook
 
     # ----- registration -----
@@ -325,12 +326,7 @@ class Hook:
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next forward starts a step of that mode."""
-        if not isinstance(mode, ModeKeys):
-            if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(ModeKeys):
-                mode = ModeKeys(mode)
-            else:
-                names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
-                raise ConfigError("mode", mode, f"one of {names}")
+        mode = ModeKeys.parse(mode)
         self.mode = mode
         if self.profiler is not None:
             self.profiler.set_mode(mode)
@@ -516,7 +512,7 @@ class Hook:
             error,
             self.out_dir,
             _advice(error),
-            STRICT_VARIABLE,
+            settings.STRICT.name,
         )
 
     def _on_writer_error(self, error: BaseException) -> None:

@@ -22,7 +22,7 @@ from trainprobe.capture.system_monitor.settings import (
     check_interval,
     watch_profiler_config,
 )
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.storage.system_metrics import check_node_id
 
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="trainprobe system monitor: %(message)s", level=logging.INFO)
     try:
         monitor = _monitor(arguments)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         print(f"trainprobe system monitor: {error}", file=sys.stderr)
         return 2
     stop = threading.Event()

@@ -11,7 +11,7 @@ runnable. Where messages go is configured by environment variables:
 - Webhook: the URL given to ``Webhook(url)``; the body is Slack-compatible (``{"text": ...}``).
 
 StopTraining writes a stop request the trainprobe hook obeys at its next step
-(``trainprobe.capture.stop_request``).
+(``trainprobe.storage.stop_request``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
+from trainprobe import settings
 from trainprobe.rules.actions.http_post import post_json
 from trainprobe.rules.actions.notice import Notice
 
@@ -20,15 +20,14 @@ def gateway_from_environment(
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """(URL, headers) of the SMS gateway; ValueError saying what to set when it is missing."""
-    env = os.environ if environ is None else environ
-    url = env.get("TRAINPROBE_SMS_GATEWAY_URL", "").strip()
+    url = settings.SMS_GATEWAY_URL.get(environ)
     if not url:
         raise ValueError(
             "no SMS gateway configured: set TRAINPROBE_SMS_GATEWAY_URL to an HTTP endpoint that "
             'takes a POST of {"to": ..., "message": ...} (and TRAINPROBE_SMS_GATEWAY_TOKEN if '
             "it needs a bearer token)"
         )
-    token = env.get("TRAINPROBE_SMS_GATEWAY_TOKEN", "").strip()
+    token = settings.SMS_GATEWAY_TOKEN.get(environ)
     return url, ({"Authorization": f"Bearer {token}"} if token else {})
 
 

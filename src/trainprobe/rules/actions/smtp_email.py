@@ -12,13 +12,13 @@ STARTTLS is used whenever the server offers it.
 
 from __future__ import annotations
 
-import os
 import smtplib
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 
+from trainprobe import settings
 from trainprobe.rules.actions.notice import Notice
 
 __all__ = ["EmailAction", "SmtpSettings"]
@@ -41,23 +41,18 @@ class SmtpSettings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SmtpSettings:
         """The settings from the TRAINPROBE_SMTP_* variables; ValueError saying what to set
         when they are missing or wrong."""
-        env = os.environ if environ is None else environ
-        host = env.get("TRAINPROBE_SMTP_HOST", "").strip()
+        host = settings.SMTP_HOST.get(environ)
         if not host:
             raise ValueError(
                 "no SMTP server configured: set TRAINPROBE_SMTP_HOST (and TRAINPROBE_SMTP_PORT, "
                 "TRAINPROBE_SMTP_USER, TRAINPROBE_SMTP_PASSWORD, TRAINPROBE_SMTP_FROM as needed)"
             )
-        port_text = env.get("TRAINPROBE_SMTP_PORT", "").strip() or str(_DEFAULT_PORT)
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ValueError(f"TRAINPROBE_SMTP_PORT={port_text!r} is not a port number (1-65535)")
-        sender = env.get("TRAINPROBE_SMTP_FROM", "").strip()
         return cls(
             host=host,
-            port=int(port_text),
-            user=env.get("TRAINPROBE_SMTP_USER") or None,
-            password=env.get("TRAINPROBE_SMTP_PASSWORD") or None,
-            sender=sender or f"trainprobe@{socket.gethostname()}",
+            port=settings.SMTP_PORT.get(environ),
+            user=settings.SMTP_USER.get(environ) or None,
+            password=settings.SMTP_PASSWORD.get(environ) or None,
+            sender=settings.SMTP_FROM.get(environ) or f"trainprobe@{socket.gethostname()}",
         )
 
 

@@ -1,7 +1,7 @@
 """The StopTraining action: ask the training to stop, through a stop request file.
 
 The request goes into the tensor output the rule watches (see
-``trainprobe.capture.stop_request``); the trainprobe hook in the training sees it at its next
+``trainprobe.storage.stop_request``); the trainprobe hook in the training sees it at its next
 step start and stops the training with the rule's reason. This works when the user started
 the script and the rule separately. trainprobe's job runner, which started the training
 itself, can also pass ``on_request`` to act at once (e.g. stop the job's processes), and can
@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from trainprobe.capture.stop_request import StopRequest, write_stop_request
 from trainprobe.rules.actions.notice import Notice
+from trainprobe.storage.stop_request import StopRequest, write_stop_request
 
 __all__ = ["StopTrainingAction", "StopTrainingCallback", "request_stop"]
 

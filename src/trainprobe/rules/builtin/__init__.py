@@ -25,7 +25,8 @@ from trainprobe.rules.builtin.gradients import (
 from trainprobe.rules.builtin.inputs import CheckInputImages, NLPSequenceRatio
 from trainprobe.rules.builtin.losses import LossNotDecreasing, Overfit, Overtraining
 from trainprobe.rules.builtin.predictions import ClassImbalance, Confusion
-from trainprobe.rules.builtin.runs import SimilarAcrossRuns, StalledTrainingRule
+from trainprobe.rules.builtin.similar_across_runs import SimilarAcrossRuns
+from trainprobe.rules.builtin.stalled_training import StalledTrainingRule
 from trainprobe.rules.builtin.tensors import (
     AllZero,
     ExplodingTensor,

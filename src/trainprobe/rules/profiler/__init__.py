@@ -19,25 +19,26 @@ base class.
 
 from __future__ import annotations
 
+from trainprobe.rules.profiler.batch_size import BatchSize
 from trainprobe.rules.profiler.bottlenecks import CPUBottleneck, IOBottleneck
 from trainprobe.rules.profiler.builtin import PROFILER_RULE_CLASSES
 from trainprobe.rules.profiler.dataloader import Dataloader
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition, profiler_rule_class
-from trainprobe.rules.profiler.evaluator import REPORTS_DIR, ProfilerRuleEvaluator, report_path
-from trainprobe.rules.profiler.gpu_memory import BatchSize, GPUMemoryIncrease
+from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
+from trainprobe.rules.profiler.gpu_memory import GPUMemoryIncrease
 from trainprobe.rules.profiler.gpu_utilization import LoadBalancing, LowGPUUtilization
+from trainprobe.rules.profiler.max_initialization_time import MaxInitializationTime
 from trainprobe.rules.profiler.overview import OverallFrameworkMetrics, OverallSystemUsage
 from trainprobe.rules.profiler.report import ProfilerReport
 from trainprobe.rules.profiler.report_data import RuleReport
 from trainprobe.rules.profiler.rule import WindowRule
 from trainprobe.rules.profiler.runner import ProfilerRuleRunner, run_profiler_rules
-from trainprobe.rules.profiler.steps import MaxInitializationTime, StepOutlier
+from trainprobe.rules.profiler.step_outlier import StepOutlier
 from trainprobe.rules.profiler.trial import ProfilerTrial
 from trainprobe.rules.profiler.window import Sample, Window
 
 __all__ = [
     "PROFILER_RULE_CLASSES",
-    "REPORTS_DIR",
     "BatchSize",
     "CPUBottleneck",
     "Dataloader",
@@ -59,6 +60,5 @@ __all__ = [
     "Window",
     "WindowRule",
     "profiler_rule_class",
-    "report_path",
     "run_profiler_rules",
 ]

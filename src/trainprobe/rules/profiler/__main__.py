@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler.runner import (
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             framework_wait=arguments.framework_wait,
             framework_profiling=not arguments.no_framework_profiling,
         )
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         print(f"trainprobe profiler rules: {error}", file=sys.stderr)
         return 2
     verdicts = runner.run()

@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 from trainprobe.config import catalogue
+from trainprobe.rules.profiler.batch_size import BatchSize
 from trainprobe.rules.profiler.bottlenecks import CPUBottleneck, IOBottleneck
 from trainprobe.rules.profiler.dataloader import Dataloader
-from trainprobe.rules.profiler.gpu_memory import BatchSize, GPUMemoryIncrease
+from trainprobe.rules.profiler.gpu_memory import GPUMemoryIncrease
 from trainprobe.rules.profiler.gpu_utilization import LoadBalancing, LowGPUUtilization
+from trainprobe.rules.profiler.max_initialization_time import MaxInitializationTime
 from trainprobe.rules.profiler.overview import OverallFrameworkMetrics, OverallSystemUsage
 from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.steps import MaxInitializationTime, StepOutlier
+from trainprobe.rules.profiler.step_outlier import StepOutlier
 
 __all__ = ["PROFILER_RULE_CLASSES"]
 

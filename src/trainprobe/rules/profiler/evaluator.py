@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.failure import describe_failure
@@ -39,17 +39,11 @@ from trainprobe.rules.verdict import (
     Evaluation,
 )
 from trainprobe.storage import files
+from trainprobe.storage.job_layout import rule_report_file
 
-__all__ = ["REPORTS_DIR", "ProfilerRuleEvaluator", "report_path"]
+__all__ = ["ProfilerRuleEvaluator"]
 
 log = logging.getLogger(__name__)
-
-REPORTS_DIR = "profiler-output/profiler-reports"
-
-
-def report_path(rule_output_dir: str, rule: str) -> str:
-    """Where a rule's report data goes under its configuration's output directory."""
-    return f"{rule_output_dir.rstrip('/')}/{REPORTS_DIR}/{rule}.json"
 
 
 class ProfilerRuleEvaluator(RuleRun):
@@ -96,7 +90,7 @@ class ProfilerRuleEvaluator(RuleRun):
                 on_stop_training=self.on_stop_training,
             )
             self.rule = self.definition.build()
-        except (ConfigError, ConfigErrors) as error:
+        except ConfigError as error:
             self.finish(ERROR, f"ConfigError: {error}")
         except Exception as error:
             self.finish(
@@ -213,4 +207,4 @@ class ProfilerRuleEvaluator(RuleRun):
             return
         for report in rule.reports():
             data = json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
-            files.write_atomic(report_path(self.output_dir, report.rule), data.encode())
+            files.write_atomic(rule_report_file(self.output_dir, report.rule), data.encode())

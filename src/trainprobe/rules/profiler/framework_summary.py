@@ -15,26 +15,20 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from trainprobe.analysis.profiler.steps import is_step_event
+from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.trace_file import TraceEvent
 
 __all__ = [
-    "STEP_PHASE_PREFIX",
     "FrameworkTotals",
     "events_near",
-    "is_step",
     "step_number",
 ]
 
-STEP_PHASE_PREFIX = "Step:ModeKeys."
 _DATA_PHASES = ("DataLoading", "DataLoaderIter", "DataLoaderIterInitialize")
 _WORKER_PHASE = "DataLoaderWorker"
 _LISTED_EVENTS = 10
 _LEAST_SHARE = 2.0  # percent of the time of all events: smaller operations are not listed
-
-
-def is_step(event: TraceEvent) -> bool:
-    """Whether ``event`` is a step (``Step:ModeKeys.TRAIN`` and the like)."""
-    return event.phase.startswith(STEP_PHASE_PREFIX)
 
 
 def step_number(event: TraceEvent) -> int | None:
@@ -82,7 +76,7 @@ class FrameworkTotals:
                 self.first_event_us = event.start_us
             if self.last_event_end_us is None or event.end_us > self.last_event_end_us:
                 self.last_event_end_us = event.end_us
-            if is_step(event):
+            if is_step_event(event):
                 self.steps += 1
                 self.step_time_us += duration
                 if self.first_step_start_us is None or event.start_us < self.first_step_start_us:

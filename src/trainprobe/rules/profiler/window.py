@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from trainprobe.storage.system_metrics import CPU_TOTAL, SystemMetric
 from trainprobe.storage.trace_file import TraceEvent
 
-__all__ = ["SAME_SAMPLE_SECONDS", "Sample", "Window", "is_core", "is_gpu"]
+__all__ = ["NO_FRAMEWORK_EVENTS", "SAME_SAMPLE_SECONDS", "Sample", "Window", "is_core", "is_gpu"]
+
+NO_FRAMEWORK_EVENTS = (
+    "The job records no framework events: enable framework profiling "
+    "(ProfilerConfig(framework_profile_params=FrameworkProfile())) for this rule to time steps."
+)
+"""What a rule that times steps says when ``Window.framework_expected`` is False."""
 
 SAME_SAMPLE_SECONDS = 0.02
 

@@ -258,13 +258,7 @@ class FrameworkProfiler:
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next step is of that mode."""
-        if not isinstance(mode, ModeKeys):
-            if isinstance(mode, int) and not isinstance(mode, bool) and mode in set(ModeKeys):
-                mode = ModeKeys(mode)
-            else:
-                names = ", ".join(f"modes.{m.name}" for m in ModeKeys)
-                raise ConfigError("mode", mode, f"one of {names}")
-        self.mode = mode
+        self.mode = ModeKeys.parse(mode)
 
     def record_event(
         self,

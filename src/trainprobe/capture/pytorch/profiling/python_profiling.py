@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainprobe.config.metrics_config import PythonProfiler, cProfileTimer
+from trainprobe.errors import CaptureError
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
 from trainprobe.storage.trace_file import (
@@ -62,7 +63,7 @@ PYINSTRUMENT_INTERVAL = 0.001
 """Pyinstrument samples every millisecond, as SageMaker documents."""
 
 
-class ProfilerUnavailable(RuntimeError):
+class ProfilerUnavailable(CaptureError):
     """The Python profiler asked for cannot run here (Pyinstrument is not installed)."""
 
 

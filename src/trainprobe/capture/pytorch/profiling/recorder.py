@@ -29,12 +29,11 @@ from trainprobe.capture.pytorch.profiling.timeline import (
     StepRecord,
     StepTimeline,
     Wait,
-    step_phase,
 )
 from trainprobe.capture.pytorch.profiling.trace_thread import TraceThread
 from trainprobe.config.profiler_config import ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.trace_file import TraceFileWriter
+from trainprobe.storage.trace_file import TimelineEvent, TraceFileWriter
 
 __all__ = ["PHASE_ORDER", "PROFILER_PHASE", "TimelineRecorder"]
 
@@ -42,8 +41,8 @@ PROFILER_PHASE = "trainprobe"
 """The phase of the profiler's own slow work (writing profiles) in the timeline."""
 
 PHASE_ORDER = (
-    *(step_phase(mode) for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)),
-    step_phase(ModeKeys.GLOBAL),
+    *(mode.step_phase for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)),
+    ModeKeys.GLOBAL.step_phase,
     DATA_LOADING,
     FORWARD,
     BACKWARD,
@@ -122,7 +121,7 @@ class TimelineRecorder:
         """Queue one event (times in microseconds since the epoch)."""
         trace = self._trace
         if self.recording and trace is not None:
-            trace.emit(phase, name, start_us, duration_us, args, tid, thread_name)
+            trace.emit(TimelineEvent(phase, name, start_us, duration_us, args, tid, thread_name))
 
     # ----- the step -----
 

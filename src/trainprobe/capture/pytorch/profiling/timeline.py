@@ -43,7 +43,6 @@ __all__ = [
     "StepRecord",
     "StepTimeline",
     "Wait",
-    "step_phase",
 ]
 
 FORWARD = "Forward"
@@ -55,11 +54,6 @@ MAX_PENDING_WAITS = 1024
 
 Emit = Callable[..., None]
 """``emit(phase, name, start_us, duration_us, args)``: hands one event to the trace writer."""
-
-
-def step_phase(mode: ModeKeys) -> str:
-    """The phase (and name) of a step's event: ``Step:ModeKeys.TRAIN``."""
-    return f"Step:ModeKeys.{mode.name}"
 
 
 @dataclass
@@ -202,5 +196,5 @@ class StepTimeline:
     def _emit_step(self, record: StepRecord, end_us: float) -> None:
         end_us = max(end_us, record.last_activity_us)
         record.end_us = end_us
-        phase = step_phase(record.mode)
+        phase = record.mode.step_phase
         self._emit(phase, phase, record.start_us, end_us - record.start_us, record.args)

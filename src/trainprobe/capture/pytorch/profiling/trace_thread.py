@@ -11,18 +11,15 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from trainprobe.storage.trace_file import TraceFileWriter
+from trainprobe.storage.trace_file import TimelineEvent, TraceFileWriter
 
 __all__ = ["TraceThread"]
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.25
-
-_Event = tuple[str, str, float, float, "Mapping[str, Any] | None", int, "str | None"]
 
 
 class TraceThread:
@@ -38,24 +35,15 @@ class TraceThread:
         self.error: BaseException | None = None
         self._on_error = on_error
         self._flush_seconds = flush_seconds
-        self._events: collections.deque[_Event] = collections.deque()
+        self._events: collections.deque[TimelineEvent] = collections.deque()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="trainprobe-timeline", daemon=True)
         self._thread.start()
 
-    def emit(
-        self,
-        phase: str,
-        name: str,
-        start_us: float,
-        duration_us: float,
-        args: Mapping[str, Any] | None = None,
-        tid: int = 0,
-        thread_name: str | None = None,
-    ) -> None:
-        """Queue one complete event (times in microseconds since the epoch)."""
-        self._events.append((phase, name, start_us, duration_us, args, tid, thread_name))
+    def emit(self, event: TimelineEvent) -> None:
+        """Queue one complete event."""
+        self._events.append(event)
 
     def flush(self) -> None:
         """Write every event queued so far (from any thread; the writer is used under a lock)."""
@@ -66,10 +54,7 @@ class TraceThread:
             try:
                 events = self._events
                 while events:
-                    phase, name, start, duration, args, tid, thread_name = events.popleft()
-                    self.writer.add(
-                        phase, name, start, duration, args, tid=tid, thread_name=thread_name
-                    )
+                    self.writer.write(events.popleft())
                 self.writer.rotate_if_due()
             except Exception as error:
                 self.error = error

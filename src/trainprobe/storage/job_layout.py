@@ -1,20 +1,28 @@
-"""Where a job's files go: SageMaker's output layout, on a local disk.
+"""Where a job's files go: SageMaker's output layout, every folder and file named once.
 
 ::
 
-    <output>/<job>/debug-output/          the hook's tensors            (DebugHookConfig)
-    <output>/<job>/profiler-output/       system and framework metrics  (ProfilerConfig)
-    <output>/<job>/rule-output/<rule>/    each rule's evaluations and status
-    <output>/<job>/tensorboard-output/    TensorBoard summaries         (TensorBoardOutputConfig)
-    <output>/<job>/output/model/          SM_MODEL_DIR: what the script saves as its model
-    <output>/<job>/output/data/           SM_OUTPUT_DATA_DIR
-    <output>/<job>/config/                the files the launcher writes for the training, the
-                                          system monitor and the rules
-    <output>/<job>/logs/                  the training's output, the runner's, each rule's
+    <output>/<job>/debug-output/               the hook's tensors (DebugHookConfig); inside it,
+                                               smdebug's layout (``storage.locations``)
+    <output>/<job>/profiler-output/            metrics (ProfilerConfig):
+        system/incremental/...                   the system monitor's, per host and minute
+        framework/...                            the framework profiler's traces and profiles
+    <output>/<job>/rule-output/<rule>/         one rule's output (its RuleConfigurationName):
+        evaluations.jsonl  actions.jsonl  status.json
+        profiler-output/profiler-reports/<Rule>.json   a ProfilerReport's rules' report data
+        profiler-output/profiler-report.html|json      the profiler report
+    <output>/<job>/tensorboard-output/         TensorBoard summaries (TensorBoardOutputConfig)
+    <output>/<job>/output/model/               SM_MODEL_DIR: what the script saves as its model
+    <output>/<job>/output/data/                SM_OUTPUT_DATA_DIR
+    <output>/<job>/code/                       a packed source directory, unpacked
+    <output>/<job>/config/                     the files the launcher writes for the training,
+                                               the system monitor and the rules (launch.json...)
+    <output>/<job>/logs/                       the training's output, the runner's, each rule's
 
 ``<output>`` is OutputDataConfig's S3OutputPath; the hook, profiler and TensorBoard configs may
 each name their own root (their S3OutputPath), under which the job's directory is made the same
-way. Roots are local directories or ``file://`` URLs.
+way. The job runner's roots are local directories or ``file://`` URLs; the names below also
+serve object-storage URLs, joined with ``/``.
 """
 
 from __future__ import annotations
@@ -26,17 +34,91 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError
 
-__all__ = ["JobLayout", "launch_file_of", "local_directory"]
+__all__ = [
+    "ACTIONS_FILE",
+    "DEBUG_OUTPUT",
+    "EVALUATIONS_FILE",
+    "FRAMEWORK_METRICS_DIR",
+    "PROFILER_OUTPUT",
+    "PROFILER_REPORT_HTML",
+    "PROFILER_REPORT_JSON",
+    "PROFILER_REPORT_RULE",
+    "RULE_OUTPUT",
+    "RULE_REPORTS_DIR",
+    "RULE_REPORT_DIR",
+    "STATUS_FILE",
+    "SYSTEM_METRICS_DIR",
+    "TENSORBOARD_OUTPUT",
+    "JobLayout",
+    "job_dir_of",
+    "launch_file_of",
+    "local_directory",
+    "rule_output_dir",
+    "rule_report_file",
+]
 
 DEBUG_OUTPUT = "debug-output"
 PROFILER_OUTPUT = "profiler-output"
 RULE_OUTPUT = "rule-output"
 TENSORBOARD_OUTPUT = "tensorboard-output"
 
+SYSTEM_METRICS_DIR = "system"
+"""Under a profiler output: the system monitor's metrics."""
+FRAMEWORK_METRICS_DIR = "framework"
+"""Under a profiler output: the framework profiler's traces and Python profiles."""
+
+EVALUATIONS_FILE = "evaluations.jsonl"
+ACTIONS_FILE = "actions.jsonl"
+STATUS_FILE = "status.json"
+
+RULE_REPORT_DIR = PROFILER_OUTPUT
+"""Under a ProfilerReport rule's output: where the profiler report and its rules' data go."""
+RULE_REPORTS_DIR = f"{RULE_REPORT_DIR}/profiler-reports"
+"""Under a rule's output: each profiler rule's report data, ``<Rule>.json``."""
+PROFILER_REPORT_HTML = "profiler-report.html"
+PROFILER_REPORT_JSON = "profiler-report.json"
+PROFILER_REPORT_RULE = "ProfilerReport"
+"""The rule that writes the profiler report, and the name of its output when none is given."""
+
+_CONFIG_DIR = "config"
+_LOGS_DIR = "logs"
+_LAUNCH_FILE = "launch.json"
+
+
+def rule_output_dir(job_dir: str, rule_name: str) -> str:
+    """Where the rule called ``rule_name`` (its RuleConfigurationName) writes, under a job."""
+    return f"{job_dir.rstrip('/')}/{RULE_OUTPUT}/{rule_name}"
+
+
+def rule_report_file(rule_output: str, rule: str) -> str:
+    """The report data profiler rule ``rule`` keeps under the rule output ``rule_output``."""
+    return f"{rule_output.rstrip('/')}/{RULE_REPORTS_DIR}/{rule}.json"
+
 
 def launch_file_of(job_dir: str) -> str:
     """The launch plan file of the job whose directory is ``job_dir``."""
-    return os.path.join(job_dir, "config", "launch.json")
+    return os.path.join(job_dir, _CONFIG_DIR, _LAUNCH_FILE)
+
+
+def job_dir_of(path: str) -> tuple[str, str | None] | None:
+    """(job directory, rule output or None) for a path into a job's local output.
+
+    ``path`` may be the job's directory (holding one of its outputs or its launch plan), its
+    ``debug-output`` or ``profiler-output``, or one rule's output (``rule-output/<rule>``,
+    returned as the second item). None when ``path`` is none of these.
+    """
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if os.path.basename(parent) == RULE_OUTPUT:
+        return os.path.dirname(parent), path
+    if os.path.basename(path) in (DEBUG_OUTPUT, PROFILER_OUTPUT):
+        return parent, None
+    outputs = (DEBUG_OUTPUT, PROFILER_OUTPUT, RULE_OUTPUT)
+    if any(os.path.isdir(os.path.join(path, name)) for name in outputs):
+        return path, None
+    if os.path.isfile(launch_file_of(path)):
+        return path, None
+    return None
 
 
 def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:
@@ -150,17 +232,17 @@ class JobLayout:
 
     def rule_output_dir(self, rule_name: str) -> str:
         """Where the rule configured as ``rule_name`` writes."""
-        return os.path.join(self.rule_output, rule_name)
+        return rule_output_dir(self.job_dir, rule_name)
 
     @property
     def config_dir(self) -> str:
         """The files the launcher writes for the job's processes."""
-        return os.path.join(self.job_dir, "config")
+        return os.path.join(self.job_dir, _CONFIG_DIR)
 
     @property
     def logs_dir(self) -> str:
         """The job's logs."""
-        return os.path.join(self.job_dir, "logs")
+        return os.path.join(self.job_dir, _LOGS_DIR)
 
     @property
     def model_dir(self) -> str:

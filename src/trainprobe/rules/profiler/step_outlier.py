@@ -1,17 +1,13 @@
-"""StepOutlier and MaxInitializationTime: steps much slower than the others, and a late first step.
+"""StepOutlier: steps much slower than the others.
 
-Both read the step events of the framework timeline (``Step:ModeKeys.<MODE>``), so both need
-framework profiling. Without it (``Window.framework_expected`` false) they do not judge.
+It reads the step events of the framework timeline (``Step:ModeKeys.<MODE>``), so it needs
+framework profiling. Without it (``Window.framework_expected`` false) it does not judge.
 
 StepOutlier (reference/smdebug.md §5.3) keeps the durations of the steps per host and per kind
 of step (``Step:ModeKeys.TRAIN``, ``...EVAL``; only the given ``mode``'s when set). Once a kind
 has more than 100 steps, the steps longer than the mean plus ``stddev`` standard deviations are
 outliers; the rule fires in each window where more than ``n_outliers`` steps of one kind are. The
 framework events inside the outlier steps are added up, to show what those steps did.
-
-MaxInitializationTime fires while no step has started more than ``threshold`` minutes after the
-job's first data, and in the window where the first step starts that late. It also keeps the
-job's timing (first data, first step, last step, end) that the report's job summary shows.
 """
 
 from __future__ import annotations
@@ -22,25 +18,21 @@ from typing import Any
 
 import numpy as np
 
+from trainprobe.analysis.profiler.steps import is_step_event
 from trainprobe.rules.profiler.framework_summary import (
-    STEP_PHASE_PREFIX,
     FrameworkTotals,
-    is_step,
     step_number,
 )
 from trainprobe.rules.profiler.rule import WindowRule
 from trainprobe.rules.profiler.statistics import MAX_DATAPOINTS, histogram, percentile
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler.window import NO_FRAMEWORK_EVENTS, Window
+from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.trace_file import TraceEvent
 
-__all__ = ["LEAST_STEPS", "MaxInitializationTime", "StepOutlier"]
+__all__ = ["LEAST_STEPS", "StepOutlier"]
 
 LEAST_STEPS = 100
 _LISTED_OUTLIERS = 50
-_NO_FRAMEWORK = (
-    "The job records no framework events: enable framework profiling "
-    "(ProfilerConfig(framework_profile_params=FrameworkProfile())) for this rule to time steps."
-)
 
 
 @dataclass
@@ -75,7 +67,7 @@ class StepOutlier(WindowRule):
     def _wanted(self, event: TraceEvent) -> bool:
         mode = self.parameters.get("mode")
         if mode is None:
-            return is_step(event)
+            return is_step_event(event)
         return event.phase == f"{STEP_PHASE_PREFIX}{mode}"
 
     def evaluate_window(self, window: Window) -> bool:
@@ -145,7 +137,7 @@ class StepOutlier(WindowRule):
 
     def recommendation(self) -> str:
         if not self.kinds:
-            return _NO_FRAMEWORK if not self.framework_expected else "No steps recorded yet."
+            return NO_FRAMEWORK_EVENTS if not self.framework_expected else "No steps recorded yet."
         judged = [(key, steps) for key, steps in self.kinds.items() if steps.threshold is not None]
         if not judged:
             most = max(len(steps.durations) for steps in self.kinds.values())
@@ -172,107 +164,10 @@ def _inside(events: Sequence[TraceEvent], steps: list[TraceEvent]) -> list[Trace
     """The events of the same node that start inside one of ``steps``."""
     found = []
     for event in events:
-        if is_step(event):
+        if is_step_event(event):
             continue
         for step in steps:
             if event.node_id == step.node_id and step.start_us <= event.start_us < step.end_us:
                 found.append(event)
                 break
     return found
-
-
-class MaxInitializationTime(WindowRule):
-    """Fires when the first step takes too long to arrive."""
-
-    rule_name = "MaxInitializationTime"
-
-    def __init__(self, **parameters: object) -> None:
-        super().__init__(**parameters)
-        self.job_start_us: float | None = None
-        self.first_step_us: float | None = None
-        self.last_step_end_us: float | None = None
-        self.steps = 0
-        self.scanned_until_us: float | None = None
-        self.job_end_us: float | None = None
-        self.framework_expected = True
-
-    def evaluate_window(self, window: Window) -> bool:
-        self.framework_expected = window.framework_expected
-        self.job_start_us = window.job_start_us
-        self.scanned_until_us = window.end_us
-        had_step = self.first_step_us is not None
-        for event in window.framework:
-            if not is_step(event):
-                continue
-            self.steps += 1
-            if self.first_step_us is None or event.start_us < self.first_step_us:
-                self.first_step_us = event.start_us
-            if self.last_step_end_us is None or event.end_us > self.last_step_end_us:
-                self.last_step_end_us = event.end_us
-        if window.final:
-            self.job_end_us = window.end_us
-        self.report.datapoints = self.steps
-        self.report.details = self._details()
-        limit_us = self.number("threshold") * 60e6
-        if had_step or not self.framework_expected:
-            return False
-        waited_us = (self.first_step_us or window.end_us) - window.job_start_us
-        if waited_us <= limit_us:
-            return False
-        self.report.violations += 1
-        what = "no step yet" if self.first_step_us is None else "the first step"
-        self.record(
-            f"{what} after {waited_us / 60e6:.2f} minutes", waited_us / 60e6, self.threshold
-        )
-        return True
-
-    @property
-    def threshold(self) -> float:
-        """The threshold in minutes."""
-        return self.number("threshold")
-
-    def _details(self) -> dict[str, Any]:
-        def seconds(start: float | None, end: float | None) -> float | None:
-            return None if start is None or end is None else (end - start) / 1e6
-
-        return {
-            "job_start_us": self.job_start_us,
-            "first_step_start_us": self.first_step_us,
-            "last_step_end_us": self.last_step_end_us,
-            "job_end_us": self.job_end_us,
-            "scanned_until_us": self.scanned_until_us,
-            "steps": self.steps,
-            "initialization_s": seconds(self.job_start_us, self.first_step_us),
-            "training_s": seconds(self.first_step_us, self.last_step_end_us),
-            "finalization_s": seconds(self.last_step_end_us, self.job_end_us),
-        }
-
-    def recommendation(self) -> str:
-        if self.job_start_us is None:
-            return "No data yet."
-        if self.first_step_us is None:
-            if not self.framework_expected:
-                return _NO_FRAMEWORK
-            waited = ((self.scanned_until_us or self.job_start_us) - self.job_start_us) / 60e6
-            verdict = "more than" if waited > self.threshold else "within"
-            return (
-                f"No step has started {waited:.1f} minutes into the job ({verdict} the "
-                f"{self.threshold:g} minutes allowed)."
-                + (_SPEED_UP if waited > self.threshold else "")
-            )
-        took = (self.first_step_us - self.job_start_us) / 60e6
-        if took > self.threshold:
-            return (
-                f"The first step started {took:.1f} minutes after the job's first data (more than "
-                f"the {self.threshold:g} minutes allowed): initialization is slow." + _SPEED_UP
-            )
-        return (
-            f"The first step started {took * 60:.1f} s after the job's first data, within the "
-            f"{self.threshold:g} minutes allowed."
-        )
-
-
-_SPEED_UP = (
-    " Prepare or download the data ahead of the job, load it lazily, start DataLoader workers "
-    "once (persistent_workers=True), and look for slow model or environment setup."
-)
