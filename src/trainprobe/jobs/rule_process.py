@@ -7,7 +7,12 @@ included). A rule that cannot even be built ends in Error there, with the reason
 
 It stops (status Stopped) on SIGTERM, and when the job runner is gone. A rule's StopTraining
 action writes the stop request into the job's tensor output, as always, and also wakes the
-runner (SIGUSR1), which stops the training at once.
+runner (SIGUSR1), which stops the training at once. While it follows the job it touches its
+heartbeat file (``--heartbeat``), so the runner can tell a stuck rule from a slow one; a rule
+that ran out of memory (the runner limits a rule process's memory) ends in Error saying so.
+
+``follow_for_runner`` and ``restate_memory_errors`` are shared with the profiler rules' process
+(``trainprobe.jobs.profiler_rules_process``).
 """
 
 from __future__ import annotations
@@ -17,32 +22,91 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from trainprobe.capture.stop_request import StopRequest
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
+from trainprobe.jobs.layout import JobLayout
+from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
 from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
-from trainprobe.rules.verdict import ERROR
+from trainprobe.rules.verdict import ERROR, Verdict
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
-__all__ = ["main"]
+__all__ = ["follow_for_runner", "main", "restate_memory_errors"]
+
+_OUT_OF_MEMORY = ("MemoryError", "can't allocate memory")
 
 _NO_DATA_TIMEOUT = 10.0**9
 """The runner marks the training's end (even a crash's), so a rule waits for data that long."""
 
 
-def _record_error(directory: str, name: str, details: str) -> None:
+def _record_error(directory: str, name: str, details: str, steps_evaluated: int = 0) -> None:
     writer = RuleOutputWriter(directory)
-    writer.write_status(RuleStatus(name, ERROR, details, time.time(), finished=True))
+    writer.write_status(
+        RuleStatus(
+            name, ERROR, details, time.time(), finished=True, steps_evaluated=steps_evaluated
+        )
+    )
     writer.close()
+
+
+def _memory_limit_mb() -> int | None:
+    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    return None if limit == resource.RLIM_INFINITY else limit // (1024 * 1024)
+
+
+def follow_for_runner(
+    runner: RuleFollowing[Any], *, runner_pid: int | None, heartbeat_path: str | None
+) -> list[Verdict]:
+    """Run ``runner``'s rules as a job's rule process: stop them on SIGTERM or when the job's
+    runner is gone, beat the heartbeat as they go, and end them in Error when the process runs
+    out of memory outside a rule's own code. Their verdicts."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    if runner_pid is not None:
+        watch_runner(runner_pid, runner.stop)
+    if heartbeat_path is not None:
+        runner.on_progress = Heartbeat(heartbeat_path).beat
+    try:
+        return runner.run()
+    except MemoryError as error:
+        for evaluator in runner.evaluators:
+            evaluator.finish(ERROR, f"MemoryError: {error}")
+        return [evaluator.verdict for evaluator in runner.evaluators]
+
+
+def restate_memory_errors(layout: JobLayout, verdicts: Sequence[Verdict]) -> None:
+    """Say it plainly in each rule's status when it failed for want of memory: the rule
+    process exceeded its memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
+    limit = _memory_limit_mb()
+    if limit is None:
+        return
+    for verdict in verdicts:
+        if verdict.status != ERROR or not any(sign in verdict.details for sign in _OUT_OF_MEMORY):
+            continue
+        verdict.details = (
+            f"the rule process exceeded its memory limit of {limit} MB ({verdict.details})"
+        )
+        _record_error(
+            layout.rule_output_dir(verdict.name),
+            verdict.name,
+            verdict.details,
+            verdict.steps_evaluated,
+        )
 
 
 def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
@@ -62,7 +126,9 @@ def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
     return definition
 
 
-def run(plan: LaunchPlan, index: int, runner_pid: int | None) -> int:
+def run(
+    plan: LaunchPlan, index: int, runner_pid: int | None, heartbeat_path: str | None = None
+) -> int:
     """Evaluate debugging rule ``index`` of the job ``plan`` launches; the exit status."""
     layout = plan.layout
     entry = plan.debug_rules[index]
@@ -86,13 +152,9 @@ def run(plan: LaunchPlan, index: int, runner_pid: int | None) -> int:
         on_stop_training=wake_runner,
     )
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        runner.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    if runner_pid is not None:
-        watch_runner(runner_pid, runner.stop)
-    verdict = runner.run()[0]
+    verdicts = follow_for_runner(runner, runner_pid=runner_pid, heartbeat_path=heartbeat_path)
+    restate_memory_errors(layout, verdicts)
+    verdict = verdicts[0]
     print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 
@@ -103,11 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--launch-file", required=True, help="the job's launch.json")
     parser.add_argument("--index", type=int, required=True, help="the rule's place in the job")
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
+    parser.add_argument("--heartbeat", help="the file to touch while the rule makes progress")
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
-    return run(plan, arguments.index, arguments.runner_pid)
+    return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat)
 
 
 if __name__ == "__main__":
