@@ -203,6 +203,11 @@ def plan_launch(request: TrainingJobRequest, layout: JobLayout, *, cwd: str) -> 
         environment["TRAINPROBE_HOOK_CONFIG"] = layout.hook_config_file
         environment["SMDEBUG_CONFIG_FILE_PATH"] = layout.hook_config_file
         environment[AUTO_HOOK_VARIABLE] = "1"
+    if count > 1:
+        # The processes talk over the loopback interface only.
+        loopback = "lo" if sys.platform.startswith("linux") else "lo0"
+        environment["GLOO_SOCKET_IFNAME"] = loopback
+        environment["NCCL_SOCKET_IFNAME"] = loopback
     if request.tensorboard_output_config is not None:
         environment["TENSORBOARD_CONFIG_FILE_PATH"] = layout.tensorboard_config_file
     environment.update(request.environment)
