@@ -109,8 +109,6 @@ class JobRules:
             str(self.runner_pid),
             "--heartbeat",
             heartbeat,
-            "--job-dir",
-            self.layout.job_dir,
             "--",
             self.layout.profiler_output,
             "--rule-output",

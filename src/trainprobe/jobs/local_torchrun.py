@@ -30,9 +30,9 @@ def _loopback_store_class() -> type:
     sockets: list[socket.socket] = []
 
     class LoopbackTCPStore(original):  # type: ignore[misc,valid-type]
-        _trainprobe_loopback = True
-
         """A TCPStore whose server, when it is one, listens on 127.0.0.1 only."""
+
+        _trainprobe_loopback = True
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             names = ("host_name", "port", "world_size", "is_master")

@@ -3,7 +3,7 @@
 ::
 
     python -m trainprobe.jobs.profiler_rules_process --runner-pid PID --heartbeat FILE
-        --job-dir JOB_DIR -- PROFILER_RULES_ARGUMENTS...
+        -- PROFILER_RULES_ARGUMENTS...
 
 The job runner starts one for the profiler rules given at creation, and one more for those each
 UpdateTrainingJob adds. It runs ``python -m trainprobe.rules.profiler`` with the arguments after
@@ -20,8 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
-from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.rule_process import follow_for_runner, restate_memory_errors
+from trainprobe.jobs.rule_process import follow_for_runner
 from trainprobe.rules.profiler.__main__ import conclude, runner_from_arguments
 
 __all__ = ["main"]
@@ -32,7 +31,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.profiler_rules_process")
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     parser.add_argument("--heartbeat", help="the file to touch while the rules make progress")
-    parser.add_argument("--job-dir", required=True, help="the job's directory")
     parser.add_argument("rules_arguments", nargs=argparse.REMAINDER)
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
@@ -47,7 +45,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts = follow_for_runner(
         runner, runner_pid=arguments.runner_pid, heartbeat_path=arguments.heartbeat
     )
-    restate_memory_errors(LaunchPlan.read(arguments.job_dir).layout, verdicts)
     return conclude(runner, verdicts)
 
 

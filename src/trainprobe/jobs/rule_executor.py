@@ -9,7 +9,8 @@ memory limit, a share of the cores), and watches its heartbeat (``trainprobe.job
   in the words a rule's status gives: "the rule process exited with status 0", "the rule process
   was killed by signal 9 (SIGKILL)", "the rule process exceeded its memory limit of 2048 MB";
 - an evaluator that makes no progress for the progress timeout is ended at once, and ``poll()``
-  says "no progress for 120 s: the rule process was stopped".
+  says "no progress for 120 s: the rule process was stopped". Until its first beat (it is still
+  starting: importing, reading its configuration) it has ``START_SECONDS`` at least.
 
 The runner then records the rules the evaluator left unfinished as Error with that reason.
 """
@@ -17,6 +18,7 @@ The runner then records the rules the evaluator left unfinished as Error with th
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,6 +34,7 @@ __all__ = [
     "RuleLaunch",
 ]
 
+START_SECONDS = 120.0
 _LOG_TAIL_BYTES = 8192
 _OUT_OF_MEMORY = (
     "MemoryError",
@@ -94,6 +97,7 @@ class LocalRuleExecution:
         self.limits = limits
         self.progress_timeout_seconds = progress_timeout_seconds
         create_heartbeat(launch.heartbeat_path)
+        self._first_beat: float | None = os.stat(launch.heartbeat_path).st_mtime
         self.child = ChildProcess(
             launch.label,
             launch.command,
@@ -111,7 +115,10 @@ class LocalRuleExecution:
         returncode = self.child.poll()
         if returncode is None:
             quiet = seconds_since_beat(self.launch.heartbeat_path)
-            if quiet is None or quiet <= self.progress_timeout_seconds:
+            allowed = self.progress_timeout_seconds
+            if self._starting():
+                allowed = max(allowed, START_SECONDS)
+            if quiet is None or quiet <= allowed:
                 return None
             self.child.stop(0)
             self._ending = (
@@ -121,6 +128,17 @@ class LocalRuleExecution:
         self.child.stop(0)  # whatever it started
         self._ending = self._explain(returncode)
         return self._ending
+
+    def _starting(self) -> bool:
+        if self._first_beat is None:
+            return False
+        try:
+            beaten = os.stat(self.launch.heartbeat_path).st_mtime != self._first_beat
+        except OSError:
+            return False
+        if beaten:
+            self._first_beat = None
+        return not beaten
 
     def _explain(self, returncode: int) -> str:
         limit = self.limits.memory_limit_mb

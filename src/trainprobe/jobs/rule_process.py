@@ -11,7 +11,7 @@ runner (SIGUSR1), which stops the training at once. While it follows the job it 
 heartbeat file (``--heartbeat``), so the runner can tell a stuck rule from a slow one; a rule
 that ran out of memory (the runner limits a rule process's memory) ends in Error saying so.
 
-``follow_for_runner`` and ``restate_memory_errors`` are shared with the profiler rules' process
+``follow_for_runner`` is shared with the profiler rules' process
 (``trainprobe.jobs.profiler_rules_process``).
 """
 
@@ -34,7 +34,6 @@ from trainprobe.capture.stop_request import StopRequest
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.layout import JobLayout
 from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
 from trainprobe.rules.definition import RuleDefinition
@@ -43,7 +42,7 @@ from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, Verdict
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
-__all__ = ["follow_for_runner", "main", "restate_memory_errors"]
+__all__ = ["follow_for_runner", "main"]
 
 _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory")
 
@@ -51,19 +50,28 @@ _NO_DATA_TIMEOUT = 10.0**9
 """The runner marks the training's end (even a crash's), so a rule waits for data that long."""
 
 
-def _record_error(directory: str, name: str, details: str, steps_evaluated: int = 0) -> None:
+def _record_error(directory: str, name: str, details: str) -> None:
     writer = RuleOutputWriter(directory)
-    writer.write_status(
-        RuleStatus(
-            name, ERROR, details, time.time(), finished=True, steps_evaluated=steps_evaluated
-        )
-    )
+    writer.write_status(RuleStatus(name, ERROR, details, time.time(), finished=True))
     writer.close()
 
 
 def _memory_limit_mb() -> int | None:
     limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     return None if limit == resource.RLIM_INFINITY else limit // (1024 * 1024)
+
+
+def _say_memory_limit(evaluator: Any, limit: int) -> None:
+    """Make ``evaluator`` say it plainly when it fails for want of memory: the rule process
+    exceeded its memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
+    finish = evaluator.finish
+
+    def finish_saying_why(status: str, details: str) -> None:
+        if status == ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
+            details = f"the rule process exceeded its memory limit of {limit} MB ({details})"
+        finish(status, details)
+
+    evaluator.finish = finish_saying_why
 
 
 def follow_for_runner(
@@ -77,6 +85,10 @@ def follow_for_runner(
         runner.stop()
 
     signal.signal(signal.SIGTERM, stop)
+    limit = _memory_limit_mb()
+    if limit is not None:
+        for evaluator in runner.evaluators:
+            _say_memory_limit(evaluator, limit)
     if runner_pid is not None:
         watch_runner(runner_pid, runner.stop)
     if heartbeat_path is not None:
@@ -87,26 +99,6 @@ def follow_for_runner(
         for evaluator in runner.evaluators:
             evaluator.finish(ERROR, f"MemoryError: {error}")
         return [evaluator.verdict for evaluator in runner.evaluators]
-
-
-def restate_memory_errors(layout: JobLayout, verdicts: Sequence[Verdict]) -> None:
-    """Say it plainly in each rule's status when it failed for want of memory: the rule
-    process exceeded its memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
-    limit = _memory_limit_mb()
-    if limit is None:
-        return
-    for verdict in verdicts:
-        if verdict.status != ERROR or not any(sign in verdict.details for sign in _OUT_OF_MEMORY):
-            continue
-        verdict.details = (
-            f"the rule process exceeded its memory limit of {limit} MB ({verdict.details})"
-        )
-        _record_error(
-            layout.rule_output_dir(verdict.name),
-            verdict.name,
-            verdict.details,
-            verdict.steps_evaluated,
-        )
 
 
 def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
@@ -152,9 +144,7 @@ def run(
         on_stop_training=wake_runner,
     )
 
-    verdicts = follow_for_runner(runner, runner_pid=runner_pid, heartbeat_path=heartbeat_path)
-    restate_memory_errors(layout, verdicts)
-    verdict = verdicts[0]
+    verdict = follow_for_runner(runner, runner_pid=runner_pid, heartbeat_path=heartbeat_path)[0]
     print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 
