@@ -9,7 +9,9 @@ It stops (status Stopped) on SIGTERM, and when the job runner is gone. A rule's 
 action writes the stop request into the job's tensor output, as always, and also wakes the
 runner (SIGUSR1), which stops the training at once. While it follows the job it touches its
 heartbeat file (``--heartbeat``), so the runner can tell a stuck rule from a slow one; a rule
-that ran out of memory (the runner limits a rule process's memory) ends in Error saying so.
+that ran out of memory (the runner limits a rule process's memory) ends in Error saying so, and
+when the hook stopped saving (a full disk), each rule's final status says up to which step it had
+data.
 
 ``follow_for_runner`` is shared with the profiler rules' process
 (``trainprobe.jobs.profiler_rules_process``).
@@ -26,7 +28,7 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -34,12 +36,15 @@ from trainprobe.capture.stop_request import StopRequest
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
+from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.jobs.rule_heartbeat import Heartbeat
+from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, Verdict
+from trainprobe.storage.hook_overhead import read_hook_overhead, saving_stopped_message
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
 __all__ = ["follow_for_runner", "main"]
@@ -61,34 +66,69 @@ def _memory_limit_mb() -> int | None:
     return None if limit == resource.RLIM_INFINITY else limit // (1024 * 1024)
 
 
-def _say_memory_limit(evaluator: Any, limit: int) -> None:
-    """Make ``evaluator`` say it plainly when it fails for want of memory: the rule process
-    exceeded its memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
+def _amend_finish(evaluator: Any, amend: Callable[[str, str], str]) -> None:
+    """Make ``evaluator`` finish with its details passed through ``amend(status, details)``."""
     finish = evaluator.finish
 
-    def finish_saying_why(status: str, details: str) -> None:
-        if status == ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
-            details = f"the rule process exceeded its memory limit of {limit} MB ({details})"
-        finish(status, details)
+    def finish_amended(status: str, details: str) -> None:
+        finish(status, amend(status, details))
 
-    evaluator.finish = finish_saying_why
+    evaluator.finish = finish_amended
+
+
+def _memory_limit_reason(limit: int) -> Callable[[str, str], str]:
+    """Say it plainly when a rule fails for want of memory: the rule process exceeded its
+    memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
+
+    def amend(status: str, details: str) -> str:
+        if status == ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
+            return f"the rule process exceeded its memory limit of {limit} MB ({details})"
+        return details
+
+    return amend
+
+
+def _data_until(debug_output: str) -> Callable[[str, str], str]:
+    """Say up to which step a rule had data when the hook stopped saving (a full disk)."""
+
+    def amend(status: str, details: str) -> str:
+        if status in UNFINISHED_STATUSES:
+            return details
+        try:
+            stopped = saving_stopped_message(read_hook_overhead(debug_output))
+        except OSError:
+            return details
+        if stopped is None:
+            return details
+        last = latest_saved_step(debug_output)
+        had = "no data" if last is None else f"data up to step {last}"
+        return f"{details} (the rule had {had}: {stopped})"
+
+    return amend
 
 
 def follow_for_runner(
-    runner: RuleFollowing[Any], *, runner_pid: int | None, heartbeat_path: str | None
+    runner: RuleFollowing[Any],
+    *,
+    runner_pid: int | None,
+    heartbeat_path: str | None,
+    debug_output: str | None = None,
 ) -> list[Verdict]:
     """Run ``runner``'s rules as a job's rule process: stop them on SIGTERM or when the job's
-    runner is gone, beat the heartbeat as they go, and end them in Error when the process runs
-    out of memory outside a rule's own code. Their verdicts."""
+    runner is gone, beat the heartbeat as they go, say when one ran out of memory, and, for
+    rules on the tensors at ``debug_output``, up to which step they had data when the hook
+    stopped saving. Their verdicts."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         runner.stop()
 
     signal.signal(signal.SIGTERM, stop)
     limit = _memory_limit_mb()
-    if limit is not None:
-        for evaluator in runner.evaluators:
-            _say_memory_limit(evaluator, limit)
+    for evaluator in runner.evaluators:
+        if limit is not None:
+            _amend_finish(evaluator, _memory_limit_reason(limit))
+        if debug_output is not None:
+            _amend_finish(evaluator, _data_until(debug_output))
     if runner_pid is not None:
         watch_runner(runner_pid, runner.stop)
     if heartbeat_path is not None:
@@ -144,7 +184,13 @@ def run(
         on_stop_training=wake_runner,
     )
 
-    verdict = follow_for_runner(runner, runner_pid=runner_pid, heartbeat_path=heartbeat_path)[0]
+    verdicts = follow_for_runner(
+        runner,
+        runner_pid=runner_pid,
+        heartbeat_path=heartbeat_path,
+        debug_output=layout.debug_output,
+    )
+    verdict = verdicts[0]
     print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 

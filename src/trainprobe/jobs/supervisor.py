@@ -52,6 +52,7 @@ from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
 from trainprobe.jobs.process_settings import ProcessSettings, process_settings
 from trainprobe.jobs.rule_executor import LocalRuleExecutor
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.saving_watch import SavingWatch
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.jobs.training_process import TrainingProcess
 from trainprobe.storage.training_end import training_has_ended, write_training_end
@@ -97,6 +98,7 @@ class JobRunner:
         self._reported_at = time.monotonic()
         self.monitor: ChildProcess | None = None
         self.training: TrainingProcess | None = None
+        self.saving = SavingWatch(self.layout.debug_output)
 
     # ----- the run ----------------------------------------------------------------------
 
@@ -185,6 +187,7 @@ class JobRunner:
         log.info("the training %s", describe_exit(returncode))
         if stop is None:
             stop = self._rule_stop()  # the hook may have stopped the training itself
+        self.saving.check(now=True)
         if stop is not None:
             self._finish_training("Stopped", stop.secondary_status, stop.reason)
         elif returncode == 0:
@@ -204,6 +207,7 @@ class JobRunner:
                 self._refresh_reports(record)
             assert self.rules is not None
             self.rules.check()
+            self._say_if_saving_stopped()
             stop = self._signalled or self._rule_stop() or self._requested_stop(record)
             if stop is None and deadline is not None and time.monotonic() >= deadline:
                 seconds = self.plan.max_runtime_seconds
@@ -255,12 +259,29 @@ class JobRunner:
             text = head + "\n...\n" + text[len(text) - keep :]
         return text
 
+    def _say_if_saving_stopped(self) -> None:
+        """Say in the job's description that the hook stopped saving, once it has."""
+        news = self.saving.check()
+        if news is None:
+            return
+        log.warning("%s", news)
+        self.store.transition(
+            self.name,
+            "InProgress",
+            "Training",
+            f"Training in progress. {news}",
+            only_if_status=("InProgress",),
+        )
+
     def _finish_training(self, status: str, secondary_status: str, reason: str) -> None:
+        message = reason
+        if self.saving.message is not None:
+            message = f"{reason}. {self.saving.message}"
         self.store.transition(
             self.name,
             status,
             secondary_status,
-            reason,
+            message,
             only_if_status=("InProgress", "Stopping"),
             failure_reason=None if status == "Completed" else reason,
             training_end_time=time.time(),
