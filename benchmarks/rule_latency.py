@@ -25,6 +25,14 @@ slowdown < 5 %. Prints the figures; asserts nothing::
     python benchmarks/rule_latency.py [--rounds 3] [--steps 600] [--save-interval 25]
     python benchmarks/rule_latency.py [...] --layout group      # the 20 rules in one process
     python benchmarks/rule_latency.py --rounds 1 --steps 200    # quick smoke run
+
+``--busy-rule`` measures rule isolation instead: one custom rule that burns the CPU at every step
+(BLAS on every core it may use), started as a plain process and then as a job's runner starts
+rules (``trainprobe.jobs.process_settings``: lower priority, a memory limit, a share of the
+cores, thread pools sized to it); the training's own time with each, over its time alone in the
+same round::
+
+    python benchmarks/rule_latency.py --busy-rule [--rounds 3] [--steps 300]
 """
 
 from __future__ import annotations
@@ -281,6 +289,99 @@ def latencies(job: Path) -> list[tuple[str, int, float]]:
     return found
 
 
+BUSY_RULE = """
+import numpy as np
+
+from trainprobe.rules import Rule
+
+
+class Busy(Rule):
+    def __init__(self, base_trial):
+        super().__init__(base_trial, other_trials=None)
+        self.matrix = np.random.default_rng(0).standard_normal((600, 600))
+
+    def invoke_at_step(self, step):
+        for _ in range(20):
+            self.matrix = np.tanh(self.matrix @ self.matrix / 600.0)
+        return False
+"""
+
+
+def start_busy_rule(job: Path, scratch: Path, isolated: bool) -> subprocess.Popen[bytes]:
+    """Start the busy rule on ``job``, plain or as a job's runner starts rules; returns once it
+    waits for tensors."""
+    from trainprobe.jobs.child_process import ChildProcess
+    from trainprobe.jobs.process_settings import process_settings
+
+    (job / "debug-output").mkdir(parents=True, exist_ok=True)
+    source = scratch / "busy_rule.py"
+    source.write_text(BUSY_RULE)
+    script = scratch / "busy.py"
+    script.write_text(
+        "from trainprobe.rules.definition import RuleDefinition\n"
+        "from trainprobe.rules.runner import RuleRunner\n"
+        f"rule = RuleDefinition.for_custom({str(source)!r}, 'Busy', {{}}, name='Busy')\n"
+        f"RuleRunner(rule, {str(job / 'debug-output')!r}, output_dir={str(job / 'rule-output')!r},"
+        " no_data_timeout=600, every_step=True).run()\n"
+    )
+    settings = process_settings()
+    environment = {**ENVIRONMENT, **(settings.rule_environment() if isolated else {})}
+    child = ChildProcess(
+        "busy rule",
+        [sys.executable, str(script)],
+        cwd=str(REPO),
+        environment=environment,
+        log_path=str(scratch / f"busy-{'isolated' if isolated else 'plain'}.log"),
+        limits=settings.rule_limits() if isolated else None,
+    )
+    status = job / "rule-output" / "Busy" / "status.json"
+    deadline = time.monotonic() + 300
+    while not status.exists() and time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"the busy rule failed; see the logs in {scratch}")
+        time.sleep(0.2)
+    return child.process
+
+
+def busy_rule(arguments: argparse.Namespace) -> None:
+    """The training alone, with the busy rule as a plain process, and with it isolated."""
+    sys.path.insert(0, str(REPO / "src"))
+    from trainprobe.jobs.process_settings import process_settings
+
+    plain_ratios: list[float] = []
+    isolated_ratios: list[float] = []
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        for round_number in range(arguments.rounds):
+            alone = run_training(scratch / f"alone-{round_number}", scratch / "a.json", arguments)
+            timed = []
+            for isolated in (False, True):
+                job = scratch / f"{'isolated' if isolated else 'plain'}-{round_number}"
+                rule = start_busy_rule(job, scratch, isolated)
+                try:
+                    timed.append(run_training(job / "debug-output", scratch / "b.json", arguments))
+                finally:
+                    rule.terminate()
+                    rule.wait(timeout=60)
+            plain_ratios.append(timed[0] / alone)
+            isolated_ratios.append(timed[1] / alone)
+            print(
+                f"round {round_number + 1}: training {alone:.2f} s alone, {timed[0]:.2f} s beside "
+                f"a busy rule ({timed[0] / alone:.2f}x), {timed[1]:.2f} s beside it isolated "
+                f"({timed[1] / alone:.2f}x)",
+                flush=True,
+            )
+    settings = process_settings()
+    print(
+        f"a busy custom rule's effect on the training's time (ratio to the training alone, "
+        f"median of {arguments.rounds}): as a plain process "
+        f"{statistics.median(plain_ratios):.2f}x; isolated as a job's runner starts rules "
+        f"(niceness {settings.rule_niceness}, {settings.rule_memory_limit_mb} MB, "
+        f"{settings.rule_cpus or os.cpu_count()} of {os.cpu_count()} cores) "
+        f"{statistics.median(isolated_ratios):.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -289,11 +390,17 @@ def main() -> None:
     parser.add_argument("--zero-step", type=int, default=None, help="default: steps * 0.4")
     parser.add_argument("--nan-step", type=int, default=None, help="default: steps * 0.7")
     parser.add_argument("--layout", choices=("processes", "group"), default="processes")
+    parser.add_argument(
+        "--busy-rule", action="store_true", help="measure a busy rule's effect instead"
+    )
     arguments = parser.parse_args()
     if arguments.zero_step is None:
         arguments.zero_step = int(arguments.steps * 0.4)
     if arguments.nan_step is None:
         arguments.nan_step = int(arguments.steps * 0.7)
+    if arguments.busy_rule:
+        busy_rule(arguments)
+        return
 
     samples: list[tuple[str, int, float]] = []
     ratios: list[float] = []

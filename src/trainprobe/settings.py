@@ -27,6 +27,10 @@ __all__ = [
     "PROFILER_CONFIG",
     "RANK",
     "REPORT_EVERY_SECONDS",
+    "RULE_CPUS",
+    "RULE_MEMORY_LIMIT_MB",
+    "RULE_NICENESS",
+    "RULE_PROGRESS_TIMEOUT_SECONDS",
     "RUNNER_PID",
     "SMDEBUG_CONFIG_FILE_PATH",
     "SMPROFILER_CONFIG_PATH",
@@ -77,19 +81,25 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _bounded_count(text: str, *, most: int) -> int:
+    if not text.isdigit() or int(text) > most:
+        raise ValueError(f"a whole number from 0 to {most}")
+    return int(text)
+
+
 def _port(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise ValueError("a port number (1-65535)")
     return int(text)
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, *, least: float = 0.0) -> float:
     try:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0:  # also refuses NaN
-        raise ValueError("a number of seconds, 0 or more")
+    if not least <= seconds < float("inf"):  # also refuses NaN
+        raise ValueError("a number of seconds, " + ("0 or more" if least == 0 else "more than 0"))
     return seconds
 
 
@@ -158,6 +168,35 @@ REPORT_EVERY_SECONDS: Variable[float] = Variable(
     600.0,
     "How often the profiler report is rewritten while a long job runs.",
     _seconds,
+)
+RULE_NICENESS: Variable[int] = Variable(
+    "TRAINPROBE_RULE_NICENESS",
+    "whole number",
+    10,
+    "Niceness added to each rule process (0-19), so that rules yield the CPU to the training.",
+    lambda text: _bounded_count(text, most=19),
+)
+RULE_MEMORY_LIMIT_MB: Variable[int] = Variable(
+    "TRAINPROBE_RULE_MEMORY_LIMIT_MB",
+    "megabytes",
+    2048,
+    "Memory limit of each rule process (its data and anonymous memory); 0: no limit.",
+    _count,
+)
+RULE_CPUS: Variable[int | None] = Variable(
+    "TRAINPROBE_RULE_CPUS",
+    "whole number",
+    None,
+    "How many cores the rule processes share (the highest-numbered ones); unset: a quarter of "
+    "the machine's cores, at least one; 0: every core.",
+    _count,
+)
+RULE_PROGRESS_TIMEOUT_SECONDS: Variable[float] = Variable(
+    "TRAINPROBE_RULE_PROGRESS_TIMEOUT_SECONDS",
+    "seconds",
+    120.0,
+    "A rule process that shows no progress for this long is ended and its rules end in Error.",
+    lambda text: _seconds(text, least=1e-9),
 )
 TERM: Variable[str | None] = Variable(
     "TERM",

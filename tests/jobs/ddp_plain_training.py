@@ -1,11 +1,14 @@
 """A plain DistributedDataParallel training (gloo, CPU) that never imports trainprobe.
 
 Run by the job runner through torchrun: each rank trains 4 steps on its own batch and prints
-``rank <r> finished``.
+``rank <r> finished``. Rank 0 then prints ``listening on <address>:<port>`` for every port a
+process of the job's training (its process group: torchrun and the workers) listens on.
 """
 
 import datetime
+import os
 
+import psutil
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -28,6 +31,19 @@ def main() -> None:
         loss_fn(model(inputs), labels).backward()
         optimizer.step()
     print(f"rank {rank} finished", flush=True)
+    dist.barrier()
+    if rank == 0:
+        group = os.getpgid(0)
+        for process in psutil.process_iter():
+            try:
+                if os.getpgid(process.pid) != group:
+                    continue
+                connections = process.net_connections(kind="inet")
+            except (psutil.Error, ProcessLookupError):
+                continue
+            for connection in connections:
+                if connection.status == psutil.CONN_LISTEN:
+                    print(f"listening on {connection.laddr.ip}:{connection.laddr.port}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -299,6 +299,10 @@ def test_two_processes_through_torchrun_yield_both_workers_data(
         assert values["worker_0"] != values["worker_1"]
     log = (job_dir(output, "two-workers") / "logs" / "training.log").read_text()
     assert "rank 0 finished" in log and "rank 1 finished" in log
+    # torchrun's stores and the workers' connections listen on the loopback address only.
+    addresses = [line.split()[-1] for line in log.splitlines() if line.startswith("listening on")]
+    assert addresses, log
+    assert all(address.startswith("127.0.0.1:") for address in addresses), addresses
 
 
 def test_twenty_debugging_rules_run_at_once(store: JobStore, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ queue is empty, so a large tensor never deadlocks.
 
 A failure while writing (disk full, an unwritable directory, a tensor that cannot be encoded)
 stops the writer: the step being written is discarded (its temporary file removed, so nothing
-already written is damaged), ``error`` is set, ``on_error`` is called once, and everything
+already written is damaged), ``error`` and ``failed_step`` (the step whose saving failed) are
+set, ``on_error`` is called once, and everything
 submitted afterwards is dropped without blocking, except the collections file and the end marker,
 which are still written so that the steps already on disk stay readable.
 
@@ -224,6 +225,7 @@ class WriterThread:
         self.max_items = max_items
         self.on_error = on_error
         self.error: BaseException | None = None
+        self.failed_step: int | None = None
         self.bytes_written = 0
         self.steps_written = 0
         self.blocked_seconds = 0.0
@@ -325,7 +327,7 @@ class WriterThread:
                 elif isinstance(message, (CollectionsJob, _TrainingEnd)):
                     self._finish_after_failure(message)
             except BaseException as error:
-                self._fail(error)
+                self._fail(error, getattr(message, "step", None))
             finally:
                 self._done(size)
 
@@ -438,8 +440,10 @@ class WriterThread:
                 "writing %s after a failure failed too", type(message).__name__, exc_info=True
             )
 
-    def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException, step: int | None) -> None:
         writer, self._writer = self._writer, None
+        if step is None and writer is not None:
+            step = writer.step
         if writer is not None:
             try:
                 writer.discard()
@@ -447,6 +451,7 @@ class WriterThread:
                 log.debug("discarding a failed step also failed", exc_info=True)
         if self.error is None:
             self.error = error
+            self.failed_step = step
             with self._condition:
                 self._condition.notify_all()
             if self.on_error is not None:

@@ -25,6 +25,7 @@ from trainprobe.jobs.progress import (
 )
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
+from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.system_metrics import SystemMetricsReader
 
@@ -35,6 +36,7 @@ __all__ = [
     "LiveFollower",
     "PlainFollower",
     "rule_statuses",
+    "saving_stopped",
     "say",
 ]
 
@@ -154,6 +156,7 @@ class JobProgress:
                 )
                 for rule in rule_statuses(description)
             ),
+            saving=saving_stopped(description),
         )
 
     def _steps_per_second(self, now: float, step: int | None) -> float | None:
@@ -217,3 +220,14 @@ def rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
         *description.get("DebugRuleEvaluationStatuses", []),
         *description.get("ProfilerRuleEvaluationStatuses", []),
     ]
+
+
+def saving_stopped(description: dict[str, Any]) -> str | None:
+    """Where and why the hook stopped saving, as the job's description says it (its runner puts
+    it in the status message); None when it did not."""
+    for transition in reversed(description.get("SecondaryStatusTransitions", [])):
+        message = str(transition.get("StatusMessage", ""))
+        start = message.find(SAVING_STOPPED)
+        if start >= 0:
+            return message[start:]
+    return None

@@ -2,11 +2,12 @@
 
 Rendering only. ``trainprobe run`` gathers a ``JobSnapshot`` from the job's files at each poll
 and hands it to ``LiveView.show``; ``render_snapshot`` draws one snapshot (the job's status,
-the latest saved step and steps per second, the latest saved loss, the host's utilisation and
-each rule's status). A field the snapshot leaves as None is drawn blank. The training's output
-and trainprobe's own messages go through the live console, so they scroll above the panel
-instead of being overwritten by it. When the job is over, ``LiveView.finish`` leaves the last
-panel on screen and prints the end summary below it.
+the latest saved step and steps per second, the latest saved loss, the host's utilisation,
+where and why the hook stopped saving if it did, and each rule's status). A field the snapshot
+leaves as None is drawn blank. The training's output and trainprobe's own messages go through
+the live console, so they scroll above the panel instead of being overwritten by it. When the
+job is over, ``LiveView.finish`` leaves the last panel on screen and prints the end summary
+below it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class JobSnapshot:
     memory_percent: float | None = None
     gpu_percent: float | None = None
     rules: tuple[RuleStatus, ...] = ()
+    saving: str | None = None
+    """Where and why the hook stopped saving (a full disk), when it did."""
 
 
 def format_loss(loss: float) -> str:
@@ -113,6 +116,8 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
     at = "" if snapshot.loss is None or snapshot.loss_step is None else f"step {snapshot.loss_step}"
     fields.add_row("loss", loss, at)
     fields.add_row("system", _system(snapshot), "")
+    if snapshot.saving:
+        fields.add_row("saving", Text(snapshot.saving, style="red"), "")
     parts: list[RenderableType] = [fields]
     if snapshot.rules:
         rules = Table.grid(padding=(0, 2))

@@ -120,7 +120,7 @@ def admit_training_job(
     errors += _check_fresh(layout)
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
-    except (ConfigError, ConfigErrors) as error:
+    except ConfigError as error:
         errors += _errors_of(error)
     if len(errors) == 1:
         raise errors[0]

@@ -166,7 +166,7 @@ def describe_record(record: JobRecord) -> dict[str, Any]:
             response["TrainingTimeInSeconds"] = max(0, round(seconds))
     response["LastModifiedTime"] = timestamp(record.last_modified_time)
     response["SecondaryStatusTransitions"] = _transitions(record)
-    lost = "the job's runner is no longer running" if record.runner_done else None
+    lost = "the job's runner ended before the rule did" if record.runner_done else None
     debug_rules = record.request.get("DebugRuleConfigurations") or []
     if debug_rules:
         response["DebugRuleEvaluationStatuses"] = evaluation_statuses(

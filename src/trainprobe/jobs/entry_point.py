@@ -12,7 +12,8 @@
    the job was created from.
 
 A Python script runs through ``trainprobe.jobs.training_entry``, which installs the hook
-automatically; ``ResourceConfig.InstanceCount`` > 1 starts that many processes with ``torchrun``.
+automatically; ``ResourceConfig.InstanceCount`` > 1 starts that many processes with ``torchrun``,
+every port they open bound to 127.0.0.1 (``trainprobe.jobs.local_torchrun``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ SUBMIT_DIRECTORY_HYPERPARAMETER = "sagemaker_submit_directory"
 _SAGEMAKER_PREFIX = "sagemaker_"
 _PYTHONS = ("python", "python3")
 TRAINING_ENTRY_MODULE = "trainprobe.jobs.training_entry"
+LOCAL_TORCHRUN_MODULE = "trainprobe.jobs.local_torchrun"
+LOOPBACK = "127.0.0.1"
+"""Every port a multi-process job opens is on this address (``trainprobe.jobs.local_torchrun``)."""
 
 
 def decode_hyperparameters(hyperparameters: Mapping[str, str]) -> dict[str, Any]:
@@ -96,12 +100,17 @@ class EntryPoint:
         return [
             python,
             "-m",
-            "torch.distributed.run",
-            "--standalone",
+            LOCAL_TORCHRUN_MODULE,
             "--nnodes",
             "1",
             "--nproc_per_node",
             str(instance_count),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"{LOOPBACK}:0",
+            "--local-addr",
+            LOOPBACK,
             "-m",
             *entry,
         ]

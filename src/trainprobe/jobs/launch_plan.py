@@ -196,6 +196,11 @@ def plan_launch(
         environment[settings.HOOK_CONFIG.name] = layout.hook_config_file
         environment[settings.SMDEBUG_CONFIG_FILE_PATH.name] = layout.hook_config_file
         environment[AUTO_HOOK_VARIABLE] = "1"
+    if count > 1:
+        # The processes talk over the loopback interface only.
+        loopback = "lo" if sys.platform.startswith("linux") else "lo0"
+        environment["GLOO_SOCKET_IFNAME"] = loopback
+        environment["NCCL_SOCKET_IFNAME"] = loopback
     if request.tensorboard_output_config is not None:
         environment[settings.TENSORBOARD_CONFIG_FILE_PATH.name] = layout.tensorboard_config_file
     environment.update(request.environment)

@@ -7,7 +7,14 @@ included). A rule that cannot even be built ends in Error there, with the reason
 
 It stops (status Stopped) on SIGTERM, and when the job runner is gone. A rule's StopTraining
 action writes the stop request into the job's tensor output, as always, and also wakes the
-runner (SIGUSR1), which stops the training at once.
+runner (SIGUSR1), which stops the training at once. While it follows the job it touches its
+heartbeat file (``--heartbeat``), so the runner can tell a stuck rule from a slow one; a rule
+that ran out of memory (the runner limits a rule process's memory) ends in Error saying so, and
+when the hook stopped saving (a full disk), each rule's final status says up to which step it had
+data.
+
+``follow_for_runner`` is shared with the profiler rules' process
+(``trainprobe.jobs.profiler_rules_process``).
 """
 
 from __future__ import annotations
@@ -17,23 +24,32 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
+from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.rule_heartbeat import Heartbeat
+from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
 from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
-from trainprobe.rules.verdict import ERROR
+from trainprobe.rules.verdict import ERROR, Verdict
+from trainprobe.storage.hook_overhead import read_hook_overhead, saving_stopped_message
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 from trainprobe.storage.stop_request import StopRequest
 
-__all__ = ["main"]
+__all__ = ["follow_for_runner", "main"]
+
+_OUT_OF_MEMORY = ("MemoryError", "can't allocate memory")
 
 _NO_DATA_TIMEOUT = 10.0**9
 """The runner marks the training's end (even a crash's), so a rule waits for data that long."""
@@ -43,6 +59,86 @@ def _record_error(directory: str, name: str, details: str) -> None:
     writer = RuleOutputWriter(directory)
     writer.write_status(RuleStatus(name, ERROR, details, time.time(), finished=True))
     writer.close()
+
+
+def _memory_limit_mb() -> int | None:
+    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    return None if limit == resource.RLIM_INFINITY else limit // (1024 * 1024)
+
+
+def _amend_finish(evaluator: Any, amend: Callable[[str, str], str]) -> None:
+    """Make ``evaluator`` finish with its details passed through ``amend(status, details)``."""
+    finish = evaluator.finish
+
+    def finish_amended(status: str, details: str) -> None:
+        finish(status, amend(status, details))
+
+    evaluator.finish = finish_amended
+
+
+def _memory_limit_reason(limit: int) -> Callable[[str, str], str]:
+    """Say it plainly when a rule fails for want of memory: the rule process exceeded its
+    memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
+
+    def amend(status: str, details: str) -> str:
+        if status == ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
+            return f"the rule process exceeded its memory limit of {limit} MB ({details})"
+        return details
+
+    return amend
+
+
+def _data_until(debug_output: str) -> Callable[[str, str], str]:
+    """Say up to which step a rule had data when the hook stopped saving (a full disk)."""
+
+    def amend(status: str, details: str) -> str:
+        if status in UNFINISHED_STATUSES:
+            return details
+        try:
+            stopped = saving_stopped_message(read_hook_overhead(debug_output))
+        except OSError:
+            return details
+        if stopped is None:
+            return details
+        last = latest_saved_step(debug_output)
+        had = "no data" if last is None else f"data up to step {last}"
+        return f"{details} (the rule had {had}: {stopped})"
+
+    return amend
+
+
+def follow_for_runner(
+    runner: RuleFollowing[Any],
+    *,
+    runner_pid: int | None,
+    heartbeat_path: str | None,
+    debug_output: str | None = None,
+) -> list[Verdict]:
+    """Run ``runner``'s rules as a job's rule process: stop them on SIGTERM or when the job's
+    runner is gone, beat the heartbeat as they go, say when one ran out of memory, and, for
+    rules on the tensors at ``debug_output``, up to which step they had data when the hook
+    stopped saving. Their verdicts."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    limit = _memory_limit_mb()
+    for evaluator in runner.evaluators:
+        if limit is not None:
+            _amend_finish(evaluator, _memory_limit_reason(limit))
+        if debug_output is not None:
+            _amend_finish(evaluator, _data_until(debug_output))
+    if runner_pid is not None:
+        watch_runner(runner_pid, runner.stop)
+    if heartbeat_path is not None:
+        runner.on_progress = Heartbeat(heartbeat_path).beat
+    try:
+        return runner.run()
+    except MemoryError as error:
+        for evaluator in runner.evaluators:
+            evaluator.finish(ERROR, f"MemoryError: {error}")
+        return [evaluator.verdict for evaluator in runner.evaluators]
 
 
 def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
@@ -62,7 +158,9 @@ def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
     return definition
 
 
-def run(plan: LaunchPlan, index: int, runner_pid: int | None) -> int:
+def run(
+    plan: LaunchPlan, index: int, runner_pid: int | None, heartbeat_path: str | None = None
+) -> int:
     """Evaluate debugging rule ``index`` of the job ``plan`` launches; the exit status."""
     layout = plan.layout
     entry = plan.debug_rules[index]
@@ -86,13 +184,13 @@ def run(plan: LaunchPlan, index: int, runner_pid: int | None) -> int:
         on_stop_training=wake_runner,
     )
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        runner.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    if runner_pid is not None:
-        watch_runner(runner_pid, runner.stop)
-    verdict = runner.run()[0]
+    verdicts = follow_for_runner(
+        runner,
+        runner_pid=runner_pid,
+        heartbeat_path=heartbeat_path,
+        debug_output=layout.debug_output,
+    )
+    verdict = verdicts[0]
     print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 
@@ -103,11 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--launch-file", required=True, help="the job's launch.json")
     parser.add_argument("--index", type=int, required=True, help="the rule's place in the job")
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
+    parser.add_argument("--heartbeat", help="the file to touch while the rule makes progress")
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
-    return run(plan, arguments.index, arguments.runner_pid)
+    return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat)
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 
 Each rule evaluator keeps ``rule-output/<RuleConfigurationName>/status.json`` up to date; a
 rule with no status yet is InProgress: its evaluator is starting (for a profiler rule added by
-UpdateTrainingJob, the job's runner starts one within a tick). A rule whose status is not final
-when its job's runner is gone will never finish: it is reported as Error, saying so. A rule whose
-evaluator could not be started at all is recorded as Error at once, with the reason
-(``record_rules_not_started``).
+UpdateTrainingJob, the job's runner starts one within a tick). A rule whose evaluator could not
+be started, or ended (killed, out of memory, stuck) before the rule's status was final, is
+recorded as Error by the runner, with the reason (``record_unfinished_rules``). A rule whose
+status is not final when its job's runner is gone will never finish: it is reported as Error,
+saying so.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,29 +25,50 @@ from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_st
 __all__ = [
     "UNFINISHED_STATUSES",
     "evaluation_statuses",
-    "record_rules_not_started",
+    "record_unfinished_rules",
+    "rule_names",
 ]
+
+log = logging.getLogger(__name__)
 
 UNFINISHED_STATUSES = frozenset({IN_PROGRESS, STOPPING})
 
 
-def _names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
+def rule_names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
     return [str(rule.get("RuleConfigurationName")) for rule in rules]
 
 
-def record_rules_not_started(
-    layout: JobLayout, rules: Iterable[Mapping[str, Any]], reason: str
-) -> None:
-    """Record each of ``rules`` (configuration entries) that has no status yet as Error, with
-    ``reason``: its evaluator could not be started, so it would otherwise look InProgress until
-    the job's end."""
-    for name in _names(rules):
+def record_unfinished_rules(layout: JobLayout, names: Iterable[str], reason: str) -> list[str]:
+    """Record each rule of ``names`` whose status is not final as Error, with ``reason`` (its
+    evaluator could not start, or ended before the rule did), so that it does not look
+    InProgress until the job's end. The names recorded; a status that cannot be written (a full
+    disk) is logged and left."""
+    recorded = []
+    for name in names:
         directory = layout.rule_output_dir(name)
-        if read_status(directory) is not None:
+        try:
+            previous = read_status(directory)
+        except (OSError, ValueError, KeyError):
+            previous = None
+        if previous is not None and previous.finished:
             continue
-        writer = RuleOutputWriter(directory)
-        writer.write_status(RuleStatus(name, ERROR, reason, time.time(), finished=True))
-        writer.close()
+        status = RuleStatus(
+            name,
+            ERROR,
+            reason,
+            time.time(),
+            finished=True,
+            steps_evaluated=previous.steps_evaluated if previous is not None else 0,
+        )
+        try:
+            writer = RuleOutputWriter(directory)
+            writer.write_status(status)
+            writer.close()
+        except OSError as error:
+            log.warning("could not record rule %s as Error (%s): %s", name, reason, error)
+            continue
+        recorded.append(name)
+    return recorded
 
 
 def _timestamp(seconds: float) -> datetime.datetime:
@@ -87,4 +110,4 @@ def evaluation_statuses(
 
     ``runner_lost`` says why the job's runner is gone, if it is; ``since`` is the time a rule
     without a status yet reports as its last change (the job's creation)."""
-    return [_status(job_name, layout, name, runner_lost, since) for name in _names(rules)]
+    return [_status(job_name, layout, name, runner_lost, since) for name in rule_names(rules)]

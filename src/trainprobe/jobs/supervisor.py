@@ -2,8 +2,9 @@
 
 The launcher starts one per job. It follows the job's launch plan:
 
-1. starts one evaluator process per debugging rule (``trainprobe.jobs.rule_process``) and one
-   for all the profiler rules (``python -m trainprobe.rules.profiler``);
+1. starts the rule evaluators (``trainprobe.jobs.job_rules``): one process per debugging rule and
+   one for all the profiler rules, at a lower CPU priority, with a memory limit and a share of
+   the cores (``trainprobe.jobs.process_settings``);
 2. starts the training (``trainprobe.jobs.training_process``) and the system monitor watching
    it, and says the job is Training;
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
@@ -12,7 +13,9 @@ The launcher starts one per job. It follows the job's launch plan:
    beginning, so the rules judge the whole job), and for a reason to stop the training: a rule's
    StopTraining request in the tensor output, a StopTrainingJob request in the job store,
    MaxRuntimeInSeconds reached, or SIGTERM to the runner itself. To stop, it signals the
-   training's process group (SIGTERM, then SIGKILL after ``$TRAINPROBE_STOP_GRACE_SECONDS``);
+   training's process group (SIGTERM, then SIGKILL after the stop grace). Each tick it also
+   looks after the rules: an evaluator that died or is stuck is ended and its rules recorded as
+   Error with the reason, while the training and the other rules go on;
 4. records how the training ended: Completed; Stopped with the reason (MaxRuntimeExceeded for the
    runtime limit); or Failed with the last lines of the training's error output. From then on
    the job cannot be updated, so it starts the profiler rules of an update that came meanwhile;
@@ -20,34 +23,37 @@ The launcher starts one per job. It follows the job's launch plan:
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
    ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
    the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
-   ``$TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
+   ``TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
 
-All along it beats in the job store (``trainprobe.jobs.liveness``).
+All along it beats in the job store (``trainprobe.jobs.liveness``). Every process it starts is a
+``trainprobe.jobs.child_process.ChildProcess``: in a group of its own, ended the one way, and
+ended with the runner if the runner is killed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import FrameType
-from typing import Any
 
 from trainprobe import settings
+from trainprobe.jobs.child_process import ChildProcess, describe_exit
+from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
-from trainprobe.jobs.rule_statuses import record_rules_not_started
+from trainprobe.jobs.process_settings import ProcessSettings, process_settings
+from trainprobe.jobs.rule_executor import LocalRuleExecutor
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.saving_watch import SavingWatch
 from trainprobe.jobs.store import JobRecord, JobStore
-from trainprobe.jobs.training_process import TrainingProcess, describe_exit
+from trainprobe.jobs.training_process import TrainingProcess
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
@@ -87,15 +93,13 @@ class JobRunner:
         self.wake = threading.Event()
         self._signalled: _Stop | None = None
         self._done = threading.Event()
-        self.rules: list[subprocess.Popen[bytes]] = []
-        self.profiler_rules_started: set[str] = set()
-        self.reports: list[subprocess.Popen[bytes]] = []
+        self.settings = ProcessSettings()
+        self.rules: JobRules | None = None
+        self.reports: list[ChildProcess] = []
         self._reported_at = time.monotonic()
-        """The profiler rules an evaluator process was started for (or could not be)."""
-        self._at_start = True
-        self._added_processes = 0
-        self.monitor: subprocess.Popen[bytes] | None = None
+        self.monitor: ChildProcess | None = None
         self.training: TrainingProcess | None = None
+        self.saving = SavingWatch(self.layout.debug_output)
 
     # ----- the run ----------------------------------------------------------------------
 
@@ -116,7 +120,7 @@ class JobRunner:
         except Exception as error:
             log.exception("the job runner failed")
             if self.training is not None and self.training.poll() is None:
-                self.training.stop(settings.STOP_GRACE_SECONDS.get())
+                self.training.stop(self.settings.stop_grace_seconds)
             self.store.transition(
                 self.name,
                 "Failed",
@@ -126,7 +130,8 @@ class JobRunner:
                 failure_reason=f"InternalServerError: the job runner failed: {error!r}",
                 training_end_time=time.time(),
             )
-            self._stop_rules()
+            if self.rules is not None:
+                self.rules.stop(self.settings.stop_grace_seconds, "the job runner failed")
         finally:
             self._done.set()
             self.store.update(self.name, runner_done=True, heartbeat_time=time.time(), touch=False)
@@ -134,8 +139,15 @@ class JobRunner:
     def _run(self) -> None:
         record = self.store.get(self.name)
         assert record is not None
-        self._start_rules()
-        self._start_profiler_rules(record)
+        self.settings = process_settings()
+        executor = LocalRuleExecutor(
+            limits=self.settings.rule_limits(),
+            environment={**os.environ, **self.settings.rule_environment()},
+            progress_timeout_seconds=self.settings.rule_progress_timeout_seconds,
+        )
+        self.rules = JobRules(self.plan, executor, os.getpid())
+        self.rules.start_debugging_rules()
+        self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=False)
         environment = {
             **os.environ,
             **self.plan.environment,
@@ -170,12 +182,13 @@ class JobRunner:
                 self.name, "Stopping", "Stopping", stop.reason, only_if_status=("InProgress",)
             )
             log.info("stopping the training: %s", stop.reason)
-            returncode = self.training.stop(settings.STOP_GRACE_SECONDS.get())
+            returncode = self.training.stop(self.settings.stop_grace_seconds)
         assert returncode is not None
         self.training.finish()
         log.info("the training %s", describe_exit(returncode))
         if stop is None:
             stop = self._rule_stop()  # the hook may have stopped the training itself
+        self.saving.check(now=True)
         if stop is not None:
             self._finish_training("Stopped", stop.secondary_status, stop.reason)
         elif returncode == 0:
@@ -191,8 +204,11 @@ class JobRunner:
         while training.poll() is None:
             record = self.store.get(self.name)
             if record is not None:
-                self._start_profiler_rules(record)
+                self._start_added_profiler_rules(record)
                 self._refresh_reports(record)
+            assert self.rules is not None
+            self.rules.check()
+            self._say_if_saving_stopped()
             stop = self._signalled or self._rule_stop() or self._requested_stop(record)
             if stop is None and deadline is not None and time.monotonic() >= deadline:
                 seconds = self.plan.max_runtime_seconds
@@ -244,12 +260,29 @@ class JobRunner:
             text = head + "\n...\n" + text[len(text) - keep :]
         return text
 
+    def _say_if_saving_stopped(self) -> None:
+        """Say in the job's description that the hook stopped saving, once it has."""
+        news = self.saving.check()
+        if news is None:
+            return
+        log.warning("%s", news)
+        self.store.transition(
+            self.name,
+            "InProgress",
+            "Training",
+            f"Training in progress. {news}",
+            only_if_status=("InProgress",),
+        )
+
     def _finish_training(self, status: str, secondary_status: str, reason: str) -> None:
+        message = reason
+        if self.saving.message is not None:
+            message = f"{reason}. {self.saving.message}"
         self.store.transition(
             self.name,
             status,
             secondary_status,
-            reason,
+            message,
             only_if_status=("InProgress", "Stopping"),
             failure_reason=None if status == "Completed" else reason,
             training_end_time=time.time(),
@@ -257,10 +290,11 @@ class JobRunner:
         log.info("the job is %s (%s): %s", status, secondary_status, reason)
 
     def _wind_down(self) -> None:
+        assert self.rules is not None
         # The job can no longer be updated: start the rules of an update that came meanwhile.
         record = self.store.get(self.name)
         if record is not None:
-            self._start_profiler_rules(record)
+            self._start_added_profiler_rules(record)
         if not training_has_ended(self.layout.debug_output):
             # The training could not say it ended (a crash, a kill): say it for it, so the
             # rules conclude on the steps it saved.
@@ -268,35 +302,30 @@ class JobRunner:
         if self.monitor is not None:
             # The monitor ends with the training it watches; then the profiler data is whole,
             # and the profiler rules may conclude.
-            try:
-                self.monitor.wait(timeout=MONITOR_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.monitor.terminate()
-                self.monitor.wait()
+            self.monitor.finish(MONITOR_GRACE_SECONDS, self.settings.stop_grace_seconds)
         write_training_end(self.layout.profiler_output)
         deadline = time.monotonic() + RULES_GRACE_SECONDS
-        while any(process.poll() is None for process in self.rules):
-            if self._signalled is not None or time.monotonic() > deadline:
-                log.info("stopping the rules that have not finished")
+        why = f"the job ended {RULES_GRACE_SECONDS:g} s ago"
+        while self.rules.running():
+            if self._signalled is not None:
+                why = self._signalled.reason
+                break
+            if time.monotonic() > deadline:
                 break
             self.wake.wait(TICK_SECONDS)
             self.wake.clear()
-        self._stop_rules()
+        if self.rules.running():
+            log.info("stopping the rules that have not finished")
+        self.rules.stop(self.settings.stop_grace_seconds, why)
         if self._signalled is None:
             self._write_reports()
-        if self.monitor is not None:
-            try:
-                self.monitor.wait(timeout=MONITOR_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.monitor.terminate()
-                self.monitor.wait()
 
     def _refresh_reports(self, record: JobRecord) -> None:
-        """Rewrite the profiler reports every ``REPORT_EVERY_SECONDS`` of a long job, so that a
+        """Rewrite the profiler reports every ``report_every_seconds`` of a long job, so that a
         look at them before its end finds them recent."""
-        if time.monotonic() - self._reported_at < settings.REPORT_EVERY_SECONDS.get():
+        if time.monotonic() - self._reported_at < self.settings.report_every_seconds:
             return
-        if any(process.poll() is None for process in self.reports):
+        if any(process.running for process in self.reports):
             return  # the previous ones are still being written
         self._reported_at = time.monotonic()
         self.reports = self._start_reports(record)
@@ -305,14 +334,15 @@ class JobRunner:
         """Write the final profiler reports, once the rules have concluded
         (``REPORT_GRACE_SECONDS`` at most)."""
         record = self.store.get(self.name)
+        grace = self.settings.stop_grace_seconds
         for process in self.reports:
-            _wait_or_kill(process, REPORT_GRACE_SECONDS)
+            process.finish(REPORT_GRACE_SECONDS, grace)
         self.reports = self._start_reports(record) if record is not None else []
         for process in self.reports:
-            if not _wait_or_kill(process, REPORT_GRACE_SECONDS):
+            if not process.finish(REPORT_GRACE_SECONDS, grace):
                 log.warning("the report took over %.0f s: stopped", REPORT_GRACE_SECONDS)
 
-    def _start_reports(self, record: JobRecord) -> list[subprocess.Popen[bytes]]:
+    def _start_reports(self, record: JobRecord) -> list[ChildProcess]:
         """Start writing the report beside each ProfilerReport rule's data, in a process of
         its own."""
         started = []
@@ -331,19 +361,18 @@ class JobRunner:
                 "--debug-output",
                 self.layout.debug_output,
             ]
-            started.append(_spawn(command, self.layout.report_log, cwd=self.layout.job_dir))
-        return started
-
-    def _stop_rules(self) -> None:
-        running = [process for process in self.rules if process.poll() is None]
-        for process in running:
-            process.terminate()
-        for process in running:
             try:
-                process.wait(timeout=MONITOR_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                started.append(
+                    ChildProcess(
+                        "report",
+                        command,
+                        cwd=self.layout.job_dir,
+                        log_path=self.layout.report_log,
+                    )
+                )
+            except OSError:
+                log.exception("could not start the profiler report")
+        return started
 
     # ----- helpers ----------------------------------------------------------------------
 
@@ -354,132 +383,34 @@ class JobRunner:
             except Exception:
                 log.exception("could not record the heartbeat")
 
-    def _start_rules(self) -> None:
-        for index, entry in enumerate(self.plan.debug_rules):
-            name = str(entry.get("RuleConfigurationName"))
-            self.rules.append(
-                _spawn(
-                    [
-                        self.plan.python,
-                        "-m",
-                        "trainprobe.jobs.rule_process",
-                        "--launch-file",
-                        self.layout.launch_file,
-                        "--index",
-                        str(index),
-                        "--runner-pid",
-                        str(os.getpid()),
-                    ],
-                    self.layout.rule_log(name),
-                    cwd=self.plan.rules_working_dir,
-                )
-            )
-        if self.rules:
-            log.info("started %d rule evaluator(s)", len(self.rules))
-
-    def _start_profiler_rules(self, record: JobRecord) -> None:
-        """Start one process evaluating those of the job's profiler rules that none evaluates
-        yet: at the start, the rules given at creation; later, those an UpdateTrainingJob added.
-        Each process reads the job's profiler output from its beginning."""
-        entries = [
-            entry
-            for entry in record.profiler_rules
-            if str(entry.get("RuleConfigurationName")) not in self.profiler_rules_started
-        ]
-        added = not self._at_start
-        self._at_start = False
-        if not entries:
-            return
-        self.profiler_rules_started.update(
-            str(entry.get("RuleConfigurationName")) for entry in entries
-        )
-        suffix = ""
-        if added:
-            self._added_processes += 1
-            suffix = f"-added-{self._added_processes}"
-        try:
-            process = self._spawn_profiler_rules(suffix, entries, record.profiler_config)
-        except OSError as error:
-            # Rules that cannot start must not end the job: they end in Error, saying why.
-            log.exception("could not start the profiler rules %s", suffix)
-            record_rules_not_started(
-                self.layout, entries, f"the profiler rule evaluator could not be started: {error}"
-            )
-            return
-        self.rules.append(process)
-        if added:
-            names = ", ".join(str(entry.get("RuleConfigurationName")) for entry in entries)
-            log.info("started the profiler rules added by UpdateTrainingJob: %s", names)
-
-    def _spawn_profiler_rules(
-        self, suffix: str, entries: list[dict[str, Any]], profiler_config: Mapping[str, Any] | None
-    ) -> subprocess.Popen[bytes]:
-        request_file = os.path.join(self.layout.config_dir, f"profilerrules{suffix}.json")
-        with open(request_file, "w", encoding="utf-8") as file:
-            json.dump(entries, file)
-        command = [
-            self.plan.python,
-            "-m",
-            "trainprobe.rules.profiler",
-            self.layout.profiler_output,
-            "--rule-output",
-            self.layout.rule_output,
-            "--request",
-            request_file,
-        ]
-        if not _framework_profiling(profiler_config):
-            # The step timeline will never come: rules that need it say so instead of waiting.
-            command.append("--no-framework-profiling")
-        log_file = self.layout.rule_log(f"profiler-rules{suffix}")
-        return _spawn(command, log_file, cwd=self.layout.job_dir)
+    def _start_added_profiler_rules(self, record: JobRecord) -> None:
+        """Start the profiler rules an UpdateTrainingJob added, in one more evaluator."""
+        assert self.rules is not None
+        self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=True)
 
     def _start_monitor(self, training_pid: int) -> None:
-        self.monitor = _spawn(
-            [
-                self.plan.python,
-                "-m",
-                "trainprobe.capture.system_monitor",
-                "--out",
-                self.layout.profiler_output,
-                "--interval-ms",
-                str(self.plan.monitor_interval_ms),
-                "--pid",
-                str(training_pid),
-                "--config",
-                self.layout.profiler_config_file,
-            ],
-            self.layout.monitor_log,
-            cwd=self.layout.job_dir,
-        )
-
-
-def _framework_profiling(profiler_config: Mapping[str, Any] | None) -> bool:
-    """Whether the job's ProfilerConfig (the one in force) turns the framework profiler, and so
-    its step timeline, on."""
-    if profiler_config is None:
-        return False
-    return "ProfilingParameters" in profiler_config and not profiler_config.get(
-        "DisableProfiler", False
-    )
-
-
-def _wait_or_kill(process: subprocess.Popen[bytes], seconds: float) -> bool:
-    """Wait ``seconds`` at most for ``process`` to end, then kill it; whether it ended."""
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return False
-    return True
-
-
-def _spawn(command: list[str], log_path: str, *, cwd: str) -> subprocess.Popen[bytes]:
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "ab") as output:
-        return subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
-        )
+        try:
+            self.monitor = ChildProcess(
+                "system monitor",
+                [
+                    self.plan.python,
+                    "-m",
+                    "trainprobe.capture.system_monitor",
+                    "--out",
+                    self.layout.profiler_output,
+                    "--interval-ms",
+                    str(self.plan.monitor_interval_ms),
+                    "--pid",
+                    str(training_pid),
+                    "--config",
+                    self.layout.profiler_config_file,
+                ],
+                cwd=self.layout.job_dir,
+                log_path=self.layout.monitor_log,
+            )
+        except OSError:
+            # The job goes on without system metrics; the profiler rules say there are none.
+            log.exception("could not start the system monitor")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,42 +1,29 @@
-"""The training as a process group: started, logged, stopped, and explained when it fails.
+"""The training as a child process: started, logged, stopped, and explained when it fails.
 
-The training runs in a process group of its own (torchrun and all its workers, a DataLoader's
-workers), so one signal reaches every process of it. Its standard output and error go, line by
+The training is a ``ChildProcess`` (its own process group: torchrun and all its workers, a
+DataLoader's workers; bound to the runner's lifetime). Its standard output and error go, line by
 line as they come, into one log file; the last lines of its error output are kept to say why it
-failed. ``stop`` asks politely (SIGTERM to the group), then, after a grace period, ends it
-(SIGKILL).
+failed. It stops the way every child does (``ChildProcess.stop``).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
-import signal
 import subprocess
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-__all__ = ["ERROR_TAIL_LINES", "TrainingProcess", "describe_exit"]
+from trainprobe.jobs.child_process import ChildProcess
+
+__all__ = ["ERROR_TAIL_LINES", "TrainingProcess"]
 
 ERROR_TAIL_LINES = 12
 
 
-def describe_exit(returncode: int) -> str:
-    """How a process ended, in words: its exit status or the signal that ended it."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"was ended by {name}"
-    return f"exited with status {returncode}"
-
-
 class TrainingProcess:
-    """A started training: its process group, its log, and the tail of its error output."""
+    """A started training: its child process, its log, and the tail of its error output."""
 
     def __init__(
         self,
@@ -47,25 +34,28 @@ class TrainingProcess:
         log_path: str,
     ) -> None:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        self.command = list(command)
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed when both pumps end)
         self._lock = threading.Lock()
         self._error_tail: collections.deque[str] = collections.deque(maxlen=ERROR_TAIL_LINES)
-        self.process = subprocess.Popen(
-            self.command,
-            cwd=cwd,
-            env=dict(environment),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.pid = self.process.pid
-        self.started = time.time()
-        assert self.process.stdout is not None and self.process.stderr is not None
+        try:
+            self.child = ChildProcess(
+                "training",
+                command,
+                cwd=cwd,
+                environment=environment,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except BaseException:
+            self._log.close()
+            raise
+        self.pid = self.child.pid
+        self.started = self.child.started
+        process = self.child.process
+        assert process.stdout is not None and process.stderr is not None
         self._pumps = [
-            threading.Thread(target=self._pump, args=(self.process.stdout, False), daemon=True),
-            threading.Thread(target=self._pump, args=(self.process.stderr, True), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stdout, False), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stderr, True), daemon=True),
         ]
         for pump in self._pumps:
             pump.start()
@@ -82,25 +72,15 @@ class TrainingProcess:
 
     def poll(self) -> int | None:
         """The exit status once the training's main process has ended, else None."""
-        return self.process.poll()
-
-    def signal_group(self, signum: int) -> None:
-        """Send ``signum`` to every process of the training."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signum)
+        return self.child.poll()
 
     def stop(self, grace_seconds: float) -> int:
-        """SIGTERM to the group, then SIGKILL after ``grace_seconds``; the exit status."""
-        self.signal_group(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=grace_seconds)
-        except subprocess.TimeoutExpired:
-            self.signal_group(signal.SIGKILL)
-            return self.process.wait()
+        """Stop the training (``ChildProcess.stop``); its exit status."""
+        return self.child.stop(grace_seconds)
 
     def finish(self, timeout: float = 10.0) -> None:
         """After the main process ended: end what it left behind and close the log."""
-        self.signal_group(signal.SIGKILL)
+        self.child.stop(0)
         for pump in self._pumps:
             pump.join(timeout)
         with self._lock:

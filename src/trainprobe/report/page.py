@@ -336,7 +336,11 @@ def _overhead_section(content: dict[str, Any]) -> str:
         ]
         for w in workers
     ]
+    stopped = content["DebuggerOverhead"].get("SavingStopped")
     parts = [
+        f'<p class="issue">{text(stopped)}. The steps saved before it are intact.</p>'
+        if stopped
+        else "",
         '<p class="muted">Time the training thread spent in trainprobe\'s hook, and what the '
         "hook's writer wrote.</p>",
         table(

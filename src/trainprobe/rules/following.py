@@ -3,11 +3,15 @@ at Ctrl-C, end them all in Error when the job's data cannot be read, and give th
 
 ``RuleRunner`` (debugging rules, step by step) and ``ProfilerRuleRunner`` (profiler rules,
 window by window) each bring their own ``_follow`` and say which failures end every rule.
+``on_progress``, when set, is called each time the following goes round (at least every poll
+interval, and after each step or window): a job's runner learns from it that the rules are not
+stuck (``trainprobe.jobs.rule_heartbeat``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from trainprobe.rules.verdict import ERROR, Verdict
@@ -36,6 +40,7 @@ class RuleFollowing(Generic[Run]):
     def __init__(self, evaluators: list[Run]) -> None:
         self.evaluators = evaluators
         self._stop = threading.Event()
+        self.on_progress: Callable[[], None] | None = None
 
     def stop(self) -> None:
         """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
@@ -72,6 +77,8 @@ class RuleFollowing(Generic[Run]):
         return [evaluator for evaluator in self.evaluators if not evaluator.finished]
 
     def _stopped(self) -> bool:
+        if self.on_progress is not None:
+            self.on_progress()
         if not self._stop.is_set():
             return False
         for evaluator in self._active():

@@ -11,6 +11,11 @@ JSON, totals first, then the seconds of every step as two parallel lists::
      "mean_seconds_per_step": 0.000304, "bytes_written": 5120, "blocked_seconds": 0.0,
      "step": [0, 1, 2], "seconds": [0.000512, 0.000201, 0.0002]}
 
+When the hook stopped saving (a full disk, an unwritable directory: its writer failed), the
+header also says where and why, ``"saving_stopped": {"step": 41, "error": "No space left on
+device"}``, and ``saving_stopped_message`` puts it in words for the job's description, its live
+view, its report and its rules' statuses. smdebug reads nothing under ``hook-overhead/``.
+
 Seconds are rounded to the microsecond, which keeps 100 000 steps near 1.5 MB. The file is
 replaced atomically, so a reader sees the previous version or the new one; a file that is not
 one of these (cut short, corrupt) is skipped with a warning, never an error, since the report
@@ -32,17 +37,21 @@ from trainprobe.storage import files, locations
 __all__ = [
     "FORMAT_VERSION",
     "HOOK_OVERHEAD_DIR",
+    "SAVING_STOPPED",
     "HookOverheadRecord",
     "decode_hook_overhead",
     "encode_hook_overhead",
     "hook_overhead_file",
     "read_hook_overhead",
+    "saving_stopped_message",
     "write_hook_overhead",
 ]
 
 log = logging.getLogger(__name__)
 
 HOOK_OVERHEAD_DIR = "hook-overhead"
+SAVING_STOPPED = "Debugger stopped saving"
+"""How every message about a hook that stopped saving begins."""
 FORMAT_VERSION = 1
 _SUFFIX = ".json"
 _DECIMALS = 6  # a microsecond
@@ -66,6 +75,11 @@ class HookOverheadRecord:
     blocked_seconds: float
     step: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    stopped_step: int | None = None
+    """The step whose saving failed, after which the hook saved nothing more; None: it did not
+    stop (or it stopped before its first step, then ``stopped_error`` alone is set)."""
+    stopped_error: str | None = None
+    """Why the hook stopped saving (``No space left on device``); None while it saves."""
 
 
 def hook_overhead_file(worker: str) -> str:
@@ -89,6 +103,8 @@ def _header(record: HookOverheadRecord, bytes_written: int) -> bytes:
         "bytes_written": bytes_written,
         "blocked_seconds": _rounded(record.blocked_seconds),
     }
+    if record.stopped_error is not None:
+        head["saving_stopped"] = {"step": record.stopped_step, "error": record.stopped_error}
     # Without its closing brace: the lists follow.
     return json.dumps(head, separators=(",", ":"), allow_nan=False).encode()[:-1]
 
@@ -171,8 +187,17 @@ def decode_hook_overhead(data: bytes) -> HookOverheadRecord:
         raise ValueError("seconds holds a value that is not a finite number")
     if len(step) != len(seconds):
         raise ValueError(f"step has {len(step)} values but seconds has {len(seconds)}")
+    stopped = document.get("saving_stopped")
+    stopped_step = stopped_error = None
+    if isinstance(stopped, dict) and isinstance(stopped.get("error"), str):
+        stopped_error = stopped["error"]
+        step_value = stopped.get("step")
+        if isinstance(step_value, int) and not isinstance(step_value, bool):
+            stopped_step = step_value
     return HookOverheadRecord(
         worker=worker,
+        stopped_step=stopped_step,
+        stopped_error=stopped_error,
         steps=_count(document, "steps"),
         total_seconds=_number(document, "total_seconds"),
         mean_seconds_per_step=_number(document, "mean_seconds_per_step"),
@@ -211,3 +236,18 @@ def read_hook_overhead(debug_output_dir: str) -> list[HookOverheadRecord]:
             log.warning("skipping %s, which is not a hook overhead file: %s", path, error)
     found.sort(key=_worker_order)
     return found
+
+
+def saving_stopped_message(records: list[HookOverheadRecord]) -> str | None:
+    """Where and why the hook stopped saving, in words (``Debugger stopped saving at step 41: No
+    space left on device``; naming the worker when there are several); None when it saved all
+    along."""
+    stopped = [record for record in records if record.stopped_error is not None]
+    if not stopped:
+        return None
+    parts = []
+    for record in stopped:
+        where = "" if record.stopped_step is None else f" at step {record.stopped_step}"
+        who = f" ({record.worker})" if len(records) > 1 else ""
+        parts.append(f"{SAVING_STOPPED}{where}{who}: {record.stopped_error}")
+    return "; ".join(parts)

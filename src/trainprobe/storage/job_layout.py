@@ -305,6 +305,11 @@ class JobLayout:
         """The messages of the process evaluating rule ``rule_name``."""
         return os.path.join(self.logs_dir, "rules", f"{rule_name}.log")
 
+    def rule_heartbeat(self, rule_name: str) -> str:
+        """The heartbeat file of the process evaluating rule ``rule_name``
+        (``trainprobe.jobs.rule_heartbeat``)."""
+        return os.path.join(self.logs_dir, "rules", f"{rule_name}.heartbeat")
+
     def directories(self) -> tuple[str, ...]:
         """Every directory the job has from its start."""
         return (

@@ -405,6 +405,12 @@ class Hook:
 
     def _write_overhead_if_due(self) -> None:
         """Have the writer thread save the overhead so far, when a minute has passed."""
+        if not self._overhead_file.reserved:
+            self._overhead_file.reserved = True
+            reserve = functools.partial(
+                self._overhead_file.reserve, self._capture.resolve_worker().name
+            )
+            self._capture.ensure_writer().submit(SideJob(reserve))
         now = time.monotonic()
         if now < self._overhead_due_at or not self._overhead_file.enabled:
             return
@@ -516,6 +522,11 @@ class Hook:
         )
 
     def _on_writer_error(self, error: BaseException) -> None:
+        # On the writer thread: say where and why saving stopped in the overhead file at once,
+        # for the job's runner, its report and its rules.
+        writer = self._capture.ensure_writer()
+        self.overhead.saving_stopped(writer.failed_step, error)
+        self._overhead_file.write(self._capture.resolve_worker().name)
         if self.strict:
             return  # raised on the training thread at the next step
         self._fail(error)
@@ -552,6 +563,7 @@ class Hook:
         self._capture.close(training_end=worker.is_chief)
         # The writer thread has stopped: the count of bytes is final.
         self._overhead_file.write(worker.name)
+        self._overhead_file.release(worker.name)
         self._raise_writer_error_if_strict()
 
     def __repr__(self) -> str:

@@ -7,26 +7,36 @@ of the next step's forward, so it includes finishing the step (handing its buffe
 
 ``OverheadFile`` saves it as ``<out_dir>/hook-overhead/<worker>.json``
 (``trainprobe.storage.hook_overhead``) for the report: the hook has it written on its writer
-thread at most once a minute and once more at ``close()``.
+thread at most once a minute and once more at ``close()``; and at once when saving stops
+(``saving_stopped``), so the job's runner can say where and why. So that this last write fits on
+a disk that filled up, the hook keeps ``RESERVE_BYTES`` beside the file while it runs
+(``<worker>.reserve``, which no reader lists) and frees them to write it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainprobe.storage.hook_overhead import (
+    HOOK_OVERHEAD_DIR,
     HookOverheadRecord,
     encode_hook_overhead,
+    hook_overhead_file,
     write_hook_overhead,
 )
 
-__all__ = ["HookOverhead", "OverheadFile"]
+__all__ = ["RESERVE_BYTES", "HookOverhead", "OverheadFile"]
 
 log = logging.getLogger("trainprobe")
+
+RESERVE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -42,6 +52,9 @@ class HookOverhead:
     blocked_seconds: Callable[[], float] = field(default=lambda: 0.0, repr=False)
     file_bytes: int = 0
     """Bytes of the overhead file's own writes (every version of it), part of ``bytes_written``."""
+    stopped_step: int | None = None
+    stopped_error: str | None = None
+    """Where and why the hook stopped saving (``saving_stopped``); None while it saves."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, step: int, seconds: float) -> None:
@@ -85,7 +98,15 @@ class HookOverhead:
             blocked_seconds=self.blocked_seconds(),
             step=steps,
             seconds=seconds,
+            stopped_step=self.stopped_step,
+            stopped_error=self.stopped_error,
         )
+
+    def saving_stopped(self, step: int | None, error: BaseException) -> None:
+        """Record that saving stopped at ``step`` because of ``error``."""
+        self.stopped_step = step
+        strerror = getattr(error, "strerror", None)
+        self.stopped_error = strerror if strerror else f"{type(error).__name__}: {error}"
 
     def to_dict(self) -> dict[str, Any]:
         """A summary fit for a report: totals plus the seconds of each step."""
@@ -110,14 +131,48 @@ class OverheadFile:
         self.out_dir = out_dir
         self.overhead = overhead
         self.enabled = True
+        self.reserved = False
+
+    def _reserve_path(self, worker: str) -> str:
+        return os.path.join(self.out_dir, HOOK_OVERHEAD_DIR, f"{worker}.reserve")
+
+    def reserve(self, worker: str) -> None:
+        """Hold ``RESERVE_BYTES`` of disk for the file's last write (see the module docstring);
+        quietly nothing when they cannot be held."""
+        self.reserved = True
+        path = self._reserve_path(worker)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as reserve:
+                reserve.write(bytes(RESERVE_BYTES))
+        except OSError:
+            log.debug("trainprobe: no disk reserved for the overhead file", exc_info=True)
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+    def release(self, worker: str) -> None:
+        """Free the reserved disk."""
+        with contextlib.suppress(OSError):
+            os.remove(self._reserve_path(worker))
 
     def write(self, worker: str) -> None:
-        """Write the overhead so far as ``worker``'s file (nothing once turned off)."""
+        """Write the overhead so far as ``worker``'s file (nothing once turned off).
+
+        When the disk is full and saving has stopped, the reserve and the previous version are
+        removed to make room, so that where and why saving stopped gets written."""
         if not self.enabled:
             return
         try:
             data = encode_hook_overhead(self.overhead.record(worker), count_itself=True)
-            self.overhead.file_bytes += write_hook_overhead(self.out_dir, data, worker)
+            try:
+                self.overhead.file_bytes += write_hook_overhead(self.out_dir, data, worker)
+            except OSError as full:
+                if full.errno != errno.ENOSPC or self.overhead.stopped_error is None:
+                    raise
+                self.release(worker)
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.out_dir, hook_overhead_file(worker)))
+                self.overhead.file_bytes += write_hook_overhead(self.out_dir, data, worker)
         except Exception as error:
             self.enabled = False
             log.warning(

@@ -33,9 +33,9 @@ from trainprobe.rules.profiler.runner import (
     ProfilerRuleRunner,
 )
 from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT
-from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND
+from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Verdict
 
-__all__ = ["main"]
+__all__ = ["conclude", "main", "runner_from_arguments"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,23 +102,22 @@ def _print(evaluator: ProfilerRuleEvaluator) -> None:
             print(f"    {report.recommendation}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the rules with command-line ``argv``; returns the exit status."""
+def runner_from_arguments(argv: Sequence[str] | None = None) -> ProfilerRuleRunner:
+    """The runner command-line ``argv`` describes; ConfigError or ConfigErrors for bad ones."""
     arguments = _parser().parse_args(argv)
-    try:
-        runner = ProfilerRuleRunner(
-            _definitions(arguments),
-            arguments.profiler_output,
-            rule_output_dir=arguments.rule_output,
-            poll_interval=arguments.poll_interval,
-            no_data_timeout=arguments.no_data_timeout,
-            framework_wait=arguments.framework_wait,
-            framework_profiling=not arguments.no_framework_profiling,
-        )
-    except ConfigError as error:
-        print(f"trainprobe profiler rules: {error}", file=sys.stderr)
-        return 2
-    verdicts = runner.run()
+    return ProfilerRuleRunner(
+        _definitions(arguments),
+        arguments.profiler_output,
+        rule_output_dir=arguments.rule_output,
+        poll_interval=arguments.poll_interval,
+        no_data_timeout=arguments.no_data_timeout,
+        framework_wait=arguments.framework_wait,
+        framework_profiling=not arguments.no_framework_profiling,
+    )
+
+
+def conclude(runner: ProfilerRuleRunner, verdicts: Sequence[Verdict]) -> int:
+    """Print each rule's verdict; the exit status they call for (see the module docstring)."""
     for evaluator in runner.evaluators:
         _print(evaluator)
     statuses = {verdict.status for verdict in verdicts}
@@ -127,6 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ISSUES_FOUND in statuses:
         return 1
     return 0 if statuses <= {NO_ISSUES_FOUND} else 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the rules with command-line ``argv``; returns the exit status."""
+    try:
+        runner = runner_from_arguments(argv)
+    except ConfigError as error:
+        print(f"trainprobe profiler rules: {error}", file=sys.stderr)
+        return 2
+    return conclude(runner, runner.run())
 
 
 if __name__ == "__main__":
