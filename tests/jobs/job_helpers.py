@@ -78,3 +78,15 @@ def rule_statuses(
     """Each rule's status, by configuration name."""
     items = description[key]
     return {item["RuleConfigurationName"]: item["RuleEvaluationStatus"] for item in items}
+
+
+def wait_until_ended(store: JobStore, timeout: float = 120.0) -> None:
+    """Wait for every job's runner to be done, for jobs that end by themselves (running ``true``).
+
+    Stopping a job whose runner has only just started can kill that runner (it has not yet
+    taken over its wake-up signal), so these tests let their jobs end instead.
+    """
+    deadline = time.monotonic() + timeout
+    while any(not record.runner_done for record in store.query()):
+        assert time.monotonic() < deadline, [r.name for r in store.query() if not r.runner_done]
+        time.sleep(0.2)

@@ -14,11 +14,11 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.jobs.job_helpers import wait_until_ended
 
 from malformed_requests import Case, malformed_requests, prepare_sandbox, valid_request
 from trainprobe.cli.main import main
@@ -39,18 +39,6 @@ def _files(root: Path, skip: Path) -> set[str]:
             continue
         found.update(os.path.join(directory, name) for name in [*subdirectories, *names])
     return found
-
-
-def _wait_until_ended(store: JobStore, timeout: float = 120.0) -> None:
-    """Wait for every job's runner to be done (the jobs run ``true``: they end by themselves).
-
-    Stopping a job whose runner has only just started can kill that runner (it has not yet
-    taken over its wake-up signal), so these tests let their jobs end instead.
-    """
-    deadline = time.monotonic() + timeout
-    while any(not record.runner_done for record in store.query()):
-        assert time.monotonic() < deadline, [r.name for r in store.query() if not r.runner_done]
-        time.sleep(0.2)
 
 
 def _errors(error: ConfigError | ConfigErrors) -> list[ConfigError]:
@@ -159,7 +147,7 @@ def test_validate_and_create_agree_on_malformed_requests(
     assert 0 < len(fuzz.created) < count // 2
     for name in fuzz.created:
         assert describe_training_job({"TrainingJobName": name}, store=store)["TrainingJobArn"]
-    _wait_until_ended(store)
+    wait_until_ended(store)
 
 
 # ----- the issue's cases, one by one ------------------------------------------------------------
@@ -215,7 +203,7 @@ def test_a_rule_name_at_the_limit_is_accepted(store: JobStore, sandbox: Path) ->
     assert os.path.dirname(rule_dir) == os.path.join(record.job_dir, "rule-output")
     description = describe_training_job({"TrainingJobName": "rule-name-limit"}, store=store)
     assert description["DebugRuleEvaluationStatuses"][0]["RuleConfigurationName"] == name
-    _wait_until_ended(store)
+    wait_until_ended(store)
     assert os.path.isdir(rule_dir)
 
 
@@ -315,7 +303,7 @@ def test_a_refused_create_records_nothing_so_the_retry_runs(store: JobStore, san
     request["OutputDataConfig"] = {"S3OutputPath": str(sandbox / "out")}
     create_training_job(request, store=store, cwd=str(sandbox))
     assert store.names() == ["retried"]
-    _wait_until_ended(store)
+    wait_until_ended(store)
 
 
 def test_two_creations_of_one_name_make_one_job(store: JobStore, sandbox: Path) -> None:
@@ -342,7 +330,7 @@ def test_two_creations_of_one_name_make_one_job(store: JobStore, sandbox: Path) 
     record = store.get("once")
     assert record is not None and record.status != "Failed"
     assert os.path.isfile(launch_file_of(record.job_dir))  # the winner's files are whole
-    _wait_until_ended(store)
+    wait_until_ended(store)
 
 
 def test_a_layout_that_cannot_be_made_is_taken_back_whole(tmp_path: Path) -> None:

@@ -3,9 +3,10 @@
 Requests arrive as files (``job.json`` or the AWS CLI's ``file://job.json``), as bytes (an HTTP
 body) or as text. Whatever arrives, the answer is the request or a ConfigError saying what is
 wrong with it, never another exception: bytes that are not UTF-8 (the byte's offset is named; a
-leading UTF-8 byte order mark is allowed), malformed JSON (its line and column), nesting too deep
-to read, and a document that is not a JSON object are all refused. A file that cannot be read is
-a RequestFileError, so a command can tell "no request" from "a bad request".
+leading UTF-8 byte order mark is allowed), an empty request, malformed JSON (its line and column),
+NaN and Infinity (not JSON), nesting deeper than a request ever does, and a document that is not
+a JSON object are all refused. A file that cannot be read is a RequestFileError, so a command
+can tell "no request" from "a bad request".
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.request_shapes import MAX_JSON_DEPTH, json_depth_problem
 
 __all__ = ["RequestFileError", "load_request", "parse_request"]
 
@@ -38,27 +40,47 @@ def _text(data: str | bytes, source: str) -> str:
         ) from None
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
 def parse_request(data: str | bytes, *, source: str = "request") -> dict[str, Any]:
     """The JSON object in ``data`` (text, or UTF-8 bytes); ``source`` names it in errors."""
     text = _text(data, source)
+    if not text.strip():
+        raise ConfigError(
+            source, text, "the request must be valid JSON, an object ({} at least): it is empty"
+        )
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
-        line_text = text.splitlines()[error.lineno - 1] if text.strip() else ""
+        line_text = text.splitlines()[error.lineno - 1]
         raise ConfigError(
             f"{source} (line {error.lineno}, column {error.colno})",
             line_text.strip()[:200],
             f"the request must be valid JSON: {error.msg}",
         ) from None
     except RecursionError:
+        raise _too_deep(source) from None
+    except ValueError as error:  # what _refuse_constant raised
         raise ConfigError(
-            source, "deeply nested lists or objects", "JSON nested at most 32 levels deep"
+            source, str(error), "JSON numbers only: NaN and Infinity are not JSON"
         ) from None
     if not isinstance(document, dict):
         raise ConfigError(
             source, type(document).__name__, "the request must be a JSON object ({...})"
         )
+    if json_depth_problem(document) is not None:
+        raise _too_deep(source)
     return document
+
+
+def _too_deep(source: str) -> ConfigError:
+    return ConfigError(
+        source,
+        f"lists or objects nested deeper than {MAX_JSON_DEPTH} levels",
+        f"JSON nested at most {MAX_JSON_DEPTH} levels deep",
+    )
 
 
 def load_request(location: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_PROFILER_RULES",
     "TrainingJobRequest",
     "UpdateTrainingJobRequest",
+    "training_job_name_of",
     "validate_training_job_name",
 ]
 
@@ -318,6 +319,19 @@ class TrainingJobRequest:
         return request
 
 
+def training_job_name_of(request: object) -> str:
+    """The job a DescribeTrainingJob or StopTrainingJob request names (its one member), checked
+    before anything is looked up by it; ConfigErrors naming each problem."""
+    problems = _Problems()
+    members = _check_request(request, ("TrainingJobName",), problems)
+    name = None
+    if "TrainingJobName" in members:
+        name = problems.check("", lambda: validate_training_job_name(members["TrainingJobName"]))
+    problems.raise_if_any()
+    assert name is not None
+    return name
+
+
 @dataclass
 class UpdateTrainingJobRequest:
     """An UpdateTrainingJob request: new profiling settings and profiler rules for a running job."""
@@ -351,7 +365,8 @@ class UpdateTrainingJobRequest:
             MAX_PROFILER_RULES,
             set(),
         )
-        if profiler is None and not profiler_rules and not problems.errors:
+        other = {k: v for k, v in request.items() if k in ("ResourceConfig", "RemoteDebugConfig")}
+        if profiler is None and not profiler_rules and not other and not problems.errors:
             problems.add(
                 ConfigError(
                     "ProfilerConfig",
@@ -365,9 +380,7 @@ class UpdateTrainingJobRequest:
             training_job_name=name,
             profiler_config=profiler,
             profiler_rules=profiler_rules,
-            other={
-                k: v for k, v in request.items() if k in ("ResourceConfig", "RemoteDebugConfig")
-            },
+            other=other,
         )
 
     def to_request_dict(self) -> dict[str, Any]:

@@ -21,7 +21,11 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.profiler_config import ProfilerConfig
-from trainprobe.config.training_job import MAX_PROFILER_RULES, UpdateTrainingJobRequest
+from trainprobe.config.training_job import (
+    MAX_PROFILER_RULES,
+    UpdateTrainingJobRequest,
+    training_job_name_of,
+)
 from trainprobe.jobs.describe import find_job, layout_of
 from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.launch_plan import write_profiler_config
@@ -58,6 +62,7 @@ def stop_training_job(
     nothing; a finished job is a JobStateError.
     """
     store = store if store is not None else JobStore()
+    request = {"TrainingJobName": training_job_name_of(request)}
     record = find_job(store, request)
     if record.status == "Stopping":
         return {}

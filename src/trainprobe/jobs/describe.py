@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainprobe.config.errors import closest
-from trainprobe.config.training_job import validate_training_job_name
+from trainprobe.config.training_job import training_job_name_of, validate_training_job_name
 from trainprobe.jobs.errors import JobNotFound
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import settle
@@ -190,4 +190,5 @@ def describe_training_job(
     """SageMaker's DescribeTrainingJob: ``{"TrainingJobName": ...}`` in, the job's description
     out (see the module docstring). JobNotFound for an unknown name."""
     store = store if store is not None else JobStore()
-    return describe_record(find_job(store, request))
+    name = training_job_name_of(request)
+    return describe_record(find_job(store, {"TrainingJobName": name}))

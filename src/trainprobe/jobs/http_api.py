@@ -7,9 +7,10 @@ seconds since the epoch; an error is a 4xx (500 for trainprobe's own failure) wi
 <error name>, "message": ...}`` and the name again in the ``x-amzn-ErrorType`` header, which a
 client turns into its error code (``ValidationException``, ``ResourceInUse``).
 
-Every input gets such an answer: a body that is empty, not UTF-8, not JSON, nested too deep or not
-an object, an unknown target, and whatever an operation raises. The transport (authentication,
-``Host``, limits) is ``trainprobe.jobs.api_app``'s.
+Every input gets such an answer: an unknown target, a body that
+``trainprobe.config.request_json.parse_request`` refuses (empty, not UTF-8, not JSON, nested too
+deep, not an object: a SerializationException), and whatever an operation raises. The transport
+(authentication, ``Host``, limits) is ``trainprobe.jobs.api_app``'s.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.request_json import parse_request
 from trainprobe.errors import TrainprobeError
 from trainprobe.jobs.control import stop_training_job, update_training_job
 from trainprobe.jobs.describe import describe_training_job
@@ -31,7 +33,6 @@ from trainprobe.jobs.store import JobStore
 
 __all__ = [
     "CONTENT_TYPE",
-    "DEEPEST_NESTING",
     "OPERATIONS",
     "TARGET_PREFIX",
     "ApiAnswer",
@@ -42,8 +43,6 @@ __all__ = [
 
 CONTENT_TYPE = "application/x-amz-json-1.1"
 TARGET_PREFIX = "SageMaker."
-DEEPEST_NESTING = 32
-"""The deepest a request's JSON may nest (SageMaker's requests nest 5 deep at most)."""
 
 _log = logging.getLogger("trainprobe.serve")
 
@@ -92,68 +91,6 @@ def to_json_protocol(value: Any) -> Any:
     return value
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _nesting(value: Any) -> int:
-    """How deep ``value`` nests (a scalar: 0), without recursion."""
-    deepest = 0
-    pending = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
-        for child in children:
-            if isinstance(child, dict | list):
-                pending.append((child, depth + 1))
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
-    return deepest
-
-
-def _parse(body: bytes) -> dict[str, Any] | ApiAnswer:
-    """The request object in ``body``, or the error answer saying why there is none."""
-    if not body.strip():
-        return error_answer(
-            400, "SerializationException", "the body is empty; expected a JSON object ({} at least)"
-        )
-    if body.startswith(b"\xef\xbb\xbf"):
-        return error_answer(
-            400,
-            "SerializationException",
-            "the body starts with a UTF-8 byte order mark; send the JSON object without it",
-        )
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return error_answer(
-            400,
-            "SerializationException",
-            f"the body is not UTF-8: byte {error.start}: {error.reason}",
-        )
-    try:
-        request = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        return error_answer(
-            400, "SerializationException", f"the body nests deeper than {DEEPEST_NESTING} levels"
-        )
-    except ValueError as error:
-        return error_answer(400, "SerializationException", f"the body is not JSON: {error}")
-    if not isinstance(request, dict):
-        return error_answer(
-            400,
-            "SerializationException",
-            f"the body must be a JSON object, not {type(request).__name__}",
-        )
-    if _nesting(request) > DEEPEST_NESTING:
-        return error_answer(
-            400, "SerializationException", f"the body nests deeper than {DEEPEST_NESTING} levels"
-        )
-    return request
-
-
 def _failure(error: BaseException) -> ApiAnswer:
     """The answer for what an operation raised."""
     if isinstance(error, ConfigErrors):
@@ -188,9 +125,10 @@ def handle_call(target: str, body: bytes, store: JobStore, cwd: str) -> ApiAnswe
         return error_answer(
             400, "UnknownOperationException", f"X-Amz-Target {shown}: expected one of {served}"
         )
-    request = _parse(body)
-    if isinstance(request, ApiAnswer):
-        return request
+    try:
+        request = parse_request(body, source="body")
+    except ConfigError as error:
+        return error_answer(400, "SerializationException", str(error))
     try:
         answer = ApiAnswer(200, to_json_protocol(operation(request, store, cwd)))
         answer.payload()  # a response JSON cannot carry is trainprobe's failure, answered here

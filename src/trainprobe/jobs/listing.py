@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, closest
+from trainprobe.config.request_shapes import Text
 from trainprobe.jobs.describe import timestamp
 from trainprobe.jobs.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
@@ -43,6 +44,7 @@ _MEMBERS = (
     "WarmPoolStatusEquals",
     "TrainingPlanArnEquals",
 )
+_NAME_CONTAINS = Text(0, 63, r"[a-zA-Z0-9\-]*", "letters, digits and hyphens (part of a job name)")
 _TIME_FILTERS = {
     "CreationTimeAfter": "creation_time > ?",
     "CreationTimeBefore": "creation_time < ?",
@@ -131,7 +133,10 @@ def list_training_jobs(
     for key, condition in _TIME_FILTERS.items():
         if request.get(key) is not None:
             where.append((condition, _seconds(key, request[key])))
-    if request.get("NameContains"):
+    if request.get("NameContains") is not None:
+        problems = _NAME_CONTAINS.problems(request["NameContains"], "NameContains")
+        if problems:
+            raise problems[0]
         where.append(("instr(lower(name), ?) > 0", str(request["NameContains"]).lower()))
     if request.get("WarmPoolStatusEquals") or request.get("TrainingPlanArnEquals"):
         where.append(("0 = ?", 1))
