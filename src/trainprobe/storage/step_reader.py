@@ -34,10 +34,19 @@ __all__ = [
 ]
 
 
-def list_index_files(out_dir: str) -> list[str]:
-    """Every finished index file under ``out_dir``, relative to it, sorted by step then worker."""
+def list_index_files(out_dir: str, from_step: int | None = None) -> list[str]:
+    """Every finished index file under ``out_dir``, relative to it, sorted by step then worker.
+
+    With ``from_step``, only those of steps ``from_step`` and later: a reader following a live
+    output passes the step before which it has seen everything, and on object storage only the
+    keys from there on are listed.
+    """
     index_root = locations.join(out_dir, locations.INDEX_DIR)
-    names = files.list_files(index_root, ".json")
+    start_after = None
+    if from_step is not None:
+        # Sorts just before every index file of ``from_step`` (their names go on with "_").
+        start_after = locations.index_file(from_step, "")[len(locations.INDEX_DIR) + 1 : -6]
+    names = files.list_files_after(index_root, ".json", start_after)
     return [
         f"{locations.INDEX_DIR}/{name}"
         for name in names
