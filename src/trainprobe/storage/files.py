@@ -35,6 +35,7 @@ __all__ = [
     "list_files",
     "list_files_after",
     "read_bytes",
+    "read_many",
     "read_ranges",
     "rename",
     "scratch_path",
@@ -229,6 +230,31 @@ def read_bytes(path: str) -> bytes:
         return bytes(object_store.filesystem(path).cat_file(path))
     with open(path, "rb") as file:
         return file.read()
+
+
+def read_many(paths: Sequence[str]) -> list[bytes | OSError]:
+    """The whole content of each file, or the OSError reading it gave (FileNotFoundError for
+    a missing one). Objects (URLs) are fetched concurrently."""
+    if paths and all(is_url(path) for path in paths):
+        fs = object_store.filesystem(paths[0])
+        found = fs.cat(list(paths), on_error="return")
+        # fsspec names what it fetched without the scheme.
+        by_path = {fs._strip_protocol(path): content for path, content in found.items()}
+        results: list[bytes | OSError] = []
+        for path in paths:
+            content = by_path.get(fs._strip_protocol(path))
+            if isinstance(content, bytes | OSError):
+                results.append(content)
+            else:
+                results.append(OSError(f"{path}: {content!r}"))
+        return results
+    contents: list[bytes | OSError] = []
+    for path in paths:
+        try:
+            contents.append(read_bytes(path))
+        except OSError as error:
+            contents.append(error)
+    return contents
 
 
 def size(path: str) -> int:
