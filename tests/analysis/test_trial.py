@@ -22,6 +22,7 @@ from trainprobe.exceptions import (
     TensorUnavailableForStep,
     TrainprobeAnalysisError,
 )
+from trainprobe.storage.object_store import ObjectStoreUnavailable
 from trainprobe.storage.reduction_names import reduction_tensor_name
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
 from trainprobe.trials import StepState, create_trial, modes
@@ -326,7 +327,7 @@ def test_range_steps_and_bad_arguments(tmp_path: Path) -> None:
     trial = create_trial(str(tmp_path), name="run-1", range_steps=(5, 13))
     assert trial.name == "run-1"
     assert trial.steps() == [5, 10, 11, 12]
-    with pytest.raises(ConfigError, match="path"):
-        create_trial("s3://bucket/prefix")
+    with pytest.raises(ObjectStoreUnavailable, match="nosuch://"):
+        create_trial("nosuch://bucket/prefix")
     with pytest.raises(ConfigError, match="timeout"):
         create_trial(str(tmp_path), timeout=-1)

@@ -69,6 +69,7 @@ class Trial:
         self._workers: set[str] = set()
         self._collections: dict[str, SavedCollection] = {}
         self._read_index_files: set[str] = set()
+        self._last_step_of: dict[str, int] = {}
         self._read_collections_files: set[str] = set()
         self._reader = files.RangeReader(max_open=128)
         self._wait_for_collections()
@@ -134,22 +135,35 @@ class Trial:
         """Read every index file written since the last refresh."""
         ended = training_has_ended(self.path)
         self._load_collections()
-        for name in step_reader.list_index_files(self.path):
+        wanted = []
+        for name in step_reader.list_index_files(self.path, self._listed_from()):
             if name in self._read_index_files:
                 continue
             parsed = locations.parse_index_file_name(name)
+            if parsed is not None:
+                step, worker = parsed
+                self._last_step_of[worker] = max(step, self._last_step_of.get(worker, step))
             if parsed is None or not self._in_range(parsed[0]):
                 self._read_index_files.add(name)
                 continue
-            try:
-                index = step_reader.read_step_index(self.path, name)
-            except (ValueError, OSError) as error:
-                raise IndexReaderException(f"cannot read {self.path}/{name}: {error}") from error
+            wanted.append(name)
+        for name, index in step_reader.read_step_indexes(self.path, wanted):
+            if isinstance(index, (ValueError, OSError)):
+                raise IndexReaderException(f"cannot read {self.path}/{name}: {index}") from index
             self._add_index(index)
             self._read_index_files.add(name)
         if ended:
             self._catalog.mark_ended()
             self.loaded_all_steps = True
+
+    def _listed_from(self) -> int | None:
+        """The step from which index files can still appear: each worker writes its steps in
+        order, so nothing new comes before the step the slowest worker last wrote (None until
+        every worker has written one)."""
+        known = self._last_step_of
+        if not known or len(known) < max(self._catalog.num_workers, len(self._workers)):
+            return None
+        return min(known.values())
 
     def maybe_refresh(self) -> None:
         """Refresh, unless the job has ended (all is loaded) or refreshing is turned off."""
@@ -387,7 +401,8 @@ def create_trial(
     timeout: float = DEFAULT_TIMEOUT,
     range_steps: tuple[int | None, int | None] | None = None,
 ) -> Trial:
-    """The trial of the tensor output at ``path`` (a local directory).
+    """The trial of the tensor output at ``path``: a local directory or an fsspec URL
+    (``s3://bucket/prefix``, endpoint and credentials from the usual AWS settings).
 
     ``name`` defaults to the directory's name. ``timeout`` is how many seconds to wait for the
     first collections file (and for an event file an index names) before giving up.
@@ -396,8 +411,6 @@ def create_trial(
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
         raise ConfigError("path", path, "a directory holding trainprobe or smdebug tensor output")
     path = os.fspath(path)
-    if "://" in path:
-        raise ConfigError("path", path, "a local directory (object storage URLs come later)")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
         raise ConfigError("timeout", timeout, "a number of seconds, 0 or more")
     return Trial(path, name, timeout=float(timeout), range_steps=range_steps)

@@ -2,8 +2,11 @@
 
 A file appears under its final name only once it is complete: writers write to a temporary
 name beside it and rename it into place, so a reader never sees half a file and a crash leaves
-at most a stray temporary file (``*.tmp``, which listings skip). Paths are local for now; object
-storage (fsspec URLs) will plug in here and nowhere else.
+at most a stray temporary file (``*.tmp``, which listings skip).
+
+A path may also be an object storage URL (``s3://bucket/prefix/...``): each function then goes
+through ``storage.object_store``, where an object appears whole on commit (no temporary name is
+needed). This module and that one are the only places that know the difference.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tempfile
 import threading
 import uuid
 from collections import OrderedDict
@@ -19,16 +23,22 @@ from typing import BinaryIO
 
 import numpy as np
 
+from trainprobe.storage import object_store
+
 __all__ = [
     "TEMP_SUFFIX",
     "AtomicFile",
     "RangeReader",
     "exists",
     "is_dir",
+    "is_url",
     "list_files",
+    "list_files_after",
     "read_bytes",
+    "read_many",
     "read_ranges",
     "rename",
+    "scratch_path",
     "size",
     "write_atomic",
 ]
@@ -36,6 +46,8 @@ __all__ = [
 TEMP_SUFFIX = ".tmp"
 
 Chunk = bytes | bytearray | memoryview
+
+is_url = object_store.is_url
 
 
 class AtomicFile:
@@ -47,18 +59,30 @@ class AtomicFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        self._temp = f"{path}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
-        self._file: BinaryIO | None = open(self._temp, "wb")  # noqa: SIM115
+        self._remote = is_url(path)
+        self._temp = path
+        self._file: BinaryIO | None
+        if self._remote:
+            self._file = object_store.open_for_write(path)
+        else:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            self._temp = f"{path}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
+            self._file = open(self._temp, "wb")  # noqa: SIM115
         self.size = 0
 
     def write(self, chunk: Chunk) -> int:
         """Append ``chunk``; returns the number of bytes written."""
         if self._file is None:
             raise ValueError(f"{self.path} is already closed")
-        written = self._file.write(chunk)
+        if self._remote:
+            # fsspec counts len(), which is not the byte count of a typed memoryview.
+            view = memoryview(chunk)
+            self._file.write(view.cast("B") if view.format != "B" else view)
+            written = view.nbytes
+        else:
+            written = self._file.write(chunk)
         self.size += written
         return written
 
@@ -70,22 +94,31 @@ class AtomicFile:
         """Close the temporary file and give it its final name (replacing any older one)."""
         if self._file is None:
             return
-        self._file.close()
+        self._file.close()  # an object upload completes here
         self._file = None
-        os.replace(self._temp, self.path)  # its directory was made when it was opened
+        if not self._remote:
+            os.replace(self._temp, self.path)  # its directory was made when it was opened
 
     def discard(self) -> None:
         """Close and delete the temporary file; nothing appears under the final name."""
         if self._file is None:
             return
-        self._file.close()
-        self._file = None
+        file, self._file = self._file, None
+        if self._remote:
+            file.discard()  # type: ignore[attr-defined]  # fsspec's: aborts the upload
+            file.closed = True  # type: ignore[misc]  # nothing left to upload when collected
+            return
+        file.close()
         with contextlib.suppress(FileNotFoundError):
             os.remove(self._temp)
 
 
 def write_atomic(path: str, data: Chunk) -> int:
     """Write ``data`` to ``path`` so that readers see either no file or all of it."""
+    if is_url(path):
+        view = memoryview(data)
+        object_store.filesystem(path).pipe_file(path, view.tobytes())
+        return view.nbytes
     file = AtomicFile(path)
     try:
         file.write(data)
@@ -100,21 +133,45 @@ def rename(source: str, target: str) -> None:
     """Give the finished file ``source`` the name ``target`` at once, replacing any file there.
 
     How a file written under a temporary name appears: readers see the old file or the new one,
-    never a mix. The target's directory is made if missing.
+    never a mix. The target's directory is made if missing. ``source`` may be a local file
+    (from ``scratch_path``) and ``target`` a URL: the file is uploaded, then removed.
     """
+    if is_url(target):
+        fs = object_store.filesystem(target)
+        if is_url(source):
+            fs.mv(source, target)
+        else:
+            fs.put_file(source, target)
+            os.remove(source)
+        return
     parent = os.path.dirname(target)
     if parent:
         os.makedirs(parent, exist_ok=True)
     os.replace(source, target)
 
 
+def scratch_path(path: str) -> str:
+    """Where to write a file that ``rename`` will give the name ``path`` once it is whole:
+    ``path`` itself for a local file, a local temporary file for a URL (objects cannot be
+    appended to; the finished file is uploaded by ``rename``)."""
+    if not is_url(path):
+        return path
+    handle, local = tempfile.mkstemp(prefix="trainprobe-", suffix=TEMP_SUFFIX)
+    os.close(handle)
+    return local
+
+
 def exists(path: str) -> bool:
     """Whether a file or directory exists at ``path``."""
+    if is_url(path):
+        return bool(object_store.filesystem(path).exists(path))
     return os.path.exists(path)
 
 
 def is_dir(path: str) -> bool:
-    """Whether ``path`` is a directory."""
+    """Whether ``path`` is a directory (for a URL: a prefix holding objects)."""
+    if is_url(path):
+        return bool(object_store.filesystem(path).isdir(path))
     return os.path.isdir(path)
 
 
@@ -124,6 +181,8 @@ def list_files(directory: str, suffix: str = "") -> list[str]:
     Returned as ``/``-separated paths relative to ``directory``, sorted; temporary files are
     skipped. A missing directory lists as empty.
     """
+    if is_url(directory):
+        return list_files_after(directory, suffix, None)
     found: list[str] = []
     for root, dirs, names in os.walk(directory):
         dirs.sort()
@@ -138,9 +197,26 @@ def list_files(directory: str, suffix: str = "") -> list[str]:
     return found
 
 
+def list_files_after(directory: str, suffix: str, start_after: str | None) -> list[str]:
+    """``list_files``, keeping only paths that sort after ``start_after`` (a path relative to
+    ``directory``; None: all). On object storage only those keys are listed, which keeps a
+    reader following a growing output from listing it whole at each poll."""
+    if is_url(directory):
+        return [
+            name
+            for name in object_store.list_keys_after(directory, start_after)
+            if name.endswith(suffix) and not name.endswith(TEMP_SUFFIX)
+        ]
+    names = list_files(directory, suffix)
+    return names if start_after is None else [name for name in names if name > start_after]
+
+
 def being_written(directory: str) -> list[str]:
     """The names of the temporary files directly under ``directory``: files a writer has open
-    and will rename when they are whole (none for a missing directory)."""
+    and will rename when they are whole (none for a missing directory, nor on object storage,
+    where a file is invisible until it is whole)."""
+    if is_url(directory):
+        return []
     try:
         names = os.listdir(directory)
     except OSError:
@@ -150,12 +226,41 @@ def being_written(directory: str) -> list[str]:
 
 def read_bytes(path: str) -> bytes:
     """The whole content of a file."""
+    if is_url(path):
+        return bytes(object_store.filesystem(path).cat_file(path))
     with open(path, "rb") as file:
         return file.read()
 
 
+def read_many(paths: Sequence[str]) -> list[bytes | OSError]:
+    """The whole content of each file, or the OSError reading it gave (FileNotFoundError for
+    a missing one). Objects (URLs) are fetched concurrently."""
+    if paths and all(is_url(path) for path in paths):
+        fs = object_store.filesystem(paths[0])
+        found = fs.cat(list(paths), on_error="return")
+        # fsspec names what it fetched without the scheme.
+        by_path = {fs._strip_protocol(path): content for path, content in found.items()}
+        results: list[bytes | OSError] = []
+        for path in paths:
+            content = by_path.get(fs._strip_protocol(path))
+            if isinstance(content, bytes | OSError):
+                results.append(content)
+            else:
+                results.append(OSError(f"{path}: {content!r}"))
+        return results
+    contents: list[bytes | OSError] = []
+    for path in paths:
+        try:
+            contents.append(read_bytes(path))
+        except OSError as error:
+            contents.append(error)
+    return contents
+
+
 def size(path: str) -> int:
     """The size of a file in bytes."""
+    if is_url(path):
+        return int(object_store.filesystem(path).size(path))
     return os.path.getsize(path)
 
 
@@ -175,6 +280,8 @@ def read_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[bytearray]
 
     Raises EOFError when a range runs past the end of the file (a truncated file).
     """
+    if is_url(path):
+        return [bytearray(piece) for piece in _ranges_of(read_bytes(path), path, ranges)]
     results: list[bytearray] = []
     with io.FileIO(path, "rb") as file:
         for start, length in ranges:
@@ -187,18 +294,54 @@ def read_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[bytearray]
     return results
 
 
+def _ranges_of(content: bytes, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+    view = memoryview(content)
+    pieces = []
+    for start, length in ranges:
+        if start + length > len(content):
+            raise EOFError(
+                f"{path}: wanted {length} bytes at {start}, found {len(content) - start}"
+            )
+        pieces.append(view[start : start + length])
+    return pieces
+
+
 class RangeReader:
     """Reads byte ranges of finished files, keeping the most recently used ones open.
 
     For readers that fetch many small pieces of the same few files (a trial reading tensor
     records): it saves an open and a close per piece. Files must not change once written,
-    which holds for everything the storage layer writes (atomic renames).
+    which holds for everything the storage layer writes (atomic renames). An object (a URL)
+    is fetched whole, once, and kept while ``max_cached_bytes`` allows: a step's records are
+    read together, and one GET costs far less than one per tensor.
     """
 
-    def __init__(self, max_open: int = 64) -> None:
+    def __init__(self, max_open: int = 64, max_cached_bytes: int = 256 * 1024 * 1024) -> None:
         self._max_open = max_open
         self._open: OrderedDict[str, io.FileIO] = OrderedDict()
         self._lock = threading.Lock()
+        self._max_cached_bytes = max_cached_bytes
+        self._objects: OrderedDict[str, bytes] = OrderedDict()
+        self._cached_bytes = 0
+
+    def _object(self, path: str) -> bytes:
+        content = self._objects.get(path)
+        if content is not None:
+            self._objects.move_to_end(path)
+            return content
+        content = read_bytes(path)
+        while self._objects and self._cached_bytes + len(content) > self._max_cached_bytes:
+            self._cached_bytes -= len(self._objects.popitem(last=False)[1])
+        if len(content) <= self._max_cached_bytes:
+            self._objects[path] = content
+            self._cached_bytes += len(content)
+        return content
+
+    def _remote_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        # Writable copies, as the local reads give: arrays made from them may be changed.
+        return [
+            memoryview(bytearray(piece)) for piece in _ranges_of(self._object(path), path, ranges)
+        ]
 
     def _file(self, path: str) -> io.FileIO:
         file = self._open.get(path)
@@ -217,11 +360,15 @@ class RangeReader:
         Raises EOFError when the range runs past the end of the file (a truncated file).
         """
         with self._lock:
+            if is_url(path):
+                return self._remote_ranges(path, [(start, length)])[0]
             return _read_into(self._file(path), path, start, length)
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """The bytes at each (start, length) of a file, as ``read_range`` reads one."""
         with self._lock:
+            if is_url(path):
+                return self._remote_ranges(path, ranges)
             file = self._file(path)
             return [_read_into(file, path, start, length) for start, length in ranges]
 
@@ -230,6 +377,8 @@ class RangeReader:
         with self._lock:
             while self._open:
                 self._open.popitem()[1].close()
+            self._objects.clear()
+            self._cached_bytes = 0
 
     def __del__(self) -> None:
         for file in self._open.values():

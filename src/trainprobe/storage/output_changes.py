@@ -9,6 +9,9 @@ across a thousand-step boundary), the collections directory and the end-of-train
 File times come from a coarse clock: two files added within one tick leave the same time. A
 time younger than ``settle`` seconds is therefore never trusted, and every ``full_every``
 seconds the answer is "changed" regardless, for file systems with looser semantics.
+
+Object storage has no directory times: there the answer is always "changed", and the reader's
+listing is what stays cheap (it lists only the keys after the last step it has seen).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainprobe.storage import locations
+from trainprobe.storage import files, locations
 
 __all__ = ["OutputChangeWatch"]
 
@@ -63,6 +66,8 @@ class OutputChangeWatch:
 
     def changed(self) -> bool:
         """Whether the output may hold files not there at the previous True answer."""
+        if files.is_url(self.out_dir):
+            return True
         now = time.time()
         signature = self._signature()
         fresh = any(isinstance(item, int) and now - item / 1e9 < self.settle for item in signature)

@@ -75,13 +75,21 @@ class RuleOutputWriter:
 
     def __init__(self, directory: str) -> None:
         self.directory = directory.rstrip("/")
-        os.makedirs(self.directory, exist_ok=True)
+        if not files.is_url(self.directory):
+            os.makedirs(self.directory, exist_ok=True)
         self._lock = threading.Lock()
         self._open: dict[str, int] = {}
+        self._objects: dict[str, bytearray] = {}
 
     def _append(self, name: str, record: Mapping[str, Any]) -> None:
         line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
         with self._lock:
+            if files.is_url(self.directory):
+                # An object cannot be appended to: it is replaced, whole, with the new line.
+                content = self._objects.setdefault(name, bytearray())
+                content += line
+                files.write_atomic(f"{self.directory}/{name}", content)
+                return
             descriptor = self._open.get(name)
             if descriptor is None:
                 path = f"{self.directory}/{name}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -30,16 +30,26 @@ __all__ = [
     "list_index_files",
     "read_collections_file",
     "read_step_index",
+    "read_step_indexes",
     "read_tensor_records",
     "read_tensor_value",
     "step_written_at",
 ]
 
 
-def list_index_files(out_dir: str) -> list[str]:
-    """Every finished index file under ``out_dir``, relative to it, sorted by step then worker."""
+def list_index_files(out_dir: str, from_step: int | None = None) -> list[str]:
+    """Every finished index file under ``out_dir``, relative to it, sorted by step then worker.
+
+    With ``from_step``, only those of steps ``from_step`` and later: a reader following a live
+    output passes the step before which it has seen everything, and on object storage only the
+    keys from there on are listed.
+    """
     index_root = locations.join(out_dir, locations.INDEX_DIR)
-    names = files.list_files(index_root, ".json")
+    start_after = None
+    if from_step is not None:
+        # Sorts just before every index file of ``from_step`` (their names go on with "_").
+        start_after = locations.index_file(from_step, "")[len(locations.INDEX_DIR) + 1 : -6]
+    names = files.list_files_after(index_root, ".json", start_after)
     return [
         f"{locations.INDEX_DIR}/{name}"
         for name in names
@@ -67,6 +77,35 @@ def read_step_index(out_dir: str, relative_path: str) -> StepIndex:
         raise ValueError(f"{relative_path} is not named like an index file")
     step, worker = parsed
     return decode_index(files.read_bytes(locations.join(out_dir, relative_path)), step, worker)
+
+
+def read_step_indexes(
+    out_dir: str, relative_paths: Sequence[str]
+) -> Iterator[tuple[str, StepIndex | ValueError | OSError]]:
+    """Each index file of ``relative_paths`` (as listed by ``list_index_files``), in order, with
+    its content or the error reading it gave.
+
+    Local files are read one by one as they are asked for; objects (a URL) are fetched
+    together, concurrently, since one request's latency would otherwise add up per step.
+    """
+    if not files.is_url(out_dir):
+        for path in relative_paths:
+            try:
+                yield path, read_step_index(out_dir, path)
+            except (ValueError, OSError) as error:
+                yield path, error
+        return
+    full = [locations.join(out_dir, path) for path in relative_paths]
+    contents = files.read_many(full)
+    for path, content in zip(relative_paths, contents, strict=True):
+        if isinstance(content, OSError):
+            yield path, content
+            continue
+        step, worker = locations.parse_index_file_name(path) or (-1, "")
+        try:
+            yield path, decode_index(content, step, worker)
+        except ValueError as error:
+            yield path, error
 
 
 def read_tensor_records(

@@ -323,9 +323,11 @@ class TraceFileWriter:
         self._finish()
 
     def _open(self) -> bool:
-        self._temp = join(
-            self.out_dir,
-            f"{FRAMEWORK_METRICS_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
+        self._temp = files.scratch_path(
+            join(
+                self.out_dir,
+                f"{FRAMEWORK_METRICS_DIR}/{self.node_id}_{self.suffix}.{uuid.uuid4().hex[:12]}{files.TEMP_SUFFIX}",
+            )
         )
         try:
             os.makedirs(os.path.dirname(self._temp), exist_ok=True)
