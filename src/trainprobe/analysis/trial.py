@@ -387,7 +387,8 @@ def create_trial(
     timeout: float = DEFAULT_TIMEOUT,
     range_steps: tuple[int | None, int | None] | None = None,
 ) -> Trial:
-    """The trial of the tensor output at ``path`` (a local directory).
+    """The trial of the tensor output at ``path`` (a local directory; blanks around it are
+    ignored).
 
     ``name`` defaults to the directory's name. ``timeout`` is how many seconds to wait for the
     first collections file (and for an event file an index names) before giving up.
@@ -395,7 +396,7 @@ def create_trial(
     """
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
         raise ConfigError("path", path, "a directory holding trainprobe or smdebug tensor output")
-    path = os.fspath(path)
+    path = os.fspath(path).strip()  # blanks pasted around a path, as smdebug strips them
     if "://" in path:
         raise ConfigError("path", path, "a local directory (object storage URLs come later)")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:

@@ -31,6 +31,7 @@ from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR
+from trainprobe.smdebug_names import install as install_smdebug_names
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 
 __all__ = ["main"]
@@ -105,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
+    install_smdebug_names(by="the job's rule process")
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
     return run(plan, arguments.index, arguments.runner_pid)

@@ -62,7 +62,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import training_has_ended
 
-__all__ = ["Hook", "get_hook"]
+__all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
 
 log = logging.getLogger("trainprobe")
 
@@ -91,6 +91,20 @@ def get_hook(
         except FileNotFoundError:
             return None
     return _singleton
+
+
+def set_hook(hook: Hook) -> None:
+    """Make ``hook`` the hook ``get_hook()`` returns."""
+    global _singleton
+    if not isinstance(hook, Hook):
+        raise ConfigError("hook", hook, "a trainprobe.pytorch.Hook")
+    _singleton = hook
+
+
+def del_hook() -> None:
+    """Forget the hook of this process: ``get_hook()`` returns None (or makes a new one)."""
+    global _singleton
+    _singleton = None
 
 
 def _strict_from_environment() -> bool:
