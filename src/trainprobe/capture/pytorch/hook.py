@@ -226,7 +226,9 @@ class Hook:
         self._closed = False
         self._spent = 0.0
         self._depth = 0
-        self._early_scalars: list[tuple[str, object]] = []
+        # Values handed in while no saved step is open, for the next one (smdebug's caches).
+        self._pending_scalars: dict[str, tuple[object, float | None]] = {}
+        self._pending_tensors: dict[str, tuple[torch.Tensor, list[str]]] = {}
         self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
         self._module_names: dict[int, str] = {}
         self._resolved_modules: set[tuple[int, int]] = set()
@@ -392,12 +394,17 @@ class Hook:
         self._write_overhead_if_due()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
-        if self._early_scalars:
-            early, self._early_scalars = self._early_scalars, []
-            for name, value in early:
-                self._capture.add_scalar(name, value)
         if due:
+            self._save_pending()
             self._capture.capture(self._registered.get(model_id, []))
+
+    def _save_pending(self) -> None:
+        scalars, self._pending_scalars = self._pending_scalars, {}
+        for name, (value, timestamp) in scalars.items():
+            self._capture.add_scalar(name, value, timestamp)
+        tensors, self._pending_tensors = self._pending_tensors, {}
+        for name, (tensor, collections) in tensors.items():
+            self._save_tensor(name, tensor, collections)
 
     def _prepare_if_changed(self) -> None:
         revision = self.collections.revision
@@ -485,33 +492,40 @@ class Hook:
             self.plan.include(collection_name)
         self.plan.forget(tensor_name)
         current = self._capture.current
-        if current is None:
-            return
-        if self.plan.is_stale():
+        if current is not None and self.plan.is_stale():
             self._prepare_if_changed()
             current.due = self.plan.due(current.mode, current.mode_step)
             self._active = bool(current.due)
+        if not self._active:
+            # As smdebug: kept for the next step that saves anything (step 0 before the first).
+            self._pending_tensors[tensor_name] = (tensor, names)
+            return
         self._capture.capture([(tensor_name, tensor)])
 
-    def save_scalar(self, name: str, value: object, sm_metric: bool = False) -> None:
-        """Save a scalar as ``scalar/<name>`` in the current step (whatever the save config).
+    def save_scalar(
+        self, name: str, value: object, sm_metric: bool = False, timestamp: float | None = None
+    ) -> None:
+        """Save a scalar as ``scalar/<name>``, as smdebug does: in the current step when it is
+        saved, else in the next step that is (the latest value of each name), else in the last
+        step at ``close()``.
 
-        A scalar saved before the first step goes into step 0. ``sm_metric`` is accepted for
-        compatibility (there is no SageMaker Metrics here).
+        ``timestamp`` (seconds since the epoch) is the value's time, default now. ``sm_metric``
+        is accepted for compatibility (there is no SageMaker Metrics here).
         """
         if isinstance(value, torch.Tensor) and value.numel() != 1:
             raise ConfigError("value", tuple(value.shape), "a single number")
         if not isinstance(value, (torch.Tensor, int, float, np.number, np.ndarray)):
             raise ConfigError("value", value, "a number")
         full_name = naming.SCALAR_PREFIX + name
-        if self.step < 0:
-            self._early_scalars.append((full_name, value))
+        if not self._active:
+            self._pending_scalars.pop(full_name, None)
+            self._pending_scalars[full_name] = (value, timestamp)
             return
-        self._add_scalar(full_name, value)
+        self._add_scalar(full_name, value, timestamp)
 
     @_guarded
-    def _add_scalar(self, name: str, value: object) -> None:
-        self._capture.add_scalar(name, value)
+    def _add_scalar(self, name: str, value: object, timestamp: float | None) -> None:
+        self._capture.add_scalar(name, value, timestamp)
 
     # ----- failures -----
 
@@ -558,6 +572,8 @@ class Hook:
             self.profiler.close()
         try:
             if not self._failed:
+                if self._capture.current is not None and self._capture.writes:
+                    self._save_pending()  # smdebug writes what it still holds into the last step
                 self._finish_step()
         except Exception as error:
             self._fail(error)
