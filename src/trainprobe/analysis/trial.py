@@ -12,6 +12,7 @@ default) to show a collections file, then MissingCollectionFiles says what was f
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -40,6 +41,8 @@ from trainprobe.storage.tensor_event import TensorEvent
 from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["DEFAULT_TIMEOUT", "Trial", "create_trial"]
+
+log = logging.getLogger("trainprobe")
 
 DEFAULT_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.2
@@ -335,13 +338,18 @@ class Trial:
         return dict(self._collections)
 
     def collection(self, name: str) -> SavedCollection:
-        """Collection ``name``; ConfigError (naming the known ones) when there is none."""
+        """Collection ``name``. One the job did not save is made empty, as smdebug makes it
+        (logged, with the names of those it saved), so that it can be extended."""
         found = self._collections.get(name)
         if found is None:
-            allowed = "one of " + ", ".join(sorted(self._collections))
-            raise ConfigError(
-                "collection", name, allowed, suggestion=closest(name, self._collections)
+            suggestion = closest(name, self._collections)
+            log.info(
+                "trainprobe: the job saved no collection %r (it saved %s)%s; an empty one is made",
+                name,
+                ", ".join(sorted(self._collections)) or "none",
+                f"; did you mean {suggestion!r}?" if suggestion else "",
             )
+            found = self._collections[name] = SavedCollection(name)
         return found
 
     def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
