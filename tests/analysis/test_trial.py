@@ -156,6 +156,8 @@ def test_collections_can_be_made_and_extended_as_in_smdebug(
         made = trial.collection("weight")
     assert "did you mean 'weights'" in caplog.text
     assert trial.tensor_names(collection="weight") == []
+    with pytest.raises(ConfigError, match="Did you mean 'losses'"):
+        trial.tensor_names(collection="loses")  # neither saved nor made
     made.add_tensor_name("fc.bias")
     assert trial.tensor_names(collection="weight") == ["fc.bias"]
     trial.collection("losses").include("^fc")

@@ -142,7 +142,8 @@ from smdebug.analysis.utils import no_refresh, refresh
 from smdebug.trials import create_trial
 
 model = nn.Sequential(nn.Linear(4, 3))
-hook = smd.Hook(OUT, save_config=smd.SaveConfig(save_interval=1), include_collections=["weights", "biases"])
+hook = smd.Hook(OUT, save_config=smd.SaveConfig(save_interval=1),
+                include_collections=["weights", "biases"])
 hook.register_module(model)
 for _ in range(2):
     model(torch.ones(2, 4))

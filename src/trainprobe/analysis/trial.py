@@ -243,7 +243,8 @@ class Trial:
 
         ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
         those saved in that mode. ``regex`` (searched, unanchored) or ``collection`` (not
-        both) narrow the list further. ``show_prefixed_tensors`` is accepted for smdebug
+        both) narrow the list further; a collection named that the job did not save (nor
+        ``collection()`` made) is a ConfigError naming those it saved. ``show_prefixed_tensors`` is accepted for smdebug
         compatibility and changes nothing.
         """
         if regex is not None and collection is not None:
@@ -261,6 +262,11 @@ class Trial:
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
             names = {n for n in names if any(re.search(p, n) for p in patterns)}
+        if isinstance(collection, str) and collection not in self._collections:
+            # A rule asking by name for what the job did not save must hear it, not get [].
+            allowed = "one of " + ", ".join(sorted(self._collections))
+            suggestion = closest(collection, self._collections)
+            raise ConfigError("collection", collection, allowed, suggestion=suggestion)
         if collection is not None:
             saved = self.collection(collection if isinstance(collection, str) else collection.name)
             names = {n for n in names if saved.matches(n)}
