@@ -244,8 +244,8 @@ class Trial:
         ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
         those saved in that mode. ``regex`` (searched, unanchored) or ``collection`` (not
         both) narrow the list further; a collection named that the job did not save (nor
-        ``collection()`` made) is a ConfigError naming those it saved. ``show_prefixed_tensors`` is accepted for smdebug
-        compatibility and changes nothing.
+        ``collection()`` made) is a ConfigError naming those it saved.
+        ``show_prefixed_tensors`` is accepted for smdebug compatibility and changes nothing.
         """
         if regex is not None and collection is not None:
             raise ConfigError("tensor_names", "regex and collection", "only one of the two")
