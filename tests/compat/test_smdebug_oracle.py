@@ -176,3 +176,48 @@ def test_trials_answer_as_smdebugs_do(tmp_path: Path) -> None:
     assert ours == theirs
     assert ours["no_refresh"] == [True, True, True]
     assert ours["by_weights"] == ["Sequential_0.bias", "Sequential_0.weight"]
+
+
+SUBCLASSED_HOOK = """
+import json
+import torch
+from torch import nn
+import smdebug.pytorch as smd
+from smdebug.trials import create_trial
+
+
+class CustomHook(smd.Hook):
+    # The override of AWS's model-pruning example: each module's output saved under a name of
+    # its own, and the gradient of that output too.
+    def forward_hook(self, module, inputs, outputs):
+        name = module._module_name
+        self._write_inputs(name, inputs)
+        if outputs.requires_grad:
+            outputs.register_hook(self.backward_hook(name + "_" + module._get_name() + "_output"))
+        self._write_outputs(name + "_" + module._get_name(), outputs)
+        self.last_saved_step = self.step
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3))
+hook = CustomHook(OUT, save_config=smd.SaveConfig(save_interval=2),
+                  include_regex=[".*_output_0", "gradient/.*_output"])
+hook.register_module(model)
+for step in range(4):
+    model(torch.ones(2, 4) * step).sum().backward()
+hook.close()
+trial = create_trial(OUT)
+saved = {}
+for name in trial.tensor_names():
+    tensor = trial.tensor(name)
+    saved[name] = {str(s): tensor.value(s).round(5).tolist() for s in tensor.steps()}
+print(json.dumps(saved))
+"""
+
+
+@pytest.mark.slow
+def test_a_hook_subclass_overriding_forward_hook_saves_what_smdebugs_saves(tmp_path: Path) -> None:
+    theirs, ours = both(SUBCLASSED_HOOK, tmp_path)
+    assert ours == theirs
+    assert "1_ReLU_output_0" in ours and "gradient/2_Linear_output" in ours
+    assert sorted(ours["1_ReLU_output_0"]) == ["0", "2"]

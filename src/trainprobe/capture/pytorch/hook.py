@@ -53,12 +53,13 @@ from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.save_plan import SavePlan
+from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import training_has_ended
 
@@ -144,7 +145,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
     return entry
 
 
-class Hook:
+class Hook(SmdebugSurface):
     """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
 
     ``save_config`` says when (default: every 500 steps), ``reduction_config`` what (default: the
@@ -172,6 +173,7 @@ class Hook:
         strict: bool | None = None,
     ) -> None:
         global _singleton
+        super().__init__()
         if out_dir is None or not os.fspath(out_dir):
             raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
         self.out_dir = os.fspath(out_dir)
@@ -241,7 +243,16 @@ class Hook:
         self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
-        self.profiler: FrameworkProfiler | None = FrameworkProfiler.from_environment()
+        self.profiler: FrameworkProfiler | None = None
+        try:
+            self.profiler = FrameworkProfiler.from_environment()
+        except (ConfigError, ConfigErrors, OSError) as error:
+            # smdebug logs a profiler config it cannot use and trains on: so does trainprobe.
+            log.error(
+                "trainprobe: the profiler configuration file cannot be used (%s); framework "
+                "profiling is off, the training and the tensors go on",
+                error,
+            )
         _singleton = self
         reference = weakref.ref(self)
         atexit.register(_close_at_exit, reference)
@@ -284,7 +295,11 @@ class Hook:
                 continue
             name = qualified or top
             self._module_names[id(submodule)] = name
-            self._handles.append(submodule.register_forward_hook(self._module_hook(name)))
+            self.module_maps[submodule] = name
+            setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
+            # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
+            hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
+            self._handles.append(submodule.register_forward_hook(hook))
         parameters = [
             (naming.parameter_name(top, name), parameter)
             for name, parameter in model.named_parameters()
@@ -305,7 +320,10 @@ class Hook:
             return
         name = type(loss_module).__name__
         self._module_names[id(loss_module)] = name
-        self._handles.append(loss_module.register_forward_hook(self._module_hook(name)))
+        self.module_maps[loss_module] = name
+        setattr(loss_module, "_module_name", name)  # noqa: B010
+        hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
+        self._handles.append(loss_module.register_forward_hook(hook))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
         def step_start(module: torch.nn.Module, inputs: Any) -> None:
@@ -452,6 +470,10 @@ class Hook:
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         self._capture.capture([(name, grad)])
+
+    @_guarded
+    def _save_named(self, name: str, suffix: str, value: Any) -> None:
+        self._capture.capture_named(name, suffix, value)
 
     # ----- values the training script passes in -----
 
