@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reference_envs import run_reference
 
+from reference_envs import run_reference
 from trainprobe.estimator import Estimator, PyTorch
 from trainprobe.jobs import JobStore
 from trainprobe.sdk_arguments import IGNORED
