@@ -40,7 +40,7 @@ def test_every_argument_of_the_sdks_estimators_is_accepted() -> None:
 
 
 def test_a_name_the_sdk_does_not_know_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match="unexpected keyword argument 'volume_sise'.*volume_size"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'volume_sise'.*volume_size"):
         Estimator(entry_point="train.py", volume_sise=30)
 
 
