@@ -4,8 +4,9 @@ It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' col
 the hook's configuration, ProfilerReport when no profiler rule is given and profiling is on),
 starts the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for
 the job's status, the step and each rule's status as it changes. On a terminal (unless
-``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output: step, steps/s, the
-latest saved loss, each rule's status and the host's utilisation (``trainprobe.cli.job_follower``).
+``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output:
+step, steps/s, the latest saved loss, each rule's status and the host's utilisation
+(``trainprobe.cli.job_follower``).
 At the end it prints each rule's verdict with its evidence, where the outputs are, and the report's
 path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
