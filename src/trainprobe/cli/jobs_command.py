@@ -3,7 +3,8 @@
 The ``jobs`` commands are SageMaker's training job operations, as the AWS CLI offers them:
 requests as JSON files (``--cli-input-json file://job.json``) or options, responses printed as
 JSON (times in ISO 8601); ``list`` prints a table, and its JSON with ``--json``. ``logs`` prints
-a job's training output, or a rule's, the runner's or the system monitor's messages, and with ``--follow`` keeps printing until the job is done.
+a job's training output, or a rule's, the runner's or the system monitor's messages, and with
+``--follow`` keeps printing until the job is done.
 
 Exit status: 0 done; 2 a bad request (the message names the field, the value and what is
 allowed), an unknown job, or a job in the wrong state for the operation.
