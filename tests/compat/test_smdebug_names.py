@@ -135,3 +135,44 @@ def test_a_job_runs_smdebug_code_with_nothing_changed(tmp_path: Path, store: Job
     trial = create_trial(str(tmp_path / "out" / "smdebug-unchanged" / "debug-output"))
     assert trial.tensor("CrossEntropyLoss_output_0").steps() == [0, 1, 2, 3, 4]
     assert trial.tensor("scalar/learning_rate").value(0) == pytest.approx(0.05)
+
+
+def test_invoke_rule_prints_its_result_without_logging_configured(tmp_path: Path) -> None:
+    finished = python(
+        f"""
+        import trainprobe.smdebug_names; trainprobe.smdebug_names.install()
+        import numpy as np
+        from smdebug.rules.rule import Rule
+        from smdebug.rules.rule_invoker import invoke_rule
+        from smdebug.trials import create_trial
+        from trainprobe.storage.modes import ModeKeys
+        from trainprobe.storage.step_file import (
+            StepWriter, write_collections_file, write_training_end)
+
+        out = {str(tmp_path)!r}
+        write_collections_file(out, "worker_0", {{}}, num_workers=1)
+        for step in range(3):
+            with StepWriter(out, step, "worker_0") as writer:
+                writer.add("loss_output_0", np.array(float(step)), mode=ModeKeys.TRAIN,
+                           mode_step=step)
+        write_training_end(out)
+
+        class LossAbove(Rule):
+            def __init__(self, base_trial, threshold):
+                super().__init__(base_trial, action_str="")
+                self.threshold = threshold
+
+            def invoke_at_step(self, step):
+                return float(self.base_trial.tensor("loss_output_0").value(step)) > self.threshold
+
+        invoke_rule(LossAbove(create_trial(out), 1.5))
+        invoke_rule(LossAbove(create_trial(out), 9.0))
+        """
+    )
+    assert finished.returncode == 0, finished.stderr
+    lines = finished.stdout.splitlines()
+    assert (
+        "trainprobe: Evaluation of the rule LossAbove at step 2 resulted in the condition "
+        "being met" in lines
+    )
+    assert "trainprobe: LossAbove: the condition was not met up to step 2" in lines
