@@ -11,9 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "report"))
 
-from synthetic_job import SyntheticJob, write_synthetic_job  # noqa: E402
+from synthetic_job import SyntheticJob, write_synthetic_job
 
-from trainprobe import smdebug_names  # noqa: E402
+from trainprobe import smdebug_names
 
 
 @pytest.fixture(scope="module")
