@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -68,3 +69,13 @@ def test_a_profiler_file_that_cannot_be_used_turns_profiling_off_not_training(
         caplog.text
     )
     assert create_trial(str(tmp_path / "tensors")).steps() == [0, 1, 2]
+
+
+def test_the_timeline_names_the_host_as_the_system_metrics_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainprobe.capture.pytorch.profiling.node import default_node_id
+
+    # A trainprobe job sets SM_CURRENT_HOST to the name its system monitor gives the host.
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-1")
+    assert default_node_id() == f"{os.getpid()}-algo-1"

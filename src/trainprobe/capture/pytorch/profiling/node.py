@@ -2,7 +2,8 @@
 
 smdebug's node ids (reference/smdebug.md §5.1): the rank in a distributed run, else the process
 id, then the host: SageMaker's ``current_host`` (``algo-1``) where its resource configuration
-exists, else the machine's host name; ``_`` becomes ``-`` (it separates the parts of a trace file
+exists, else ``$SM_CURRENT_HOST`` (a trainprobe job's ``algo-1``, the name its system metrics
+carry), else the machine's host name; ``_`` becomes ``-`` (it separates the parts of a trace file
 name). smdebug's readers turn ``0-algo-1`` into ``algo-1-0`` to line it up with the host's system
 metrics.
 """
@@ -30,7 +31,7 @@ def _host() -> str:
             return host
     except (OSError, ValueError, AttributeError):
         pass
-    return socket.gethostname()
+    return os.environ.get("SM_CURRENT_HOST", "").strip() or socket.gethostname()
 
 
 def default_node_id() -> str:
