@@ -22,8 +22,16 @@ rules' collections added to it, a ProfilerConfig unless ``disable_profiler`` is 
 the SDK since 2.x, no profiler rule you did not ask for. The script and its directory travel as
 the ``sagemaker_program`` and ``sagemaker_submit_directory`` hyperparameters, every
 hyperparameter JSON-encoded, as the SDK's framework estimators send them. ``output_path`` is a
-local directory (default ``$TRAINPROBE_HOME/output``). The job runs on this machine
-(``trainprobe.jobs``); there is no image, role or session to give.
+local directory (default ``$TRAINPROBE_HOME/output/``, with the SDK's trailing slash). The job runs
+on this machine (``trainprobe.jobs``).
+
+Every argument the SDK's estimators accept is accepted: those that mean nothing on one machine
+(``role``, ``image_uri``, ``volume_size``, ``subnets``, ...) are kept as attributes and logged
+once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 starts that many workers with
+torchrun. ``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
+``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``.
+``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
+(``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
@@ -55,9 +63,14 @@ from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY
 from trainprobe.jobs.progress import LogTail
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.local_session import LocalSession
+from trainprobe.sdk_arguments import accept_sdk_arguments
 from trainprobe.storage.job_layout import JobLayout
 
-__all__ = ["Estimator", "TrainingJob", "UnexpectedStatusException"]
+if TYPE_CHECKING:
+    from trainprobe.pytorch_estimator import PyTorch
+
+__all__ = ["Estimator", "PyTorch", "TrainingJob", "UnexpectedStatusException"]
 
 MAX_RUN_DEFAULT = 24 * 60 * 60
 """The SDK's default ``max_run``: one day."""
@@ -153,8 +166,11 @@ class Estimator:
         max_run: int = MAX_RUN_DEFAULT,
         base_job_name: str | None = None,
         store: JobStore | None = None,
+        **sdk_arguments: Any,
     ) -> None:
         """As the SDK's; ``store`` is the job store to use (default: the user's)."""
+        for name, value in accept_sdk_arguments(type(self).__name__, sdk_arguments).items():
+            setattr(self, name, value)
         if not isinstance(instance_count, int) or isinstance(instance_count, bool):
             raise ConfigError("instance_count", instance_count, "a whole number from 1")
         self.entry_point = entry_point
@@ -167,11 +183,13 @@ class Estimator:
         self.profiler_config = profiler_config
         self.disable_profiler = disable_profiler
         self.tensorboard_output_config = tensorboard_output_config
-        self.output_path = output_path or default_output_root()
+        self.output_path = output_path or os.path.join(default_output_root(), "")
         self.environment = dict(environment or {})
         self.max_run = max_run
         self.base_job_name = base_job_name
         self.store = store if store is not None else JobStore()
+        self.sagemaker_session = LocalSession(self.store)
+        self._inputs: list[dict[str, Any]] = []
         self.latest_training_job: TrainingJob | None = None
         self._current_job_name: str | None = None
         self.debugger_rules: list[Rule] = []
@@ -272,6 +290,8 @@ class Estimator:
         }
         if self.environment:
             request["Environment"] = dict(self.environment)
+        if self._inputs:
+            request["InputDataConfig"] = list(self._inputs)
         debugging = []
         for rule in self.debugger_rules:
             rule.prepare_actions(job_name)
@@ -294,16 +314,28 @@ class Estimator:
 
     # ----- running -----
 
-    def fit(self, wait: bool = True, logs: bool = True, job_name: str | None = None) -> None:
+    def fit(
+        self,
+        inputs: str | Mapping[str, Any] | Any | None = None,
+        wait: bool = True,
+        logs: bool | str = True,
+        job_name: str | None = None,
+        experiment_config: Mapping[str, str] | None = None,
+    ) -> None:
         """Start a training job and, with ``wait``, follow it to the end (``logs``: print the
-        training's output). A failed job raises UnexpectedStatusException."""
+        training's output; the SDK's "All" or "None" work too). ``inputs`` are the input
+        channels (see the module documentation); ``experiment_config`` is accepted and
+        ignored (there is no SageMaker Experiments). A failed job raises
+        UnexpectedStatusException."""
+        accept_sdk_arguments("fit", {"experiment_config": experiment_config})
+        self._inputs = input_channels(inputs)
         base = self.base_job_name or os.path.splitext(os.path.basename(self.entry_point))[0]
         name = job_name or job_name_from_base(base)
         self._current_job_name = name
         create_training_job(self._request(name), store=self.store)
         self.latest_training_job = TrainingJob(name, self.store)
         if wait:
-            self.latest_training_job.wait(logs=logs)
+            self.latest_training_job.wait(logs=logs not in (False, "None", "none"))
 
     def _job(self) -> TrainingJob:
         if self.latest_training_job is None:
@@ -414,3 +446,41 @@ class Estimator:
         if rule_configs:
             request["ProfilerRuleConfigurations"] = rule_configs
         update_training_job(request, store=self.store)
+
+
+def _channel(name: str, source: Any) -> dict[str, Any]:
+    config = getattr(source, "config", None)
+    if isinstance(config, Mapping):  # the SDK's TrainingInput
+        return {**config, "ChannelName": name}
+    if not isinstance(source, str | os.PathLike):
+        raise ConfigError(f"inputs[{name!r}]", source, "a path or a TrainingInput")
+    uri = os.fspath(source)
+    return {
+        "ChannelName": name,
+        "DataSource": {
+            "S3DataSource": {
+                "S3DataType": "S3Prefix",
+                "S3Uri": uri,
+                "S3DataDistributionType": "FullyReplicated",
+            }
+        },
+    }
+
+
+def input_channels(inputs: str | Mapping[str, Any] | Any | None) -> list[dict[str, Any]]:
+    """InputDataConfig for ``fit``'s ``inputs``, as the SDK builds it: one path is the
+    ``training`` channel; a dict names each channel."""
+    if inputs is None:
+        return []
+    if isinstance(inputs, Mapping):
+        return [_channel(str(name), source) for name, source in inputs.items()]
+    return [_channel("training", inputs)]
+
+
+def __getattr__(name: str) -> Any:
+    # PyTorch subclasses Estimator in a module of its own; imported here on first use.
+    if name == "PyTorch":
+        from trainprobe.pytorch_estimator import PyTorch
+
+        return PyTorch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

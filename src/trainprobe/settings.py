@@ -22,6 +22,7 @@ from trainprobe.config.errors import ConfigError
 
 __all__ = [
     "AUTO_HOOK",
+    "CURRENT_HOST",
     "HOME",
     "HOOK_CONFIG",
     "PROFILER_CONFIG",
@@ -269,6 +270,14 @@ SMPROFILER_CONFIG_PATH = _path(
     "SMPROFILER_CONFIG_PATH",
     "smdebug's name for the ProfilerConfig file, read when `TRAINPROBE_PROFILER_CONFIG` is unset.",
 )
+CURRENT_HOST: Variable[str | None] = Variable(
+    "SM_CURRENT_HOST",
+    "text",
+    None,
+    "Set by a job, as SageMaker sets it: this host's name (`algo-1`), used in the timeline's "
+    "node ids; unset: the machine's host name.",
+    _text,
+)
 RANK: Variable[int | None] = Variable(
     "RANK",
     "whole number",
@@ -368,8 +377,8 @@ def markdown() -> str:
     lines += [
         "",
         "A job also gives its training SageMaker's variables (`SM_MODEL_DIR`,",
-        "`SM_OUTPUT_DATA_DIR`, `SM_CHANNEL_<NAME>`, `SM_CHANNELS`, `SM_HPS`, `SM_CURRENT_HOST`,",
-        "`SM_HOSTS`) for scripts written for SageMaker; trainprobe itself does not read them.",
+        "`SM_OUTPUT_DATA_DIR`, `SM_CHANNEL_<NAME>`, `SM_CHANNELS`, `SM_HPS`, `SM_HOSTS`) for",
+        "scripts written for SageMaker; of those, trainprobe itself reads only `SM_CURRENT_HOST`.",
         "",
     ]
     return "\n".join(lines)

@@ -3,6 +3,7 @@ workers, collections, a job in progress, and every error a user can meet."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -145,8 +146,28 @@ def test_collections(tmp_path: Path) -> None:
     weights = trial.collection("weights")
     assert weights.include_regex == ("^(?!gradient).*weight",)
     assert trial.collection("custom").tensor_names == frozenset({"fc.bias"})
-    with pytest.raises(ConfigError, match="Did you mean 'weights'"):
-        trial.collection("weight")
+
+
+def test_collections_can_be_made_and_extended_as_in_smdebug(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _training_run(tmp_path)
+    trial = create_trial(str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="trainprobe"):
+        made = trial.collection("weight")
+    assert "did you mean 'weights'" in caplog.text
+    assert trial.tensor_names(collection="weight") == []
+    with pytest.raises(ConfigError, match="Did you mean 'losses'"):
+        trial.tensor_names(collection="loses")  # neither saved nor made
+    made.add_tensor_name("fc.bias")
+    assert trial.tensor_names(collection="weight") == ["fc.bias"]
+    trial.collection("losses").include("^fc")
+    assert trial.tensor_names(collection="losses") == [
+        "CrossEntropyLoss_output_0",
+        "fc.bias",
+        "fc.weight",
+    ]
+    assert create_trial(f"  {tmp_path}\n").tensor_names() == trial.tensor_names()
 
 
 def test_saved_and_computed_reductions(tmp_path: Path) -> None:

@@ -233,20 +233,23 @@ def test_a_functional_loss_is_recorded_into_losses(tmp_path: Path) -> None:
     assert [float(saved[s]) for s in (0, 1)] == pytest.approx(values)
 
 
-def test_scalars_are_saved_in_the_step_they_belong_to(tmp_path: Path) -> None:
-    hook, model = hooked(tmp_path)
+def test_scalars_go_into_saved_steps_as_in_smdebug(tmp_path: Path) -> None:
+    hook, model = hooked(tmp_path, save_config=smd.SaveConfig(save_interval=2))
     hook.save_scalar("before", 1.5)
     generator = torch.Generator().manual_seed(0)
     hook.set_mode(TRAIN)
     for step in range(4):
         model(torch.randn(2, 6, generator=generator))
         if step % 2:
-            hook.save_scalar("lr", torch.tensor(0.1 * step))
+            hook.save_scalar("lr", torch.tensor(0.1 * step), timestamp=1700000000.0 + step)
     hook.close()
     trial = create_trial(str(tmp_path))
     assert trial.tensor("scalar/before").steps() == [0]
-    assert trial.tensor("scalar/lr").steps() == [1, 3]
+    # Step 1 is not saved: its value goes into step 2; step 3's into the last step, at close().
+    assert trial.tensor("scalar/lr").steps() == [2, 3]
+    assert float(trial.tensor("scalar/lr").value(2)) == pytest.approx(0.1)
     assert float(trial.tensor("scalar/lr").value(3)) == pytest.approx(0.3)
+    assert trial.steps() == [0, 2, 3]
     assert trial.mode_modestep(3) == (TRAIN, 3)
 
 

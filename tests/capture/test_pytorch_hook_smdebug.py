@@ -150,18 +150,11 @@ def _run(python: str, code: str, out: Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-def without_scalars(description: dict[str, Any]) -> dict[str, Any]:
-    # smdebug writes a scalar into whichever step it flushes next (reference/smdebug.md §2.7);
-    # trainprobe writes it into the step it was saved in. Scalars are compared on their own.
-    return {k: v for k, v in description["tensors"].items() if not k.startswith("scalar/")}
-
-
-def mode_steps(description: dict[str, Any], *, scalars: bool) -> set[tuple[str, int]]:
-    """The (mode, mode step) pairs holding tensors (other than scalars unless ``scalars``)."""
+def mode_steps(description: dict[str, Any]) -> set[tuple[str, int]]:
+    """The (mode, mode step) pairs holding tensors."""
     return {
         (entry["mode"], entry["mode_step"])
-        for name, steps in description["tensors"].items()
-        if scalars or not name.startswith("scalar/")
+        for steps in description["tensors"].values()
         for entry in steps.values()
     }
 
@@ -171,7 +164,9 @@ def test_smdebug_finds_the_same_tensors_steps_and_modes(outputs: tuple[Path, Pat
     theirs, ours = read["smdebug"], read["trainprobe"]
     assert ours["workers"] == theirs["workers"] == ["worker_0"]
     assert sorted(ours["tensors"]) == sorted(theirs["tensors"])
-    for name, steps in without_scalars(theirs).items():
+    # save_scalar values too: smdebug writes one into the next step it saves (or, at the end,
+    # the last step), the latest value of each name, and so does trainprobe.
+    for name, steps in theirs["tensors"].items():
         mine = ours["tensors"][name]
         assert sorted(mine) == sorted(steps), name
         for step, entry in steps.items():
@@ -179,12 +174,8 @@ def test_smdebug_finds_the_same_tensors_steps_and_modes(outputs: tuple[Path, Pat
                 entry["mode"],
                 entry["mode_step"],
             )
-    # Steps per mode: the same, except that trainprobe keeps a scalar in the step it was saved
-    # in (a TRAIN step the schedule skips), where smdebug moves it to the next saved step.
-    assert mode_steps(ours, scalars=False) == mode_steps(theirs, scalars=False)
-    extra = mode_steps(ours, scalars=True) - mode_steps(theirs, scalars=True)
-    assert extra == {("TRAIN", 9)}
-    assert ours["train_steps"] == sorted({*theirs["train_steps"], 9})
+    assert mode_steps(ours) == mode_steps(theirs)
+    assert ours["train_steps"] == theirs["train_steps"]
     assert ours["eval_steps"] == theirs["eval_steps"]
 
 
@@ -192,7 +183,7 @@ def test_smdebug_reads_the_same_values_and_reductions(outputs: tuple[Path, Path,
     _, _, read = outputs
     theirs, ours = read["smdebug"], read["trainprobe"]
     compared = 0
-    for name, steps in without_scalars(theirs).items():
+    for name, steps in theirs["tensors"].items():
         for step, entry in steps.items():
             mine = ours["tensors"][name][step]
             if isinstance(entry["value"], str):
@@ -204,9 +195,6 @@ def test_smdebug_reads_the_same_values_and_reductions(outputs: tuple[Path, Path,
                 assert mine["reductions"][key] == pytest.approx(value, rel=1e-5, abs=1e-7)
             compared += 1
     assert compared > 40
-    lr = ours["tensors"]["scalar/lr"]
-    assert [e["value"] for e in lr.values()] == [pytest.approx(0.1)] * 2
-    assert [e["mode"] for e in lr.values()] == ["TRAIN", "TRAIN"]
 
 
 def test_smdebug_reads_the_same_collections(outputs: tuple[Path, Path, dict]) -> None:
@@ -218,9 +206,8 @@ def test_trainprobes_trial_reads_both_alike(outputs: tuple[Path, Path, dict]) ->
     theirs_path, ours_path, _ = outputs
     theirs, ours = create_trial(str(theirs_path)), create_trial(str(ours_path))
     assert ours.tensor_names() == theirs.tensor_names()
+    assert ours.steps() == theirs.steps()
     for name in ours.tensor_names():
-        if name.startswith("scalar/"):
-            continue
         assert ours.tensor(name).steps() == theirs.tensor(name).steps(), name
         for step in ours.tensor(name).steps():
             assert ours.tensor(name).reduction_values(step).keys() == (

@@ -71,7 +71,8 @@ def test_a_healthy_run_prints_progress_verdicts_and_outputs(tmp_path: Path) -> N
     assert "  ExplodingTensor: NoIssuesFound" in summary
     assert "    Steps evaluated: 8" in summary
     assert f"  tensors:   {out / 'cli-healthy' / 'debug-output'}" in summary
-    assert not any("ProfilerReport" in line for line in lines)  # a rule was given
+    # Debugging rules keep the default ProfilerReport, as SageMaker Debugger's SDK did.
+    assert any(line.startswith("  ProfilerReport-") for line in summary)
     described = describe_training_job(
         {"TrainingJobName": "cli-healthy"}, store=JobStore(tmp_path / "home" / "jobs.sqlite")
     )

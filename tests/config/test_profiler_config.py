@@ -430,8 +430,9 @@ def test_a_request_may_leave_the_start_step_to_the_running_job() -> None:
     assert window == StepWindow(None, 3)
     assert isinstance(window, StepWindow)
     assert window.covers(42, first_step=40) and not window.covers(43, first_step=40)
+    # Valid JSON comes back as it was sent, not in the SDK's trailing-comma form.
     assert config._to_request_dict()["ProfilingParameters"] == {
-        "DetailedProfilingConfig": '{"NumSteps": 3, }'
+        "DetailedProfilingConfig": '{"NumSteps": 3}'
     }
 
 

@@ -59,8 +59,14 @@ def test_create_describe_list_and_logs_from_the_command_line(
     same = output_json(trainprobe(tmp_path, "jobs", "describe", "--training-job-name", "from-json"))
     assert same["TrainingJobArn"] == described["TrainingJobArn"]
 
-    listed = output_json(trainprobe(tmp_path, "jobs", "list", "--status-equals", "Completed"))
+    listed = output_json(
+        trainprobe(tmp_path, "jobs", "list", "--status-equals", "Completed", "--json")
+    )
     assert [item["TrainingJobName"] for item in listed["TrainingJobSummaries"]] == ["from-json"]
+    table = trainprobe(tmp_path, "jobs", "list").stdout.splitlines()
+    assert ["Name", "Status", "Secondary", "Created", "Ended"] in [line.split() for line in table]
+    [row] = [line.split() for line in table if "from-json" in line]
+    assert row[:3] == ["from-json", "Completed", "Completed"]
 
     logs = trainprobe(tmp_path, "logs", "from-json")
     assert logs.returncode == 0

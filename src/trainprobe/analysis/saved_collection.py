@@ -3,6 +3,9 @@
 The attributes have smdebug's names (``name``, ``include_regex``, ``tensor_names``,
 ``reduction_config``, ``save_config``, ``save_histogram``) so that code written against
 smdebug's ``trial.collection(name)`` keeps working. The configs stay as their JSON dicts.
+
+As in smdebug, a trial's collection can be extended for the analysis (``include``,
+``add_tensor_name``): ``trial.tensor_names(collection=...)`` then lists what it now matches.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 __all__ = ["SavedCollection"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SavedCollection:
     """One collection of a trial: its name, membership rules and saving configuration."""
 
@@ -45,6 +48,15 @@ class SavedCollection:
             extra={key: value for key, value in entry.items() if key not in known},
         )
 
+    def include(self, regex: str | list[str] | tuple[str, ...]) -> None:
+        """Also count the tensors whose names ``regex`` (one or several) finds."""
+        added = [regex] if isinstance(regex, str) else list(regex)
+        self.include_regex = (*self.include_regex, *added)
+
+    def add_tensor_name(self, tname: str) -> None:
+        """Also count the tensor ``tname``."""
+        self.tensor_names = self.tensor_names | {tname}
+
     def matches(self, tensor_name: str) -> bool:
         """Whether ``tensor_name`` belongs here: listed by name, or found by any regex.
 
@@ -55,15 +67,10 @@ class SavedCollection:
         return any(re.search(pattern, tensor_name) for pattern in self.include_regex)
 
     def merged(self, other: SavedCollection) -> SavedCollection:
-        """This collection with the tensor names another worker recorded for it added."""
-        if other.tensor_names <= self.tensor_names:
-            return self
-        return SavedCollection(
-            name=self.name,
-            include_regex=self.include_regex,
-            tensor_names=self.tensor_names | other.tensor_names,
-            reduction_config=self.reduction_config,
-            save_config=self.save_config,
-            save_histogram=self.save_histogram,
-            extra=self.extra,
+        """This collection, with what another worker (or a later file) recorded for it added."""
+        self.tensor_names = self.tensor_names | other.tensor_names
+        self.include_regex = (
+            *self.include_regex,
+            *(r for r in other.include_regex if r not in self.include_regex),
         )
+        return self

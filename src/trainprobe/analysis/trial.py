@@ -12,6 +12,7 @@ default) to show a collections file, then MissingCollectionFiles says what was f
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -40,6 +41,8 @@ from trainprobe.storage.tensor_event import TensorEvent
 from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["DEFAULT_TIMEOUT", "Trial", "create_trial"]
+
+log = logging.getLogger("trainprobe")
 
 DEFAULT_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.2
@@ -254,8 +257,9 @@ class Trial:
 
         ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
         those saved in that mode. ``regex`` (searched, unanchored) or ``collection`` (not
-        both) narrow the list further. ``show_prefixed_tensors`` is accepted for smdebug
-        compatibility and changes nothing.
+        both) narrow the list further; a collection named that the job did not save (nor
+        ``collection()`` made) is a ConfigError naming those it saved.
+        ``show_prefixed_tensors`` is accepted for smdebug compatibility and changes nothing.
         """
         if regex is not None and collection is not None:
             raise ConfigError("tensor_names", "regex and collection", "only one of the two")
@@ -272,6 +276,11 @@ class Trial:
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
             names = {n for n in names if any(re.search(p, n) for p in patterns)}
+        if isinstance(collection, str) and collection not in self._collections:
+            # A rule asking by name for what the job did not save must hear it, not get [].
+            allowed = "one of " + ", ".join(sorted(self._collections))
+            suggestion = closest(collection, self._collections)
+            raise ConfigError("collection", collection, allowed, suggestion=suggestion)
         if collection is not None:
             saved = self.collection(collection if isinstance(collection, str) else collection.name)
             names = {n for n in names if saved.matches(n)}
@@ -349,13 +358,18 @@ class Trial:
         return dict(self._collections)
 
     def collection(self, name: str) -> SavedCollection:
-        """Collection ``name``; ConfigError (naming the known ones) when there is none."""
+        """Collection ``name``. One the job did not save is made empty, as smdebug makes it
+        (logged, with the names of those it saved), so that it can be extended."""
         found = self._collections.get(name)
         if found is None:
-            allowed = "one of " + ", ".join(sorted(self._collections))
-            raise ConfigError(
-                "collection", name, allowed, suggestion=closest(name, self._collections)
+            suggestion = closest(name, self._collections)
+            log.info(
+                "trainprobe: the job saved no collection %r (it saved %s)%s; an empty one is made",
+                name,
+                ", ".join(sorted(self._collections)) or "none",
+                f"; did you mean {suggestion!r}?" if suggestion else "",
             )
+            found = self._collections[name] = SavedCollection(name)
         return found
 
     def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
@@ -402,7 +416,8 @@ def create_trial(
     range_steps: tuple[int | None, int | None] | None = None,
 ) -> Trial:
     """The trial of the tensor output at ``path``: a local directory or an fsspec URL
-    (``s3://bucket/prefix``, endpoint and credentials from the usual AWS settings).
+    (``s3://bucket/prefix``, endpoint and credentials from the usual AWS settings); blanks
+    around it are ignored.
 
     ``name`` defaults to the directory's name. ``timeout`` is how many seconds to wait for the
     first collections file (and for an event file an index names) before giving up.
@@ -410,7 +425,7 @@ def create_trial(
     """
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
         raise ConfigError("path", path, "a directory holding trainprobe or smdebug tensor output")
-    path = os.fspath(path)
+    path = os.fspath(path).strip()  # blanks pasted around a path, as smdebug strips them
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
         raise ConfigError("timeout", timeout, "a number of seconds, 0 or more")
     return Trial(path, name, timeout=float(timeout), range_steps=range_steps)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from trainprobe.capture.json_form import JsonForm
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.config.errors import ConfigError
@@ -112,7 +113,7 @@ def _patterns(field: str, value: str | Iterable[str]) -> list[str]:
     return items
 
 
-class Collection:
+class Collection(JsonForm):
     """A named group of tensors with its patterns, listed names, save and reduction configs.
 
     ``save_config``/``reduction_config`` left as None take the hook's. ``include`` adds patterns.

@@ -8,6 +8,10 @@ from the config; a training finds it with ``find_profiler_config``.
 Watching costs one ``stat`` at most every ``check_interval`` seconds and a read only when the
 file's modification time, size or inode changed. A file that cannot be read or is not a valid
 ProfilerConfig leaves the settings as they were, logged once per version of the file.
+
+The file is read as smdebug reads ``profilerconfig.json``: keys in any case, ``ProfilerEnabled``
+as the opposite of ``DisableProfiler``, and keys it does not know left out (logged), so that a
+file smdebug accepted is accepted here.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from trainprobe import settings
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.framework_profile import PARAMETER_KEYS
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.storage import files
 
@@ -28,6 +33,7 @@ __all__ = [
     "CONFIG_PATH_VARIABLES",
     "DEFAULT_CONFIG_PATH",
     "ProfilerConfigFile",
+    "as_smdebug_reads_it",
     "find_profiler_config",
 ]
 
@@ -40,6 +46,49 @@ DEFAULT_CONFIG_PATH = "/opt/ml/input/config/profilerconfig.json"
 """Where SageMaker puts the file inside a training container."""
 
 Settings = TypeVar("Settings")
+
+_ENABLED = "profilerenabled"
+# CreateTrainingJob's ProfilerConfig members, and SageMaker Profiler's two parameters.
+_TOP = {
+    key.lower(): key
+    for key in ("S3OutputPath", "ProfilingIntervalInMilliseconds", "ProfilingParameters")
+}
+_TOP["disableprofiler"] = "DisableProfiler"
+_PARAMETERS = {
+    key.lower(): key for key in (*PARAMETER_KEYS, "CPUProfilingDuration", "SMPFileRotationSecs")
+}
+
+
+def _known_keys(entries: Any, names: dict[str, str], where: str, left_out: list[str]) -> Any:
+    if not isinstance(entries, dict):
+        return entries  # the parser says what is wrong with it
+    kept: dict[str, Any] = {}
+    for key, value in entries.items():
+        name = names.get(str(key).lower())
+        if name is None:
+            left_out.append(where + str(key))
+        else:
+            kept[name] = value
+    return kept
+
+
+def as_smdebug_reads_it(request: Any) -> tuple[Any, list[str]]:
+    """``request`` with its keys in SageMaker's spelling and those smdebug ignores left out,
+    and the names of those left out."""
+    if not isinstance(request, dict):
+        return request, []
+    left_out: list[str] = []
+    enabled = next((v for k, v in request.items() if str(k).lower() == _ENABLED), None)
+    request = _known_keys(
+        {k: v for k, v in request.items() if str(k).lower() != _ENABLED}, _TOP, "", left_out
+    )
+    if enabled is not None and "DisableProfiler" not in request:
+        request["DisableProfiler"] = str(enabled).strip().lower() in ("false", "0", "no")
+    if "ProfilingParameters" in request:
+        request["ProfilingParameters"] = _known_keys(
+            request["ProfilingParameters"], _PARAMETERS, "ProfilingParameters.", left_out
+        )
+    return request, left_out
 
 
 def find_profiler_config() -> str | None:
@@ -87,6 +136,13 @@ class ProfilerConfigFile(Generic[Settings]):
             raise ConfigErrors(
                 [ConfigError(self.path, "(file content)", f"a ProfilerConfig JSON object: {error}")]
             ) from None
+        request, left_out = as_smdebug_reads_it(request)
+        if left_out:
+            log.info(
+                "trainprobe: %s: leaving out what smdebug ignores too: %s",
+                self.path,
+                ", ".join(left_out),
+            )
         return self._settings_of(ProfilerConfig.from_request_dict(request))
 
     def changed(self) -> Settings | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainprobe.capture.json_form import JsonForm
 from trainprobe.config.errors import ConfigError, closest
 
 __all__ = ["ALLOWED_NORMS", "ALLOWED_REDUCTIONS", "ReductionConfig"]
@@ -59,7 +60,7 @@ def _names(field: str, values: Iterable[str] | None, allowed: tuple[str, ...]) -
     return names
 
 
-class ReductionConfig:
+class ReductionConfig(JsonForm):
     """The reductions, norms, raw tensor and shape to save for the tensors of a collection.
 
     ``reductions`` and ``abs_reductions`` take names from min, max, mean, std, variance, sum,

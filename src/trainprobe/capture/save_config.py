@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainprobe.capture.json_form import JsonForm
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 
@@ -149,7 +150,7 @@ def _mode_key(key: object) -> ModeKeys:
     raise ConfigError("SaveConfig.mode_save_configs", key, f"keys are modes: {names}")
 
 
-class SaveConfig:
+class SaveConfig(JsonForm):
     """The save schedule of every mode.
 
     Either give one schedule for all modes (``save_interval``, ``start_step``, ``end_step``,

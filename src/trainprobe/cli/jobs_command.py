@@ -2,8 +2,9 @@
 
 The ``jobs`` commands are SageMaker's training job operations, as the AWS CLI offers them:
 requests as JSON files (``--cli-input-json file://job.json``) or options, responses printed as
-JSON (times in ISO 8601). ``logs`` prints a job's training output, or a rule's, the runner's or
-the system monitor's messages, and with ``--follow`` keeps printing until the job is done.
+JSON (times in ISO 8601); ``list`` prints a table, and its JSON with ``--json``. ``logs`` prints
+a job's training output, or a rule's, the runner's or the system monitor's messages, and with
+``--follow`` keeps printing until the job is done.
 
 Exit status: 0 done; 2 a bad request (the message names the field, the value and what is
 allowed), an unknown job, or a job in the wrong state for the operation.
@@ -17,6 +18,10 @@ import json
 import sys
 import time
 from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.request_json import load_request
@@ -84,8 +89,40 @@ def _list(args: argparse.Namespace) -> int:
         value = getattr(args, option)
         if value is not None:
             request[member] = value
-    _print_json(list_training_jobs(request))
+    response = list_training_jobs(request)
+    if args.json:
+        _print_json(response)
+    else:
+        _print_table(response)
     return 0
+
+
+def _when(value: object) -> str:
+    if isinstance(value, datetime.datetime):
+        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return "" if value is None else str(value)
+
+
+def _print_table(response: dict[str, Any]) -> None:
+    """ListTrainingJobs as a table: one job a row, its status and times."""
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("Name", "Status", "Secondary", "Created", "Ended"):
+        table.add_column(column)
+    for job in response.get("TrainingJobSummaries", []):
+        table.add_row(
+            job["TrainingJobName"],
+            job.get("TrainingJobStatus", ""),
+            job.get("SecondaryStatus", ""),
+            _when(job.get("CreationTime")),
+            _when(job.get("TrainingEndTime")),
+        )
+    console = Console(soft_wrap=True)
+    if table.row_count:
+        console.print(table)
+    else:
+        console.print("no training jobs")
+    if response.get("NextToken"):
+        console.print(f"more with --next-token {response['NextToken']}")
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -183,6 +220,9 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     listing.add_argument("--sort-order", help="Ascending (default) or Descending")
     listing.add_argument("--max-results", type=int)
     listing.add_argument("--next-token")
+    listing.add_argument(
+        "--json", action="store_true", help="print ListTrainingJobs' JSON response, not a table"
+    )
     listing.add_argument("--creation-time-after", metavar="TIME", help="ISO 8601")
     listing.add_argument("--creation-time-before", metavar="TIME", help="ISO 8601")
     listing.set_defaults(run=_guarded("jobs list", _list))

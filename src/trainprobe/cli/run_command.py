@@ -1,11 +1,12 @@
 """``trainprobe run SCRIPT [OPTIONS] -- [SCRIPT ARGS]``: run a training as a debugged job.
 
 It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added to
-the hook's configuration, ProfilerReport when no rule is given and profiling is on), starts the
-job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for the job's
-status, the step and each rule's status as it changes. On a terminal (unless ``--plain``) the
-``[trainprobe]`` lines give way to a live panel under the training's output: step, steps/s, the
-latest saved loss, each rule's status and the host's utilisation (``trainprobe.cli.job_follower``).
+the hook's configuration, ProfilerReport when no profiler rule is given and profiling is on),
+starts the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for
+the job's status, the step and each rule's status as it changes. On a terminal (unless
+``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output:
+step, steps/s, the latest saved loss, each rule's status and the host's utilisation
+(``trainprobe.cli.job_follower``).
 At the end it prints each rule's verdict with its evidence, where the outputs are, and the report's
 path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
@@ -65,9 +66,10 @@ one of them is a trainprobe option); what follows `--` goes to the script.
 
 --rule takes a built-in rule name and its parameters, NAME[:param=value,...] (a value may
 hold commas: collection_names=weights,gradients); name=... sets the rule's configuration name.
-Profiler rules (ProfilerReport, the default when no rule is given, or --rule ProfilerReport,
---rule CPUBottleneck, ...) run on the system and framework metrics; ProfilerReport writes
-rule-output/<its name>/profiler-output/profiler-report.html, whose path is printed at the end.
+Profiler rules (ProfilerReport, the default unless a profiler rule or --no-profiler is given,
+or --rule ProfilerReport, --rule CPUBottleneck, ...) run on the system and framework metrics;
+ProfilerReport writes rule-output/<its name>/profiler-output/profiler-report.html, whose path is
+printed at the end.
 
 On a terminal the progress is a live panel under the training's output: step, steps/s, the
 latest saved loss, each rule's status, CPU, memory and GPU use. --plain (or a stdout that is not

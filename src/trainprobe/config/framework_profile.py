@@ -217,7 +217,8 @@ class FrameworkProfile:
         """Read a request's ``ProfilingParameters``; raises ConfigErrors naming each bad entry.
 
         Keys are matched without regard to case (``DataLoaderProfilingConfig`` is read as
-        ``DataloaderProfilingConfig``), and each sub-config is rewritten as the SDK writes it.
+        ``DataloaderProfilingConfig``); a sub-config given as text is kept as it was sent (valid
+        JSON or the SDK's form), one given as an object is written as the SDK writes it.
         """
         configs = _read_parameters(parameters)[1]
         canonical = _canonical_keys(parameters, [])
@@ -225,7 +226,7 @@ class FrameworkProfile:
         found.profiling_parameters = {}
         for key, value in parameters.items():
             name = canonical[key]
-            if name in configs:
+            if name in configs and not isinstance(value, str):
                 found.profiling_parameters[name] = configs[name].to_json_string()
             else:
                 found.profiling_parameters[name] = value if isinstance(value, str) else str(value)

@@ -43,6 +43,7 @@ from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, Verdict
+from trainprobe.smdebug_names import install as install_smdebug_names
 from trainprobe.storage.hook_overhead import read_hook_overhead, saving_stopped_message
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 from trainprobe.storage.stop_request import StopRequest
@@ -204,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heartbeat", help="the file to touch while the rule makes progress")
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
+    install_smdebug_names(by="the job's rule process")
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
     return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat)

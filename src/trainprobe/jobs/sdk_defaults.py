@@ -6,7 +6,8 @@ run`` (and an estimator) do the same with these functions:
 - ``job_name_from_base``: ``<base>-YYYY-MM-DD-HH-MM-SS-mmm``, as the SDK names jobs;
 - ``with_rule_collections``: the collections each debugging rule needs, added to the hook's
   ``CollectionConfigurations`` (a collection the request configures itself is kept as it is);
-- ``with_default_profiler_rule``: ProfilerReport when no rule is given and profiling is on.
+- ``with_default_profiler_rule``: ProfilerReport when no profiler rule is given and profiling
+  is on (debugging rules or not, as SageMaker Debugger's SDK did).
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ def with_rule_collections(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def with_default_profiler_rule(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``request`` with ProfilerReport added when it has no rules and profiling is on."""
+    """``request`` with ProfilerReport added when profiling is on and no profiler rule is
+    given, debugging rules or not (as SageMaker Debugger's SDK did)."""
     result = copy.deepcopy(dict(request))
     profiler = result.get("ProfilerConfig")
     profiling = isinstance(profiler, Mapping) and not profiler.get("DisableProfiler", False)
-    has_rules = result.get("DebugRuleConfigurations") or result.get("ProfilerRuleConfigurations")
-    if profiling and not has_rules:
+    if profiling and not result.get("ProfilerRuleConfigurations"):
         rule = get_default_profiler_rule()
         result["ProfilerRuleConfigurations"] = [rule.to_profiler_rule_config_dict()]
     return result

@@ -13,6 +13,8 @@ process), the way SageMaker's framework containers start the user's script:
   StopTraining) interrupts it the same way, so its hook and framework profiler close their files
   (the last steps, the step timeline the profiler rules read) before it exits with status 143;
   a script that handles SIGTERM itself keeps its own handler;
+- ``import smdebug...`` is answered by trainprobe (``trainprobe.smdebug_names``) unless a real
+  smdebug is installed, so a script written for SageMaker Debugger runs unchanged;
 - then the script runs as ``__main__``, with ``sys.argv`` and ``sys.path[0]`` as
   ``python SCRIPT ARGS`` would give it. Its exit status is the process's.
 """
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 
 from trainprobe import settings
 from trainprobe.jobs.runner_watch import watch_runner
+from trainprobe.smdebug_names import install as install_smdebug_names
 
 __all__ = ["main"]
 
@@ -100,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.argv = [script, *arguments[1:]]
     sys.path[0] = os.path.dirname(script)
     _interrupt_when_runner_is_gone()
+    install_smdebug_names(by="the job's training entry point")
     _install_auto_hook()
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:

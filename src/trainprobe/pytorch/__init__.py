@@ -6,7 +6,7 @@
 """
 
 from trainprobe.capture.collections import Collection, CollectionKeys
-from trainprobe.capture.pytorch import Hook, get_hook
+from trainprobe.capture.pytorch import Hook, del_hook, get_hook, set_hook
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.storage.modes import ModeKeys
@@ -21,6 +21,8 @@ __all__ = [
     "ReductionConfig",
     "SaveConfig",
     "SaveConfigMode",
+    "del_hook",
     "get_hook",
     "modes",
+    "set_hook",
 ]

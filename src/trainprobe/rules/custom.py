@@ -2,9 +2,10 @@
 
 ``Rule.custom(..., source="custom_rules.py", rule_to_invoke="ImproperActivation",
 rule_parameters={"threshold": "10.0"})`` names a Python file and a class in it, a subclass of
-``trainprobe.rules.Rule`` (SageMaker's template, with its import changed from ``smdebug.rules``
-to ``trainprobe.rules``). The file is run as a module of its own; the class is built with the
-trial and the parameters as keyword strings, as smdebug passes them.
+``trainprobe.rules.Rule``: SageMaker's template as it is, since ``from smdebug.rules.rule import
+Rule`` is answered by trainprobe (``trainprobe.smdebug_names``, turned on before the file runs
+unless a real smdebug is installed). The file is run as a module of its own; the class is built
+with the trial and the parameters as keyword strings, as smdebug passes them.
 
 Everything that can go wrong in the user's file (a syntax error, an exception at import or in
 the constructor, a missing class) raises CustomRuleError, which names the file, the line and
@@ -26,6 +27,7 @@ from trainprobe.config.errors import closest
 from trainprobe.errors import RuleError
 from trainprobe.rules.failure import describe_failure
 from trainprobe.rules.rule import Rule
+from trainprobe.smdebug_names import install as install_smdebug_names
 
 __all__ = ["CustomRuleError", "build_custom_rule", "load_rule_class", "local_source_path"]
 
@@ -61,6 +63,7 @@ def _module_from_file(path: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise CustomRuleError(path, "not a Python file")
     module = importlib.util.module_from_spec(spec)
+    install_smdebug_names(by=f"the custom rule file {path}")
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -70,7 +73,10 @@ def _module_from_file(path: str) -> ModuleType:
             raise
         message = describe_failure(error, prefer_file=path)
         if isinstance(error, ModuleNotFoundError) and (error.name or "").startswith("smdebug"):
-            message += "; import the base class with `from trainprobe.rules import Rule`"
+            message += (
+                "; trainprobe answers smdebug's documented names only; "
+                "the base class is `from smdebug.rules.rule import Rule`"
+            )
         raise CustomRuleError(path, message) from error
     return module
 
@@ -97,11 +103,18 @@ def load_rule_class(source: str, rule_to_invoke: str) -> type[Rule]:
             message += f". Did you mean {suggestion!r}?"
         raise CustomRuleError(path, message)
     if not (inspect.isclass(found) and issubclass(found, Rule)):
-        raise CustomRuleError(
-            path,
+        message = (
             f"{rule_to_invoke} is not a rule: it must be a class that subclasses "
-            "trainprobe.rules.Rule (`from trainprobe.rules import Rule`)",
+            "trainprobe.rules.Rule (`from trainprobe.rules import Rule`)"
         )
+        if inspect.isclass(found) and any(
+            base.__module__.startswith("smdebug.") for base in found.__mro__
+        ):
+            message += (
+                "; it subclasses the Rule of the smdebug installed here, which trainprobe "
+                "does not shadow: uninstall smdebug, or import Rule from trainprobe.rules"
+            )
+        raise CustomRuleError(path, message)
     return found
 
 

@@ -5,7 +5,8 @@ its base trial's saved steps (not every integer, as smdebug did), waiting for ne
 job runs, and returns once the job has ended and every step is read (smdebug raised NoMoreData
 there). A step whose data is missing is skipped. When the condition is met, the rule's actions
 (its ``action_str``) run once, then RuleEvaluationConditionMet is raised if ``raise_eval_cond``,
-else logged; ``end_of_rule`` stops the loop.
+else logged; ``end_of_rule`` stops the loop. Where logging is not configured (a notebook), what
+is logged at INFO is printed, as smdebug's own logger printed it.
 
 The runner (``trainprobe.rules.runner``) does the same for configured rules and also writes
 their status and output.
@@ -44,6 +45,13 @@ _SKIPPED = (
 )
 
 
+def _say(message: str) -> None:
+    if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+        log.info("%s", message)
+    else:
+        print(message, flush=True)
+
+
 def invoke_rule(
     rule_obj: Rule,
     start_step: int = 0,
@@ -74,10 +82,14 @@ def invoke_rule(
                 fired = True
                 if raise_eval_cond:
                     raise
-                log.info("trainprobe: %s", met)
+                _say(f"trainprobe: {met}")
                 if met.end_of_rule:
                     return
             take_evidence(rule_obj)
         if ended and not pending:
+            if not fired:
+                _say(
+                    f"trainprobe: {rule_obj.rule_name}: the condition was not met up to step {last}"
+                )
             return
         time.sleep(_POLL_INTERVAL)

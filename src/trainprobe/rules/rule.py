@@ -38,7 +38,7 @@ import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ __all__ = [
     "RuleEvaluationConditionMet",
     "json_ready",
     "no_refresh",
+    "refresh",
     "take_evidence",
 ]
 
@@ -179,31 +180,38 @@ def json_ready(value: object) -> object:
     return str(value)
 
 
-@contextlib.contextmanager
-def no_refresh(trials: Iterable[Trial]) -> Iterator[None]:
-    """Within the block, the trials answer from what they have read: no re-listing of files.
+_Trials = TypeVar("_Trials", Trial, list[Trial], Sequence[Trial])
 
-    A rule sees the same steps from the start to the end of one evaluation, and a step is not
-    paid for with a directory listing per query.
-    """
-    saved = [(trial, trial.dynamic_refresh) for trial in trials]
+
+def _each(trials: Trial | Iterable[Trial]) -> list[Trial]:
+    return [trials] if isinstance(trials, Trial) else list(trials)
+
+
+@contextlib.contextmanager
+def _dynamic_refresh(trials: _Trials, on: bool) -> Iterator[_Trials]:
+    saved = [(trial, trial.dynamic_refresh) for trial in _each(trials)]
     for trial, _ in saved:
-        trial.dynamic_refresh = False
+        trial.dynamic_refresh = on
     try:
-        yield
+        yield trials
     finally:
         for trial, before in saved:
             trial.dynamic_refresh = before
 
 
-@contextlib.contextmanager
-def _refreshing(trial: Trial) -> Iterator[None]:
-    before = trial.dynamic_refresh
-    trial.dynamic_refresh = True
-    try:
-        yield
-    finally:
-        trial.dynamic_refresh = before
+def no_refresh(trials: _Trials) -> contextlib.AbstractContextManager[_Trials]:
+    """Within the block, the trials (one or a list) answer from what they have read: no
+    re-listing of files. ``with no_refresh(trial) as t:`` gives back what it was given.
+
+    A rule sees the same steps from the start to the end of one evaluation, and a step is not
+    paid for with a directory listing per query.
+    """
+    return _dynamic_refresh(trials, False)
+
+
+def refresh(trials: _Trials) -> contextlib.AbstractContextManager[_Trials]:
+    """Within the block, the trials (one or a list) look for new steps at every query."""
+    return _dynamic_refresh(trials, True)
 
 
 class RequiredTensorsForTrial:
@@ -255,7 +263,7 @@ class RequiredTensorsForTrial:
         """
         needed = sorted({step for steps in self._steps.values() for step in steps})
         if needed:
-            with _refreshing(self.trial):
+            with refresh(self.trial):
                 self.trial.wait_for_steps(needed)
         for name, steps in self._steps.items():
             for step in steps:

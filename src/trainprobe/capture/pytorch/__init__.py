@@ -1,5 +1,5 @@
 """The PyTorch hook. The only package of ``capture`` that imports torch."""
 
-from trainprobe.capture.pytorch.hook import Hook, get_hook
+from trainprobe.capture.pytorch.hook import Hook, del_hook, get_hook, set_hook
 
-__all__ = ["Hook", "get_hook"]
+__all__ = ["Hook", "del_hook", "get_hook", "set_hook"]

@@ -54,16 +54,17 @@ from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.save_plan import SavePlan
+from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import training_has_ended
 
-__all__ = ["Hook", "get_hook"]
+__all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
 
 log = logging.getLogger("trainprobe")
 
@@ -92,6 +93,20 @@ def get_hook(
         except FileNotFoundError:
             return None
     return _singleton
+
+
+def set_hook(hook: Hook) -> None:
+    """Make ``hook`` the hook ``get_hook()`` returns."""
+    global _singleton
+    if not isinstance(hook, Hook):
+        raise ConfigError("hook", hook, "a trainprobe.pytorch.Hook")
+    _singleton = hook
+
+
+def del_hook() -> None:
+    """Forget the hook of this process: ``get_hook()`` returns None (or makes a new one)."""
+    global _singleton
+    _singleton = None
 
 
 def _strict_from_environment() -> bool:
@@ -131,7 +146,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
     return entry
 
 
-class Hook:
+class Hook(SmdebugSurface):
     """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
 
     ``save_config`` says when (default: every 500 steps), ``reduction_config`` what (default: the
@@ -159,6 +174,7 @@ class Hook:
         strict: bool | None = None,
     ) -> None:
         global _singleton
+        super().__init__()
         if out_dir is None or not os.fspath(out_dir):
             raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
         self.out_dir = os.fspath(out_dir)
@@ -213,7 +229,9 @@ class Hook:
         self._closed = False
         self._spent = 0.0
         self._depth = 0
-        self._early_scalars: list[tuple[str, object]] = []
+        # Values handed in while no saved step is open, for the next one (smdebug's caches).
+        self._pending_scalars: dict[str, tuple[object, float | None]] = {}
+        self._pending_tensors: dict[str, tuple[torch.Tensor, list[str]]] = {}
         self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
         self._module_names: dict[int, str] = {}
         self._resolved_modules: set[tuple[int, int]] = set()
@@ -226,7 +244,16 @@ class Hook:
         self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
-        self.profiler: FrameworkProfiler | None = FrameworkProfiler.from_environment()
+        self.profiler: FrameworkProfiler | None = None
+        try:
+            self.profiler = FrameworkProfiler.from_environment()
+        except (ConfigError, ConfigErrors, OSError) as error:
+            # smdebug logs a profiler config it cannot use and trains on: so does trainprobe.
+            log.error(
+                "trainprobe: the profiler configuration file cannot be used (%s); framework "
+                "profiling is off, the training and the tensors go on",
+                error,
+            )
         _singleton = self
         reference = weakref.ref(self)
         atexit.register(_close_at_exit, reference)
@@ -269,7 +296,11 @@ class Hook:
                 continue
             name = qualified or top
             self._module_names[id(submodule)] = name
-            self._handles.append(submodule.register_forward_hook(self._module_hook(name)))
+            self.module_maps[submodule] = name
+            setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
+            # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
+            hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
+            self._handles.append(submodule.register_forward_hook(hook))
         parameters = [
             (naming.parameter_name(top, name), parameter)
             for name, parameter in model.named_parameters()
@@ -290,7 +321,10 @@ class Hook:
             return
         name = type(loss_module).__name__
         self._module_names[id(loss_module)] = name
-        self._handles.append(loss_module.register_forward_hook(self._module_hook(name)))
+        self.module_maps[loss_module] = name
+        setattr(loss_module, "_module_name", name)  # noqa: B010
+        hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
+        self._handles.append(loss_module.register_forward_hook(hook))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
         def step_start(module: torch.nn.Module, inputs: Any) -> None:
@@ -374,12 +408,17 @@ class Hook:
         self._write_overhead_if_due()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
-        if self._early_scalars:
-            early, self._early_scalars = self._early_scalars, []
-            for name, value in early:
-                self._capture.add_scalar(name, value)
         if due:
+            self._save_pending()
             self._capture.capture(self._registered.get(model_id, []))
+
+    def _save_pending(self) -> None:
+        scalars, self._pending_scalars = self._pending_scalars, {}
+        for name, (value, timestamp) in scalars.items():
+            self._capture.add_scalar(name, value, timestamp)
+        tensors, self._pending_tensors = self._pending_tensors, {}
+        for name, (tensor, collections) in tensors.items():
+            self._save_tensor(name, tensor, collections)
 
     def _prepare_if_changed(self) -> None:
         revision = self.collections.revision
@@ -434,6 +473,10 @@ class Hook:
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         self._capture.capture([(name, grad)])
 
+    @_guarded
+    def _save_named(self, name: str, suffix: str, value: Any) -> None:
+        self._capture.capture_named(name, suffix, value)
+
     # ----- values the training script passes in -----
 
     def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
@@ -473,33 +516,40 @@ class Hook:
             self.plan.include(collection_name)
         self.plan.forget(tensor_name)
         current = self._capture.current
-        if current is None:
-            return
-        if self.plan.is_stale():
+        if current is not None and self.plan.is_stale():
             self._prepare_if_changed()
             current.due = self.plan.due(current.mode, current.mode_step)
             self._active = bool(current.due)
+        if not self._active:
+            # As smdebug: kept for the next step that saves anything (step 0 before the first).
+            self._pending_tensors[tensor_name] = (tensor, names)
+            return
         self._capture.capture([(tensor_name, tensor)])
 
-    def save_scalar(self, name: str, value: object, sm_metric: bool = False) -> None:
-        """Save a scalar as ``scalar/<name>`` in the current step (whatever the save config).
+    def save_scalar(
+        self, name: str, value: object, sm_metric: bool = False, timestamp: float | None = None
+    ) -> None:
+        """Save a scalar as ``scalar/<name>``, as smdebug does: in the current step when it is
+        saved, else in the next step that is (the latest value of each name), else in the last
+        step at ``close()``.
 
-        A scalar saved before the first step goes into step 0. ``sm_metric`` is accepted for
-        compatibility (there is no SageMaker Metrics here).
+        ``timestamp`` (seconds since the epoch) is the value's time, default now. ``sm_metric``
+        is accepted for compatibility (there is no SageMaker Metrics here).
         """
         if isinstance(value, torch.Tensor) and value.numel() != 1:
             raise ConfigError("value", tuple(value.shape), "a single number")
         if not isinstance(value, (torch.Tensor, int, float, np.number, np.ndarray)):
             raise ConfigError("value", value, "a number")
         full_name = naming.SCALAR_PREFIX + name
-        if self.step < 0:
-            self._early_scalars.append((full_name, value))
+        if not self._active:
+            self._pending_scalars.pop(full_name, None)
+            self._pending_scalars[full_name] = (value, timestamp)
             return
-        self._add_scalar(full_name, value)
+        self._add_scalar(full_name, value, timestamp)
 
     @_guarded
-    def _add_scalar(self, name: str, value: object) -> None:
-        self._capture.add_scalar(name, value)
+    def _add_scalar(self, name: str, value: object, timestamp: float | None) -> None:
+        self._capture.add_scalar(name, value, timestamp)
 
     # ----- failures -----
 
@@ -551,6 +601,8 @@ class Hook:
             self.profiler.close()
         try:
             if not self._failed:
+                if self._capture.current is not None and self._capture.writes:
+                    self._save_pending()  # smdebug writes what it still holds into the last step
                 self._finish_step()
         except Exception as error:
             self._fail(error)

@@ -248,8 +248,12 @@ class StepCapture:
             writer.submit(ShapeRecord(current.step, name, shape, current.mode, current.mode_step))
             current.sent = True
 
-    def add_scalar(self, name: str, value: object) -> None:
-        """Save a single number in the step in progress, whatever the save plan says."""
+    def add_scalar(self, name: str, value: object, timestamp: float | None = None) -> None:
+        """Save a single number in the step in progress, whatever the save plan says.
+
+        A Python or NumPy number is saved with shape (1,), as smdebug saves it; ``timestamp``
+        (seconds since the epoch) is the record's time, default now.
+        """
         current = self.current
         if current is None:
             return
@@ -258,7 +262,9 @@ class StepCapture:
             if isinstance(value, torch.Tensor):
                 self._reductions.add_value(name, _numpy_name(value.dtype), value)
             else:
-                array = np.asarray(value).reshape(())
+                array = np.asarray(value)
+                if np.isscalar(value):
+                    array = array.reshape(1)
                 summary = _SCALAR if self.export is not None else None
                 record = TensorRecord(
                     current.step,
@@ -266,7 +272,7 @@ class StepCapture:
                     array,
                     current.mode,
                     current.mode_step,
-                    time.time(),
+                    time.time() if timestamp is None else timestamp,
                     summary=summary,
                 )
                 writer.submit(record)

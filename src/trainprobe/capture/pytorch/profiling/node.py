@@ -2,7 +2,8 @@
 
 smdebug's node ids (reference/smdebug.md §5.1): the rank in a distributed run, else the process
 id, then the host: SageMaker's ``current_host`` (``algo-1``) where its resource configuration
-exists, else the machine's host name; ``_`` becomes ``-`` (it separates the parts of a trace file
+exists, else ``$SM_CURRENT_HOST`` (a trainprobe job's ``algo-1``, the name its system metrics
+carry), else the machine's host name; ``_`` becomes ``-`` (it separates the parts of a trace file
 name). smdebug's readers turn ``0-algo-1`` into ``algo-1-0`` to line it up with the host's system
 metrics.
 """
@@ -14,6 +15,7 @@ import os
 import re
 import socket
 
+from trainprobe import settings
 from trainprobe.capture.pytorch.distributed import this_worker
 
 __all__ = ["RESOURCE_CONFIG_PATH", "default_node_id"]
@@ -30,7 +32,7 @@ def _host() -> str:
             return host
     except (OSError, ValueError, AttributeError):
         pass
-    return socket.gethostname()
+    return settings.CURRENT_HOST.get() or socket.gethostname()
 
 
 def default_node_id() -> str:

@@ -1,0 +1,1 @@
+"""``smdebug.core``: the configuration names scripts import from smdebug's core modules."""

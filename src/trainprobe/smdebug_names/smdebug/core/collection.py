@@ -1,0 +1,5 @@
+"""``smdebug.core.collection``: ``Collection`` and ``CollectionKeys``."""
+
+from trainprobe.capture.collections import Collection, CollectionKeys
+
+__all__ = ["Collection", "CollectionKeys"]

@@ -1,0 +1,5 @@
+"""``smdebug.core.reduction_config``: ``ReductionConfig``."""
+
+from trainprobe.capture.reduction_config import ReductionConfig
+
+__all__ = ["ReductionConfig"]

@@ -1,0 +1,1 @@
+"""``smdebug.profiler``: the profiler's names; its analysis is ``smdebug.profiler.analysis``."""

@@ -1,0 +1,1 @@
+"""``smdebug.profiler.analysis``: the profiling notebooks' analysis classes."""

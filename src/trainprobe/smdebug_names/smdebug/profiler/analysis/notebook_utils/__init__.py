@@ -1,0 +1,1 @@
+"""``smdebug.profiler.analysis.notebook_utils``: ``TrainingJob`` (the charts are not here)."""

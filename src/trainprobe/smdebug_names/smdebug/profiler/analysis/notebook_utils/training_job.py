@@ -1,0 +1,58 @@
+"""``smdebug.profiler.analysis.notebook_utils.training_job``: ``TrainingJob``, for a local job.
+
+``TrainingJob(name)`` finds the job in trainprobe's job store (as smdebug's asked SageMaker) and
+knows where its profiler output is; ``TrainingJob(path)`` takes a job directory (or a copy of
+one downloaded from S3) as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from trainprobe.analysis.profiler.pandas_frame import PandasFrame
+from trainprobe.jobs import JobStore, describe_training_job
+from trainprobe.jobs.describe import find_job, layout_of
+
+__all__ = ["TrainingJob"]
+
+_POLL_SECONDS = 2.0
+
+
+class TrainingJob:
+    """A training job's profiler output: ``profiler_s3_output_path`` and its readers."""
+
+    def __init__(self, training_job_name: str, region: str | None = None) -> None:
+        self.name = training_job_name
+        self.profiler_config: dict[str, Any] | None = None
+        if os.path.isdir(os.path.join(training_job_name, "profiler-output")):
+            self.profiler_s3_output_path = os.path.join(training_job_name, "profiler-output")
+            self.name = os.path.basename(os.path.abspath(training_job_name))
+        else:
+            description = self.describe_training_job()
+            self.profiler_config = description.get("ProfilerConfig")
+            record = find_job(JobStore(), {"TrainingJobName": self.name})
+            self.profiler_s3_output_path = layout_of(record).profiler_output
+        print(f"ProfilerConfig:{self.profiler_config}")
+        print(f"s3 path:{self.profiler_s3_output_path}")
+
+    def describe_training_job(self) -> dict[str, Any]:
+        """The job's DescribeTrainingJob response."""
+        return describe_training_job({"TrainingJobName": self.name})
+
+    def _wait_for(self, what: str) -> None:
+        while not os.path.isdir(os.path.join(self.profiler_s3_output_path, what)):
+            time.sleep(_POLL_SECONDS)
+
+    def wait_for_sys_profiling_data_to_be_available(self) -> None:
+        """Return once the job's system metrics have started to appear."""
+        self._wait_for("system")
+
+    def wait_for_framework_profiling_data_to_be_available(self) -> None:
+        """Return once the job's framework metrics have started to appear."""
+        self._wait_for("framework")
+
+    def get_pandas_frame(self) -> PandasFrame:
+        """The profiler output as smdebug's ``PandasFrame``."""
+        return PandasFrame(self.profiler_s3_output_path)

@@ -1,0 +1,5 @@
+"""``smdebug.pytorch.collection``: ``Collection``."""
+
+from trainprobe.capture.collections import Collection
+
+__all__ = ["Collection"]

@@ -1,0 +1,5 @@
+"""``smdebug.trials.trial``: ``Trial``."""
+
+from trainprobe.analysis.trial import Trial
+
+__all__ = ["Trial"]
