@@ -5,7 +5,7 @@
 - ``hyperparameters/<name>``;
 - ``predictions`` (the model's output on the validation data) and ``labels`` (its labels);
 - ``feature_importance/<type>/<feature>`` for weight, gain, cover, total_gain and total_cover,
-  each normalised by the type's total;
+  each normalised by the type's total (0 for a feature no tree uses);
 - ``average_shap/<feature>`` (the mean SHAP value, from xgboost's ``pred_contribs``) and
   ``full_shap/<feature>`` (the feature's SHAP value for every row; smdebug saved the whole
   matrix under every name);
@@ -78,16 +78,20 @@ def hyperparameter_tensors(hyperparameters: Mapping[str, Any]) -> Named:
 
 
 def feature_importances(model: xgb.Booster) -> Named:
-    """``feature_importance/<type>/<feature>``, normalised by the type's total."""
+    """``feature_importance/<type>/<feature>``, normalised by the type's total, for every
+    feature: one the trees never split on has importance 0 (xgboost, and smdebug, leave it
+    out, which hides from FeatureImportanceOverweight how few features the model uses)."""
+    names = feature_names(model)
     for kind in IMPORTANCE_TYPES:
         scores = model.get_score(importance_type=kind)
         total = float(sum(float(np.sum(v)) for v in scores.values()))
         if total <= 0:
             continue
-        for feature, score in scores.items():
+        for feature in names:
+            score = float(np.sum(scores.get(feature, 0.0)))
             yield (
                 f"feature_importance/{kind}/{feature}",
-                np.asarray(float(np.sum(score)) / total, dtype=np.float64),
+                np.asarray(score / total, dtype=np.float64),
             )
 
 
