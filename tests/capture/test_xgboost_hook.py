@@ -62,7 +62,7 @@ def test_every_collection_of_a_training_by_hand(
     assert metric_names == set(printed)
     assert {name.split("-")[0] for name in metric_names} == set(sets)
     for name, by_round in printed.items():
-        saved = {step: float(trial.tensor(name).value(step)) for step in trial.steps()}
+        saved = {step: float(trial.tensor(name).value(step)[0]) for step in trial.steps()}
         assert saved == pytest.approx(by_round, rel=1e-6), name
     assert set(trial.tensor_names(collection="losses")) == {
         name for name in metric_names if not name.endswith("-auc")
@@ -77,18 +77,18 @@ def test_every_collection_of_a_training_by_hand(
         assert np.mean(predicted == labels) > 0.85  # the model's own output on the labels
     else:
         assert np.corrcoef(predictions, labels)[0, 1] > 0.5
-    assert int(trial.tensor("hyperparameters/max_depth").value(0)) == 3
+    assert int(trial.tensor("hyperparameters/max_depth").value(0)[0]) == 3
 
     for kind in ("weight", "gain", "cover", "total_gain", "total_cover"):
         names = [n for n in trial.tensor_names() if n.startswith(f"feature_importance/{kind}/")]
         assert names, kind
-        assert sum(float(trial.tensor(n).value(3)) for n in names) == pytest.approx(1.0)
+        assert sum(float(trial.tensor(n).value(3)[0]) for n in names) == pytest.approx(1.0)
 
     features = [n for n in trial.tensor_names(collection="average_shap")]
     assert features and "average_shap/bias" not in features
     full = trial.tensor(features[0].replace("average_shap", "full_shap")).value(3)
     assert float(np.mean(full)) == pytest.approx(
-        float(trial.tensor(features[0]).value(3)), rel=1e-4
+        float(trial.tensor(features[0]).value(3)[0]), rel=1e-4
     )
 
     per_round = 3 if classes == 3 else 1
@@ -149,7 +149,7 @@ def test_a_hook_configuration_file_sets_collections_and_intervals(tmp_path: Path
     assert trial.tensor("trees/Node").steps() == [0, 3, 6, 9]
     # save_steps adds steps to the hook's interval, as in smdebug.
     assert trial.tensor("hyperparameters/eta").steps() == [0, 10]
-    assert str(trial.tensor("hyperparameters/objective").value(0)) == "reg:squarederror"
+    assert str(trial.tensor("hyperparameters/objective").value(0)[0]) == "reg:squarederror"
 
 
 def test_a_failing_hook_never_stops_the_training(

@@ -76,7 +76,7 @@ def test_a_plain_script_is_hooked(tmp_path: Path, task: str, api: str, validatio
     assert trial.steps() == [0, 1, 2]
     assert set(trial.tensor_names(collection="metrics")) == set(printed)
     for name, by_round in printed.items():
-        saved = {step: float(trial.tensor(name).value(step)) for step in trial.steps()}
+        saved = {step: float(trial.tensor(name).value(step)[0]) for step in trial.steps()}
         assert saved == pytest.approx(by_round, rel=1e-6)
     # Predictions are the model's on the last evaluation set that is not the training data.
     labels = trial.tensor("labels").value(2)
@@ -90,7 +90,7 @@ def test_a_plain_script_is_hooked(tmp_path: Path, task: str, api: str, validatio
         loss = -np.mean(np.log(predictions[np.arange(len(labels)), labels.astype(int)]))
     assert loss == pytest.approx(printed[last_loss][2], rel=1e-4)
     # The job gave no hyperparameters: the training's params are saved.
-    assert int(trial.tensor("hyperparameters/max_depth").value(0)) == 3
+    assert int(trial.tensor("hyperparameters/max_depth").value(0)[0]) == 3
     assert trial.tensor("trees/Node").steps() == [0, 1, 2]
     assert (out / "training_job_end.ts").exists()
 
@@ -101,7 +101,7 @@ def test_the_jobs_hyperparameters_are_saved(tmp_path: Path) -> None:
     )
     trial = create_trial(str(out))
     assert trial.tensor_names(collection="hyperparameters") == ["hyperparameters/num_round"]
-    assert int(trial.tensor("hyperparameters/num_round").value(0)) == 2
+    assert int(trial.tensor("hyperparameters/num_round").value(0)[0]) == 2
     assert "train-rmse" in trial.tensor_names()
 
 

@@ -13,7 +13,9 @@
   the trees numbered in the whole model (smdebug took one tree per round, which misses the other
   classes' trees in a multi-class model).
 
-Each group is computed only when the hook asks for it (a collection due that may hold it).
+Single numbers are saved as one-element vectors and the text columns of the trees as strings
+(``"nan"`` where empty), as smdebug saved them. Each group is computed only when the hook asks
+for it (a collection due that may hold it).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
 
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 TREE_BOOSTERS = frozenset({"gbtree", "dart"})
+_TEXT_COLUMNS = frozenset({"ID", "Feature", "Yes", "No", "Missing", "Category"})
 
 Named = Iterator[tuple[str, np.ndarray]]
 
@@ -65,16 +68,16 @@ def metric_tensors(evals_log: Mapping[str, Mapping[str, Any]]) -> Named:
                 continue
             last = history[-1]
             value = last[0] if isinstance(last, tuple) else last  # (mean, std) under cv
-            yield f"{data_name}-{metric}", np.asarray(float(value), dtype=np.float64)
+            yield f"{data_name}-{metric}", _one(float(value))
 
 
 def hyperparameter_tensors(hyperparameters: Mapping[str, Any]) -> Named:
     """``hyperparameters/<name>``: numbers as numbers, anything else as its text."""
     for name, value in hyperparameters.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            yield f"hyperparameters/{name}", np.asarray(str(value))
+            yield f"hyperparameters/{name}", np.asarray([str(value)])
         else:
-            yield f"hyperparameters/{name}", np.asarray(value)
+            yield f"hyperparameters/{name}", np.asarray([value])
 
 
 def feature_importances(model: xgb.Booster) -> Named:
@@ -89,10 +92,7 @@ def feature_importances(model: xgb.Booster) -> Named:
             continue
         for feature in names:
             score = float(np.sum(scores.get(feature, 0.0)))
-            yield (
-                f"feature_importance/{kind}/{feature}",
-                np.asarray(score / total, dtype=np.float64),
-            )
+            yield f"feature_importance/{kind}/{feature}", _one(score / total)
 
 
 def shap_tensors(model: xgb.Booster, data: xgb.DMatrix, *, full: bool, average: bool) -> Named:
@@ -104,7 +104,7 @@ def shap_tensors(model: xgb.Booster, data: xgb.DMatrix, *, full: bool, average: 
         if full:
             yield f"full_shap/{name}", np.ascontiguousarray(contributions[..., index])
         if means is not None:
-            yield f"average_shap/{name}", np.asarray(means[index], dtype=np.float64)
+            yield f"average_shap/{name}", _one(float(means[index]))
 
 
 def tree_tensors(model: xgb.Booster, iteration: int) -> Named:
@@ -120,9 +120,13 @@ def tree_tensors(model: xgb.Booster, iteration: int) -> Named:
             frame[column] = [_renumber(value, offset) for value in frame[column]]
     for column in frame.columns:
         values = frame[column].to_numpy()
-        if values.dtype == object:
+        if column in _TEXT_COLUMNS or values.dtype == object:
             values = np.asarray([_text(value) for value in values])
         yield f"trees/{column}", np.ascontiguousarray(values)
+
+
+def _one(value: float) -> np.ndarray:
+    return np.asarray([value], dtype=np.float64)
 
 
 def _renumber(node_id: object, offset: int) -> object:
