@@ -20,7 +20,8 @@ The launcher starts one per job. It follows the job's launch plan:
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
    ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
    the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
-   ``REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
+   ``REPORT_EVERY_SECONDS`` while the training runs) and the XGBoost report of each
+   CreateXgboostReport rule (``trainprobe.report.xgboost``), and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``).
 """
@@ -61,6 +62,7 @@ RULES_GRACE_SECONDS = 600.0
 REPORT_GRACE_SECONDS = 300.0
 REPORT_EVERY_SECONDS = float(os.environ.get("TRAINPROBE_REPORT_EVERY_SECONDS", "600"))
 PROFILER_REPORT = "ProfilerReport"
+XGBOOST_REPORT = "CreateXgboostReport"
 MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
 
@@ -329,6 +331,20 @@ class JobRunner:
                 rule_output,
                 "--profiler-output",
                 self.layout.profiler_output,
+                "--debug-output",
+                self.layout.debug_output,
+            ]
+            started.append(_spawn(command, self.layout.report_log, cwd=self.layout.job_dir))
+        for entry in self.plan.debug_rules:
+            parameters = entry.get("RuleParameters") or {}
+            if parameters.get("rule_to_invoke") != XGBOOST_REPORT:
+                continue
+            rule_output = self.layout.rule_output_dir(str(entry.get("RuleConfigurationName")))
+            command = [
+                self.plan.python,
+                "-m",
+                "trainprobe.report.xgboost",
+                rule_output,
                 "--debug-output",
                 self.layout.debug_output,
             ]
