@@ -409,3 +409,6 @@ class Estimator:
         if rule_configs:
             request["ProfilerRuleConfigurations"] = rule_configs
         update_training_job(request, store=self.store)
+
+
+from trainprobe.xgboost_estimator import XGBoost  # noqa: E402, F401  (re-exported)
