@@ -3,7 +3,11 @@
 - the SageMaker Python SDK v2 (``sagemaker==2.257.7``): what ``sagemaker.debugger`` builds for
   the same calls, compared with what ``trainprobe.debugger`` builds;
 - smdebug 1.0.34 with the dependencies it forgot to declare: it must read trainprobe's output, and
-  trainprobe must read what smdebug's own hook wrote.
+  trainprobe must read what smdebug's own hook wrote;
+- the same with XGBoost instead of PyTorch ("smdebug-xgboost"): XGBoost 1.7, of smdebug's time
+  (its TrainingCallback and ``xgboost.collective`` paths; smdebug asks pkg_resources for the
+  ``xgboost`` distribution, which rules out the later ``xgboost-cpu`` wheels), for smdebug's own
+  XGBoost hook.
 
 Each is built once into the test cache (``$TRAINPROBE_TEST_CACHE``, default ``.cache/`` in the
 repository) and reused; a test that needs one is skipped, with the reason, only if it cannot be
@@ -35,6 +39,16 @@ SMDEBUG = (
     "torch==2.13.0",
 )
 
+SMDEBUG_XGBOOST = (
+    "smdebug==1.0.34",
+    "numpy<2",
+    "pandas<2.3",
+    "requests",
+    "psutil",
+    "setuptools<81",
+    "xgboost==1.7.6",
+)
+
 
 def cache_dir() -> Path:
     path = Path(os.environ.get("TRAINPROBE_TEST_CACHE", REPO / ".cache"))
@@ -63,8 +77,13 @@ def _build(name: str, requirements: tuple[str, ...]) -> Path:
 
 
 def reference_python(name: str) -> Path:
-    """The python of a reference environment ("sagemaker" or "smdebug"), or skip the test."""
-    requirements = {"sagemaker": SAGEMAKER_SDK, "smdebug": SMDEBUG}[name]
+    """The python of a reference environment ("sagemaker", "smdebug" or "smdebug-xgboost"), or
+    skip the test."""
+    requirements = {
+        "sagemaker": SAGEMAKER_SDK,
+        "smdebug": SMDEBUG,
+        "smdebug-xgboost": SMDEBUG_XGBOOST,
+    }[name]
     try:
         return _build(name, requirements)
     except subprocess.CalledProcessError as error:

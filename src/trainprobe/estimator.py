@@ -69,8 +69,9 @@ from trainprobe.storage.job_layout import JobLayout
 
 if TYPE_CHECKING:
     from trainprobe.pytorch_estimator import PyTorch
+    from trainprobe.xgboost_estimator import XGBoost
 
-__all__ = ["Estimator", "PyTorch", "TrainingJob", "UnexpectedStatusException"]
+__all__ = ["Estimator", "PyTorch", "TrainingJob", "UnexpectedStatusException", "XGBoost"]
 
 MAX_RUN_DEFAULT = 24 * 60 * 60
 """The SDK's default ``max_run``: one day."""
@@ -478,9 +479,13 @@ def input_channels(inputs: str | Mapping[str, Any] | Any | None) -> list[dict[st
 
 
 def __getattr__(name: str) -> Any:
-    # PyTorch subclasses Estimator in a module of its own; imported here on first use.
+    # PyTorch and XGBoost subclass Estimator in modules of their own; imported on first use.
     if name == "PyTorch":
         from trainprobe.pytorch_estimator import PyTorch
 
         return PyTorch
+    if name == "XGBoost":
+        from trainprobe.xgboost_estimator import XGBoost
+
+        return XGBoost
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,8 @@ __all__ = [
     "CURRENT_HOST",
     "HOME",
     "HOOK_CONFIG",
+    "HYPERPARAMETERS",
+    "MODEL_DIR",
     "PROFILER_CONFIG",
     "RANK",
     "REPORT_EVERY_SECONDS",
@@ -47,7 +49,9 @@ __all__ = [
     "TENSORBOARD_CONFIG_FILE_PATH",
     "TERM",
     "TRAINING_JOB_NAME",
+    "TRAIN_CHANNEL",
     "USE_SMDEBUG",
+    "VALIDATION_CHANNEL",
     "VARIABLES",
     "WORLD_SIZE",
     "Variable",
@@ -278,6 +282,35 @@ CURRENT_HOST: Variable[str | None] = Variable(
     "node ids; unset: the machine's host name.",
     _text,
 )
+HYPERPARAMETERS: Variable[str | None] = Variable(
+    "SM_HPS",
+    "JSON",
+    None,
+    "Set by a job, as SageMaker sets it: the job's hyperparameters, which the XGBoost hook "
+    "records and the built-in XGBoost algorithm trains with.",
+    _text,
+)
+MODEL_DIR: Variable[str] = Variable(
+    "SM_MODEL_DIR",
+    "path",
+    ".",
+    "Set by a job, as SageMaker sets it: where the built-in XGBoost algorithm saves its model.",
+    _text,
+)
+TRAIN_CHANNEL: Variable[str | None] = Variable(
+    "SM_CHANNEL_TRAIN",
+    "path",
+    None,
+    "Set by a job with a `train` channel: the data the built-in XGBoost algorithm trains on.",
+    _text,
+)
+VALIDATION_CHANNEL: Variable[str | None] = Variable(
+    "SM_CHANNEL_VALIDATION",
+    "path",
+    None,
+    "Set by a job with a `validation` channel: the built-in XGBoost algorithm's evaluation data.",
+    _text,
+)
 RANK: Variable[int | None] = Variable(
     "RANK",
     "whole number",
@@ -378,7 +411,7 @@ def markdown() -> str:
         "",
         "A job also gives its training SageMaker's variables (`SM_MODEL_DIR`,",
         "`SM_OUTPUT_DATA_DIR`, `SM_CHANNEL_<NAME>`, `SM_CHANNELS`, `SM_HPS`, `SM_HOSTS`) for",
-        "scripts written for SageMaker; of those, trainprobe itself reads only `SM_CURRENT_HOST`.",
+        "scripts written for SageMaker; trainprobe itself reads only those listed above.",
         "",
     ]
     return "\n".join(lines)

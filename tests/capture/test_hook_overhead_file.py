@@ -17,8 +17,8 @@ from hook_training import Net, run
 
 import trainprobe.pytorch as smd
 from torchrun import torchrun
+from trainprobe.capture import overhead as overhead_module
 from trainprobe.capture.pytorch import hook as hook_module
-from trainprobe.capture.pytorch import overhead as overhead_module
 from trainprobe.storage.hook_overhead import (
     HookOverheadRecord,
     decode_hook_overhead,

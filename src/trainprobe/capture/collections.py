@@ -29,6 +29,7 @@ __all__ = [
     "PYTORCH_COLLECTIONS",
     "RULE_COLLECTIONS",
     "SCALAR_COLLECTIONS",
+    "XGBOOST_COLLECTIONS",
     "Collection",
     "CollectionKeys",
     "CollectionSet",
@@ -74,6 +75,29 @@ PYTORCH_COLLECTIONS: dict[str, tuple[str, ...]] = {
     CollectionKeys.LOSSES: ("[Ll]oss_(?!input).*output",),
 }
 """The collections the PyTorch hook always has, with their patterns."""
+
+XGBOOST_COLLECTIONS: dict[str, tuple[str, ...]] = {
+    CollectionKeys.ALL: (),
+    CollectionKeys.DEFAULT: (),
+    CollectionKeys.HYPERPARAMETERS: ("^hyperparameters/.*$",),
+    # <evaluation set>-<metric>: train-rmse, validation-logloss, validation_0-error@0.7.
+    CollectionKeys.METRICS: ("^[A-Za-z_][A-Za-z0-9_]*-[^/]+$",),
+    # The metrics that fall as the model improves (not auc, aucpr, map, ndcg, pre@n).
+    CollectionKeys.LOSSES: ("^[A-Za-z_][A-Za-z0-9_]*-(?!(?:auc|aucpr|map|ndcg|pre)(?:@|$))[^/]+$",),
+    CollectionKeys.PREDICTIONS: ("^predictions$",),
+    CollectionKeys.LABELS: ("^labels$",),
+    CollectionKeys.FEATURE_IMPORTANCE: ("^feature_importance/.*",),
+    CollectionKeys.AVERAGE_SHAP: ("^average_shap/(?!bias$).*",),
+    CollectionKeys.FULL_SHAP: ("^full_shap/(?!bias$).*",),
+    CollectionKeys.TREES: ("^trees/.*",),
+}
+"""The collections the XGBoost hook always has, with their patterns.
+
+smdebug's, except that evaluation sets with digits or underscores (``validation_0``, as the
+scikit-learn API names them) are metrics too, the losses leave out every metric that grows as the
+model improves, and the SHAP patterns leave out only the ``bias`` term (smdebug's
+``[^/bias]$`` also dropped every feature whose name ends in a, b, i or s).
+"""
 
 RULE_COLLECTIONS: dict[str, tuple[str, ...]] = {
     CollectionKeys.RELU_OUTPUT: (".*relu_output",),

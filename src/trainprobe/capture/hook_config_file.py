@@ -135,8 +135,14 @@ def find_hook_config(path: str | None = None) -> str | None:
     return DEFAULT_CONFIG_PATH if os.path.exists(DEFAULT_CONFIG_PATH) else None
 
 
-def read_hook_config(path: str | None = None) -> HookArguments:
-    """Read and check the file (see ``find_hook_config``); FileNotFoundError if there is none."""
+def read_hook_config(
+    path: str | None = None, *, default_save_interval: int | None = None
+) -> HookArguments:
+    """Read and check the file (see ``find_hook_config``); FileNotFoundError if there is none.
+
+    ``default_save_interval`` is the hook's save interval where the file gives none (the
+    framework's default: XGBoost's hook saves every 10 rounds); None keeps SageMaker's 500.
+    """
     found = find_hook_config(path)
     if found is None:
         variables = " or ".join(f"${variable.name}" for variable in CONFIG_PATH_VARIABLES)
@@ -148,7 +154,7 @@ def read_hook_config(path: str | None = None) -> HookArguments:
             document = json.load(file)
         except json.JSONDecodeError as error:
             raise ConfigError(found, error.msg, "a JSON document (DebugHookConfig)") from None
-    arguments = parse_hook_config(document)
+    arguments = parse_hook_config(document, default_save_interval=default_save_interval)
     tensorboard = read_tensorboard_config()
     if tensorboard is None:
         return arguments
@@ -222,8 +228,11 @@ def _reduction_config(params: Mapping[str, Any]) -> ReductionConfig | None:
     )
 
 
-def parse_hook_config(document: object) -> HookArguments:
-    """The hook's arguments from a parsed ``DebugHookConfig`` document.
+def parse_hook_config(
+    document: object, *, default_save_interval: int | None = None
+) -> HookArguments:
+    """The hook's arguments from a parsed ``DebugHookConfig`` document (``default_save_interval``:
+    see ``read_hook_config``).
 
     Raises ConfigErrors naming every bad key or value (by its path in the document).
     """
@@ -250,7 +259,12 @@ def parse_hook_config(document: object) -> HookArguments:
     if errors:
         raise ConfigErrors(errors)
 
-    save_config, base_modes = _save_config(hook_params)
+    defaults = (
+        {mode: {"save_interval": default_save_interval} for mode in ModeKeys}
+        if default_save_interval is not None
+        else None
+    )
+    save_config, base_modes = _save_config(hook_params, defaults)
     collections = []
     for entry in entries:
         params = entry.get("CollectionParameters") or {}

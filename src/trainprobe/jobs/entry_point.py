@@ -10,6 +10,8 @@
    ``AlgorithmSpecification.ContainerEntrypoint`` is the command (``["train.py"]`` or
    ``["python", "train.py"]``) and ``ContainerArguments`` its arguments; it runs in the directory
    the job was created from.
+3. With neither, a ``TrainingImage`` of SageMaker's XGBoost container names its built-in
+   algorithm: trainprobe's (``trainprobe.jobs.xgboost_algorithm``) runs on the job's channels.
 
 A Python script runs through ``trainprobe.jobs.training_entry``, which installs the hook
 automatically; ``ResourceConfig.InstanceCount`` > 1 starts that many processes with ``torchrun``,
@@ -45,6 +47,7 @@ TRAINING_ENTRY_MODULE = "trainprobe.jobs.training_entry"
 LOCAL_TORCHRUN_MODULE = "trainprobe.jobs.local_torchrun"
 LOOPBACK = "127.0.0.1"
 """Every port a multi-process job opens is on this address (``trainprobe.jobs.local_torchrun``)."""
+XGBOOST_IMAGE = "sagemaker-xgboost"
 
 
 def decode_hyperparameters(hyperparameters: Mapping[str, str]) -> dict[str, Any]:
@@ -238,10 +241,15 @@ def entry_point_from_request(
                 f"a script in the source directory {directory}",
             )
         return EntryPoint(script, tuple(script_arguments(hyperparameters)), directory)
+    if XGBOOST_IMAGE in str(specification.get("TrainingImage", "")):
+        from trainprobe.jobs import xgboost_algorithm  # imports nothing of XGBoost's
+
+        return EntryPoint(os.path.abspath(xgboost_algorithm.__file__), (), cwd)
     raise ConfigError(
         "AlgorithmSpecification",
         algorithm_specification,
         "an entry point: the HyperParameters sagemaker_program (and sagemaker_submit_directory), "
         "as the SageMaker SDK's framework estimators send them, or "
-        'AlgorithmSpecification.ContainerEntrypoint, e.g. ["train.py"]',
+        'AlgorithmSpecification.ContainerEntrypoint, e.g. ["train.py"], or the TrainingImage of '
+        "SageMaker's XGBoost algorithm (sagemaker-xgboost:<version>)",
     )

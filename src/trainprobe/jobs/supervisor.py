@@ -23,7 +23,8 @@ The launcher starts one per job. It follows the job's launch plan:
    rules finish on the data there is; waits for the monitor, then marks the profiler output as
    ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
    the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
-   ``TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs), and says it is done.
+   ``TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs) and the XGBoost report of each
+   CreateXgboostReport rule (``trainprobe.report.xgboost``), and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``). Every process it starts is a
 ``trainprobe.jobs.child_process.ChildProcess``: in a group of its own, ended the one way, and
@@ -66,6 +67,7 @@ TICK_SECONDS = 0.2
 RULES_GRACE_SECONDS = 600.0
 REPORT_GRACE_SECONDS = 300.0
 PROFILER_REPORT = "ProfilerReport"
+XGBOOST_REPORT = "CreateXgboostReport"
 MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
 
@@ -343,35 +345,42 @@ class JobRunner:
                 log.warning("the report took over %.0f s: stopped", REPORT_GRACE_SECONDS)
 
     def _start_reports(self, record: JobRecord) -> list[ChildProcess]:
-        """Start writing the report beside each ProfilerReport rule's data, in a process of
-        its own."""
-        started = []
+        """Start writing the report beside each ProfilerReport rule's data and each
+        CreateXgboostReport rule's, each in a process of its own."""
+        commands = []
         for entry in record.profiler_rules:
             parameters = entry.get("RuleParameters") or {}
             if parameters.get("rule_to_invoke") != PROFILER_REPORT:
                 continue
             rule_output = self.layout.rule_output_dir(str(entry.get("RuleConfigurationName")))
-            command = [
-                self.plan.python,
-                "-m",
-                "trainprobe.report",
-                rule_output,
-                "--profiler-output",
-                self.layout.profiler_output,
-                "--debug-output",
-                self.layout.debug_output,
-            ]
+            commands.append(
+                [
+                    *(self.plan.python, "-m", "trainprobe.report", rule_output),
+                    *("--profiler-output", self.layout.profiler_output),
+                    *("--debug-output", self.layout.debug_output),
+                ]
+            )
+        for entry in self.plan.debug_rules:
+            parameters = entry.get("RuleParameters") or {}
+            if parameters.get("rule_to_invoke") != XGBOOST_REPORT:
+                continue
+            rule_output = self.layout.rule_output_dir(str(entry.get("RuleConfigurationName")))
+            commands.append(
+                [
+                    *(self.plan.python, "-m", "trainprobe.report.xgboost", rule_output),
+                    *("--debug-output", self.layout.debug_output),
+                ]
+            )
+        started = []
+        for command in commands:
             try:
                 started.append(
                     ChildProcess(
-                        "report",
-                        command,
-                        cwd=self.layout.job_dir,
-                        log_path=self.layout.report_log,
+                        "report", command, cwd=self.layout.job_dir, log_path=self.layout.report_log
                     )
                 )
             except OSError:
-                log.exception("could not start the profiler report")
+                log.exception("could not start the report %s", command[2:4])
         return started
 
     # ----- helpers ----------------------------------------------------------------------

@@ -50,14 +50,14 @@ import torch
 from trainprobe import settings
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
+from trainprobe.capture.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch import naming
-from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
-from trainprobe.capture.pytorch.save_plan import SavePlan
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
+from trainprobe.capture.save_plan import SavePlan
 from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError, ConfigErrors

@@ -28,7 +28,7 @@ from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.device_reductions import ReductionBatch
 from trainprobe.capture.pytorch.distributed import Worker, this_worker
 from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copy
-from trainprobe.capture.pytorch.save_plan import SavePlan, TensorPlan
+from trainprobe.capture.save_plan import SavePlan, TensorPlan
 from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.capture.writer_thread import (
     CollectionsJob,

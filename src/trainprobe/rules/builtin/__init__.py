@@ -1,4 +1,4 @@
-"""The 20 built-in debugging rules of SageMaker Debugger, on the trial API.
+"""The 20 built-in debugging rules of SageMaker Debugger, and CreateXgboostReport, on the trial API.
 
 ``BUILTIN_RULES`` maps each rule's catalogue name to its class; the engine looks rules up
 there. Every constructor takes the trial, then the catalogue's parameters with the catalogue's
@@ -10,7 +10,7 @@ defaults (as Python values or as the strings of ``RuleParameters``), then ``othe
     rule = VanishingGradient(trial, threshold=1e-7)
     rule = BUILTIN_RULES["VanishingGradient"](trial, threshold="1e-7")
 
-CreateXgboostReport, also in the catalogue, writes a report and never fires; it is not here.
+CreateXgboostReport never fires: the job runner writes its report (``trainprobe.report.xgboost``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ from trainprobe.rules.builtin.tensors import (
     TensorVariance,
     UnchangedTensor,
 )
-from trainprobe.rules.builtin.xgboost import FeatureImportanceOverweight, TreeDepth
+from trainprobe.rules.builtin.xgboost import (
+    CreateXgboostReport,
+    FeatureImportanceOverweight,
+    TreeDepth,
+)
 
 __all__ = [
     "BUILTIN_RULES",
@@ -42,6 +46,7 @@ __all__ = [
     "CheckInputImages",
     "ClassImbalance",
     "Confusion",
+    "CreateXgboostReport",
     "DeadRelu",
     "ExplodingTensor",
     "FeatureImportanceOverweight",
@@ -83,6 +88,7 @@ BUILTIN_RULES: dict[str, type[BuiltinRule]] = {
         Confusion,
         FeatureImportanceOverweight,
         TreeDepth,
+        CreateXgboostReport,
     )
 }
 """Each built-in debugging rule's class, by its catalogue name (the spec's order)."""

@@ -2,7 +2,9 @@
 
 They read scalar losses (one value per step): the tensors of the job's ``losses`` collection,
 or of the names and collections given. Training losses are those of TRAIN steps (and of GLOBAL
-steps, for a script that never sets a mode); validation losses are those of EVAL steps.
+steps, for a script that never sets a mode); validation losses are those of EVAL steps. XGBoost's
+losses are all GLOBAL and named by evaluation set (``train-logloss``, ``validation-logloss``):
+there the name says which is which (``evaluation_sets``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
+from trainprobe.rules.builtin.evaluation_sets import MetricPair, metric_pairs, validation_names
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
 
@@ -173,7 +176,8 @@ class Overfit(_LossRule):
     At each EVAL step from ``start_step`` on, it compares the mean loss of the current
     validation phase (the EVAL steps since the last training step) with the mean loss of the
     latest training phase: when ``(mean_val - mean_train) / mean_train > ratio_threshold`` at
-    ``patience`` evaluations in a row, it fires.
+    ``patience`` evaluations in a row, it fires. XGBoost evaluates both sets at every round: each
+    round compares a validation set's loss with the training set's loss of the same metric.
     """
 
     modes = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL)
@@ -222,6 +226,9 @@ class Overfit(_LossRule):
             raise self.insufficient(
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
             )
+        pairs = metric_pairs(losses) if mode == ModeKeys.GLOBAL else []
+        if pairs:
+            return self._compare_sets(step, losses, pairs)
         fired = False
         for name, loss in losses.items():
             phases = self._phases.setdefault(name, _Phases())
@@ -247,6 +254,32 @@ class Overfit(_LossRule):
                         f"{phases.strikes} evaluation(s) in a row (patience {self.patience})"
                     ),
                     tensor=name,
+                    step=step,
+                    value=ratio,
+                    threshold=self.ratio_threshold,
+                )
+        return fired
+
+    def _compare_sets(self, step: int, losses: dict[str, float], pairs: list[MetricPair]) -> bool:
+        """Each validation set's loss against the training set's, at one XGBoost round."""
+        fired = False
+        for pair in pairs:
+            phases = self._phases.setdefault(pair.validation, _Phases())
+            train, validation = losses[pair.training], losses[pair.validation]
+            if step < self.start_step or train <= 0:
+                continue
+            ratio = (validation - train) / train
+            phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
+            if phases.strikes >= self.patience:
+                fired = True
+                self.record(
+                    message=(
+                        f"{pair.validation}: ({number(validation)} - {pair.training} "
+                        f"{number(train)}) / {number(train)} = {number(ratio)} > ratio_threshold "
+                        f"{number(self.ratio_threshold)} at step {step}, {phases.strikes} "
+                        f"evaluation(s) in a row (patience {self.patience})"
+                    ),
+                    tensor=pair.validation,
                     step=step,
                     value=ratio,
                     threshold=self.ratio_threshold,
@@ -330,12 +363,13 @@ class Overtraining(_LossRule):
             raise self.insufficient(
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
             )
-        validation = mode == ModeKeys.EVAL
-        patience = self.patience_validation if validation else self.patience_train
-        kind = "validation" if validation else "training"
-        parameter = "patience_validation" if validation else "patience_train"
+        by_set = validation_names(losses) if mode == ModeKeys.GLOBAL else None
         fired = False
         for name, loss in losses.items():
+            validation = name in by_set if by_set is not None else mode == ModeKeys.EVAL
+            patience = self.patience_validation if validation else self.patience_train
+            kind = "validation" if validation else "training"
+            parameter = "patience_validation" if validation else "patience_train"
             optimum = self._optima.get((name, validation))
             if optimum is None or loss < optimum.best - self.delta:
                 self._optima[name, validation] = _Optimum(loss)

@@ -22,11 +22,24 @@ __all__ = ["ClassImbalance", "Confusion", "class_indices"]
 
 
 def class_indices(values: np.ndarray, scores: bool) -> np.ndarray:
-    """Class indices, one per sample: argmax over the last axis when ``values`` are scores."""
+    """Class indices, one per sample: argmax over the last axis when ``values`` are scores.
+
+    One probability per sample (a binary classifier's output, as XGBoost's ``binary:logistic``
+    predicts) is class 1 above 0.5, class 0 otherwise.
+    """
     array = np.asarray(values)
-    if scores and array.ndim >= 1:
+    if scores and array.ndim >= 1 and array.shape[-1] > 1:
         array = np.argmax(array, axis=-1)
+    elif _probabilities(array):
+        array = array > 0.5
     return array.reshape(-1).astype(np.int64)
+
+
+def _probabilities(array: np.ndarray) -> bool:
+    """Whether ``array`` holds probabilities rather than class numbers."""
+    if not np.issubdtype(array.dtype, np.floating) or array.size == 0:
+        return False
+    return bool(np.all((array >= 0) & (array <= 1)) and np.any(array != np.round(array)))
 
 
 class ClassImbalance(BuiltinRule):

@@ -1,4 +1,4 @@
-"""Rules for XGBoost models: FeatureImportanceOverweight and TreeDepth.
+"""Rules for XGBoost models: FeatureImportanceOverweight, TreeDepth and CreateXgboostReport.
 
 They read what smdebug's XGBoost hook saves: ``feature_importance/<type>/<feature>`` (one
 scalar per feature) and ``trees/<column>`` (the columns of ``Booster.trees_to_dataframe``, of
@@ -16,7 +16,7 @@ from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.selection import TensorSelection
 
-__all__ = ["FeatureImportanceOverweight", "TreeDepth", "tree_depth"]
+__all__ = ["CreateXgboostReport", "FeatureImportanceOverweight", "TreeDepth", "tree_depth"]
 
 NODE_TENSOR = re.compile(r"(^|/)trees/Node$")
 """The tensor of node numbers the XGBoost hook saves from ``trees_to_dataframe``."""
@@ -139,3 +139,26 @@ class TreeDepth(BuiltinRule):
             threshold=self.depth,
         )
         return True
+
+
+class CreateXgboostReport(BuiltinRule):
+    """The XGBoost training report's rule: it judges nothing and never fires.
+
+    Its collections (metrics, feature importance, predictions and labels every 5 rounds, the
+    hyperparameters at round 0) make the hook save what the report shows; the job runner writes
+    the report into this rule's output once the other rules have given their verdicts
+    (``trainprobe.report.xgboost``).
+    """
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        *,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+
+    def invoke_at_step(self, step: int) -> bool:
+        """Never an issue: the report is written from the whole job, at its end."""
+        return False

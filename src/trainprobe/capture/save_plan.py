@@ -56,7 +56,11 @@ _NOTHING = TensorPlan(raw=False, shape=False, reductions=())
 
 
 class SavePlan:
-    """The saved collections of a hook and the per-step, per-tensor decisions over them."""
+    """The saved collections of a hook and the per-step, per-tensor decisions over them.
+
+    ``always_saved`` are the collections saved whatever ``include_collections`` says (the
+    framework's default: ``losses`` for PyTorch, ``metrics`` for XGBoost).
+    """
 
     def __init__(
         self,
@@ -64,10 +68,11 @@ class SavePlan:
         include_collections: Iterable[str] | None,
         save_config: SaveConfig,
         reduction_config: ReductionConfig,
+        always_saved: Iterable[str] = DEFAULT_SAVED_COLLECTIONS,
     ) -> None:
         self.collections = collections
         names = list(include_collections) if include_collections is not None else []
-        self.included = list(dict.fromkeys([*names, *DEFAULT_SAVED_COLLECTIONS]))
+        self.included = list(dict.fromkeys([*names, *always_saved]))
         self.save_config = save_config
         self.reduction_config = reduction_config
         self.saved: list[Collection] = []
