@@ -189,8 +189,8 @@ class Hook(xgb.callback.TrainingCallback):
         kwargs = arguments.hook_kwargs()
         kwargs["reduction_config"] = None
         hook = cls(**kwargs)
-        for settings in arguments.collections:
-            settings.apply(hook.collections)
+        for collection_settings in arguments.collections:
+            collection_settings.apply(hook.collections)
         return hook
 
     hook_from_config = create_from_json_file
