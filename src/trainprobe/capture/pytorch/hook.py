@@ -50,6 +50,8 @@ import torch
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.module_types import ModuleTypes
+from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.save_plan import SavePlan
@@ -60,6 +62,8 @@ from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.module_types_file import write_module_types
+from trainprobe.storage.nonfinite_file import write_nonfinite_origin
 from trainprobe.storage.step_file import training_has_ended
 
 __all__ = ["Hook", "get_hook"]
@@ -140,6 +144,9 @@ class Hook:
     files). ``dry_run`` only logs what would be saved. ``export_tensorboard`` writes TensorBoard
     summaries of the saved tensors into ``tensorboard_dir`` (default ``<out_dir>/tensorboard``);
     giving a ``tensorboard_dir`` turns the export on by itself, as in smdebug.
+    ``nonfinite_guard`` (on by default, off for a compiled model) checks every step for the
+    first NaN or infinity, records where it started and saves that step in full (see
+    ``trainprobe.capture.pytorch.nonfinite_guard``).
     """
 
     def __init__(
@@ -156,6 +163,7 @@ class Hook:
         include_workers: str = "one",
         *,
         strict: bool | None = None,
+        nonfinite_guard: bool = True,
     ) -> None:
         global _singleton
         if out_dir is None or not os.fspath(out_dir):
@@ -208,6 +216,9 @@ class Hook:
             self.tensorboard_dir,
         )
         self._active = False
+        self.guard = NonFiniteGuard() if nonfinite_guard and not self.dry_run else None
+        self._guarding = False
+        self._losses: set[str] = set()
         self._failed = False
         self._closed = False
         self._spent = 0.0
@@ -215,6 +226,7 @@ class Hook:
         self._early_scalars: list[tuple[str, object]] = []
         self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
         self._module_names: dict[int, str] = {}
+        self.module_types = ModuleTypes()
         self._resolved_modules: set[tuple[int, int]] = set()
         self._names_resolved = -1
         self._handles: list[Any] = []
@@ -255,6 +267,9 @@ class Hook:
         if not isinstance(module, torch.nn.Module):
             raise ConfigError("module", module, "a torch.nn.Module")
         model = naming.unwrap(module)
+        if model is not module and getattr(module, "_orig_mod", None) is not None:
+            # A compiled model: a check in every module on every step would break its graph.
+            self.guard = None
         if id(model) in self._registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
@@ -268,6 +283,7 @@ class Hook:
                 continue
             name = qualified or top
             self._module_names[id(submodule)] = name
+            self.module_types.add(name, submodule)
             self._handles.append(submodule.register_forward_hook(self._module_hook(name)))
         parameters = [
             (naming.parameter_name(top, name), parameter)
@@ -289,6 +305,8 @@ class Hook:
             return
         name = type(loss_module).__name__
         self._module_names[id(loss_module)] = name
+        self._losses.add(name)
+        self.module_types.add(name, loss_module)
         self._handles.append(loss_module.register_forward_hook(self._module_hook(name)))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
@@ -306,7 +324,7 @@ class Hook:
         capture = _eager(functools.partial(self._on_module_io, name))
 
         def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            if self._active:
+            if self._active or self._guarding:
                 capture(inputs, outputs)
 
         return module_hook
@@ -316,7 +334,7 @@ class Hook:
         capture = functools.partial(self._on_gradient, gradient)
 
         def gradient_hook(grad: torch.Tensor) -> None:
-            if self._active:
+            if self._active or self._guarding:
                 capture(grad)
 
         return gradient_hook
@@ -368,7 +386,12 @@ class Hook:
         mode_step = self._advance()
         self._prepare_if_changed()
         if not self._capture.writes:
+            self._guarding = False
             return  # another rank writes (include_workers="one")
+        guard = self.guard
+        if guard is not None:
+            guard.begin(self.step, self.mode, mode_step)
+            self._guarding = guard.on
         due = self.plan.due(self.mode, mode_step)
         if self.dry_run:
             if due:
@@ -376,6 +399,8 @@ class Hook:
                 log.info("trainprobe dry run: step %d would save %s", self.step, names)
             return
         self._write_overhead_if_due()
+        if self.module_types.unwritten:
+            self._write_module_types()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
         if self._early_scalars:
@@ -384,12 +409,23 @@ class Hook:
                 self._capture.add_scalar(name, value)
         if due:
             self._capture.capture(self._registered.get(model_id, []))
+        if guard is not None and guard.save_next_in_full:
+            guard.save_next_in_full = False
+            self._save_rest_in_full()
+
+    def _save_rest_in_full(self) -> None:
+        """The step has gone non-finite: save the rest of it raw, and every parameter."""
+        self._capture.save_in_full()
+        self._active = True
+        for parameters in self._registered.values():
+            self._capture.capture(parameters)
 
     def _prepare_if_changed(self) -> None:
         revision = self.collections.revision
         if revision == self.plan.revision and len(self._module_names) == self._names_resolved:
             return
         self._resolve_module_collections()
+        self.module_types.attach(self.collections)
         self._names_resolved = len(self._module_names)
         if self.plan.is_stale():
             self.plan.prepare(strict=self.strict)
@@ -416,21 +452,74 @@ class Hook:
         write = functools.partial(self._overhead_file.write, self._capture.resolve_worker().name)
         self._capture.ensure_writer().submit(SideJob(write))
 
+    def _write_module_types(self) -> None:
+        """Have the writer thread record the module types registered so far."""
+        self.module_types.unwritten = False
+        out_dir, worker = self.out_dir, self._capture.resolve_worker().name
+        modules = dict(self.module_types.modules)
+
+        def write() -> None:
+            self.overhead.file_bytes += write_module_types(out_dir, worker, modules)
+
+        self._capture.ensure_writer().submit(SideJob(write))
+
     def _finish_step(self) -> None:
         self._active = False
+        guard = self.guard
+        if guard is not None:
+            guard.finish()
+            self._guarding = guard.on
+            if guard.unwritten:
+                self._write_origin(guard)
         finished = self._capture.finish()
         if finished is not None:
             self.overhead.add(finished.step, self._spent)
             self._spent = 0.0
 
+    def _close_records(self) -> None:
+        """Write what is still unwritten of the module types and the non-finite origin."""
+        if self.dry_run or not self._capture.writes:
+            return
+        if self.module_types.unwritten and self.step >= 0:
+            self._write_module_types()
+        guard = self.guard
+        if guard is not None:
+            guard.close()
+            if guard.unwritten:
+                self._write_origin(guard)
+
+    def _write_origin(self, guard: NonFiniteGuard) -> None:
+        """Have the writer thread record where the first NaN started (before the step ends)."""
+        guard.unwritten = False
+        origin, out_dir = guard.origin, self.out_dir
+        if origin is None:
+            return
+        worker = self._capture.resolve_worker().name
+        log.warning("trainprobe: %s", origin.describe())
+
+        def write() -> None:
+            self.overhead.file_bytes += write_nonfinite_origin(out_dir, worker, origin)
+
+        self._capture.ensure_writer().submit(SideJob(write))
+
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
-        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
-        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+        guard = self.guard
+        is_loss = name in self._losses
+        if self._guarding and guard is not None and guard.output(name, inputs, outputs, is_loss):
+            self._save_rest_in_full()
+        if self._active:
+            self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
+            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
-        self._capture.capture([(name, grad)])
+        guard = self.guard
+        parameter = name.removeprefix(naming.GRADIENT_PREFIX)
+        if self._guarding and guard is not None and guard.gradient(parameter, grad):
+            self._save_rest_in_full()
+        if self._active:
+            self._capture.capture([(name, grad)])
 
     # ----- values the training script passes in -----
 
@@ -545,6 +634,7 @@ class Hook:
         try:
             if not self._failed:
                 self._finish_step()
+                self._close_records()
         except Exception as error:
             self._fail(error)
         for handle in self._handles:
