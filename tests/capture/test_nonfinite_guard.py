@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import trainprobe.pytorch as smd
+from reference_envs import run_reference
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.storage.rule_output import read_status
@@ -126,3 +127,19 @@ def test_exploding_tensor_reports_the_origin_live(tmp_path: Path) -> None:
         f"ExplodingTensor found an issue at step {BAD_STEP}: step {BAD_STEP}: first infinity "
         "in the output of `3` (its inputs were finite); the loss became NaN at the same step"
     )
+
+
+def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
+    train(tmp_path, model(), BAD_STEP + 3)
+    assert (tmp_path / "module-types").is_dir() and (tmp_path / "nonfinite").is_dir()
+    read = run_reference(
+        "smdebug",
+        f"""
+        import json
+        from smdebug.trials import create_trial
+        trial = create_trial({str(tmp_path)!r})
+        value = trial.tensor("3_input_0").value({BAD_STEP})
+        print(json.dumps({{"steps": trial.steps(), "shape": list(value.shape)}}))
+        """,
+    )
+    assert read == {"steps": [0, BAD_STEP], "shape": [16, 8]}

@@ -92,9 +92,23 @@ def test_a_relu_module_named_anything_is_found(tmp_path: Path) -> None:
     assert verdict.first_issue.evidence[0].tensor == "inner.1_output_0"
 
 
-def test_functional_relu_is_an_error_that_says_why_and_what_to_do(tmp_path: Path) -> None:
-    run = Run(steps=3, collections=("relu_output", "relu_input", "gradients", "losses"))
-    trial = train(tmp_path / "functional", FunctionalRelu(bias=-100.0), DATA, run)
+def test_a_functional_relu_is_seen_on_save_steps(tmp_path: Path) -> None:
+    run = Run(steps=3, lr=0.0, collections=("relu_output", "losses"))
+    dead = train(tmp_path / "dead", FunctionalRelu(bias=-100.0), DATA, run)
+    assert dead.module_nn_type("FunctionalRelu.relu_output_0") == "torch.nn.ReLU"
+    verdict = builtin(dead, "DeadRelu")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    assert verdict.first_issue.evidence[0].tensor == "FunctionalRelu.relu_output_0"
+    healthy = train(tmp_path / "healthy", FunctionalRelu(), DATA, run)
+    verdict = builtin(healthy, "DeadRelu")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert verdict.tensors_checked == 1
+
+
+def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -> None:
+    run = Run(steps=3, collections=("gradients", "losses"))
+    trial = train(tmp_path / "run", FunctionalRelu(), DATA, run)
     verdict = builtin(trial, "DeadRelu")
     assert verdict.status == "Error"
     details = verdict.details
@@ -107,14 +121,12 @@ def test_functional_relu_is_an_error_that_says_why_and_what_to_do(tmp_path: Path
         details
     )
     assert 'Hook(..., include_regex=[".*relu_output"])' in details
-    assert "F.relu" in details and "not modules" in details
-    # PoorWeightInitialization checks gradients and losses, but says that its activation
-    # check found nothing to compare, and why.
-    healthy = train(tmp_path / "healthy", FunctionalRelu(), DATA, run)
-    poor = builtin(healthy, "PoorWeightInitialization")
+    assert "F.gelu" in details and "not seen" in details
+    # PoorWeightInitialization checks gradients and losses, and says that its activation
+    # check found nothing to compare.
+    poor = builtin(trial, "PoorWeightInitialization")
     assert poor.status == "NoIssuesFound", poor.details
     assert "matched nothing: names matching '.*relu_input'" in poor.details
-    assert "F.relu" in poor.details
     assert "names matching '.*relu_input'" in poor.unmatched[0]
 
 

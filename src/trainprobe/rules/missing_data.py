@@ -3,8 +3,8 @@
 When a rule ends without having judged a single tensor, its Error says three things: what it
 looked for, what the job did save (its collections and a few tensor names), and the
 configuration that would save what it needs (a ``CollectionConfig`` line for the SDK, a hook
-argument for a script). Functional activations get a word of their own: ``F.relu`` is a call,
-not a module, so no hook sees it.
+argument for a script). Activation rules add which activations the hook can see: modules, and
+on save steps the relu, tanh and sigmoid functions, but no other function.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ _NAMES_SHOWN = 5
 _ACTIVATION_WORDS = re.compile(r"(?i)relu|tanh|sigmoid|activation")
 
 FUNCTIONAL_ACTIVATIONS = (
-    "Activations called as functions (F.relu, torch.tanh, torch.sigmoid) are not modules, so "
-    "the hook never sees them: catching them would mean intercepting every tensor operation of "
-    "every step. Use modules (nn.ReLU(), nn.Tanh(), nn.Sigmoid()), or save the value yourself "
-    'with hook.record_tensor_value("fc1_relu", x).'
+    "The hook sees activation modules (nn.ReLU, nn.Tanh, nn.Sigmoid) and, on save steps, the "
+    "relu, tanh and sigmoid functions (F.relu, torch.tanh, x.sigmoid()) as <Model>.relu_input_0 "
+    "and <Model>.relu_output_0; other activation functions (F.gelu, F.leaky_relu, ...) are "
+    "not seen, since catching every function would cost every step. Use modules for those, or "
+    'save the value yourself with hook.record_tensor_value("fc1_relu", x).'
 )
 
 

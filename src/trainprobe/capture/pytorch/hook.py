@@ -50,6 +50,10 @@ import torch
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.functional_activations import (
+    FUNCTION_TYPES,
+    FunctionalActivations,
+)
 from trainprobe.capture.pytorch.module_types import ModuleTypes
 from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.overhead import HookOverhead, OverheadFile
@@ -219,6 +223,9 @@ class Hook:
         self.guard = NonFiniteGuard() if nonfinite_guard and not self.dry_run else None
         self._guarding = False
         self._losses: set[str] = set()
+        self._functional = FunctionalActivations(self._on_function)
+        self._functional_owner: str | None = None
+        self._top_names: dict[int, str] = {}
         self._failed = False
         self._closed = False
         self._spent = 0.0
@@ -270,6 +277,7 @@ class Hook:
         if model is not module and getattr(module, "_orig_mod", None) is not None:
             # A compiled model: a check in every module on every step would break its graph.
             self.guard = None
+            self._functional_owner = ""  # nor are its activation functions watched
         if id(model) in self._registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
@@ -277,6 +285,7 @@ class Hook:
             # First, so that each step's timing includes the hook's own work.
             self.profiler.register_module(model)
         top = type(model).__name__
+        self._top_names[id(model)] = top
         self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
         for qualified, submodule in model.named_modules():
             if id(submodule) in self._module_names:
@@ -293,9 +302,13 @@ class Hook:
             if parameter.requires_grad:
                 hook = self._gradient_hook(name)
                 self._handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+        self._handles.append(model.register_forward_hook(self._forward_end))
         self._registered[id(model)] = parameters
 
     register_hook = register_module
+
+    def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+        self._functional.stop()
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
@@ -381,6 +394,7 @@ class Hook:
 
     @_guarded
     def _on_step_start(self, model_id: int) -> None:
+        self._functional.stop()  # a forward that raised never reached its end
         self._raise_writer_error_if_strict()
         self._finish_step()
         mode_step = self._advance()
@@ -409,6 +423,9 @@ class Hook:
                 self._capture.add_scalar(name, value)
         if due:
             self._capture.capture(self._registered.get(model_id, []))
+            if self._functional_owner != "":
+                self._functional_owner = self._top_names.get(model_id)
+                self._functional.start()
         if guard is not None and guard.save_next_in_full:
             guard.save_next_in_full = False
             self._save_rest_in_full()
@@ -511,6 +528,19 @@ class Hook:
         if self._active:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+
+    @_guarded
+    def _on_function(self, kind: str, inputs: Any, outputs: Any) -> None:
+        """An activation function was called in the forward of a save step."""
+        owner = self._functional_owner
+        if not self._active or owner is None:
+            return
+        name = f"{owner}.{kind}"
+        if name not in self.module_types.modules:
+            self.module_types.modules[name] = FUNCTION_TYPES[kind]
+            self.module_types.unwritten = True
+        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
+        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
