@@ -22,6 +22,7 @@ run after; their outcomes are recorded and never change the verdict.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.trial import Trial
+from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
@@ -251,15 +253,15 @@ class RuleEvaluator(RuleRun):
         self.verdict.tensors_checked = len(seen.tensors_read)
         self.verdict.unmatched = [lookup.describe() for lookup in seen.unmatched()]
 
-    def _counts(self) -> str:
-        """The counts every status carries: steps evaluated and skipped, tensors checked,
-        patterns that matched nothing."""
+    def _counts(self, reason: bool = True) -> str:
+        """The counts every status carries: steps evaluated and skipped (with the last
+        reason unless not ``reason``), tensors checked, patterns that matched nothing."""
         verdict = self.verdict
         text = (
             f"{verdict.steps_evaluated} step(s) evaluated, {verdict.tensors_checked} tensor(s) "
             f"checked, {verdict.steps_skipped} step(s) skipped"
         )
-        if verdict.steps_skipped and self._last_unjudged:
+        if verdict.steps_skipped and self._last_unjudged and reason:
             text += f" (last: {self._last_unjudged})"
         if verdict.unmatched:
             text += f"; matched nothing: {'; '.join(verdict.unmatched)}"
@@ -342,10 +344,19 @@ class RuleEvaluator(RuleRun):
         seen = coverage(rule) if rule is not None else None
         looked_for = seen.unmatched() if seen is not None else []
         trial = rule.base_trial if rule is not None else None
+        collections: list[str] = []
+        if self.definition.builtin:
+            with contextlib.suppress(ConfigError):
+                spec = catalogue.get(self.definition.rule_to_invoke)
+                collections = [need.name for need in spec.collections]
         text = nothing_checked(
-            self.definition.rule_to_invoke, trial, looked_for, self._last_unjudged
+            self.definition.rule_to_invoke,
+            trial,
+            looked_for,
+            self._last_unjudged,
+            collections=[name for name in collections if name not in ("losses",)],
         )
-        return f"{text} ({self._counts()})"
+        return f"{text} ({self._counts(reason=not looked_for)})"
 
     def _no_step_in_range(self, steps_seen: int) -> str:
         name, definition = self.definition.rule_to_invoke, self.definition

@@ -82,19 +82,22 @@ def nothing_checked(
     trial: Trial | None,
     looked_for: Sequence[Lookup],
     reason: str | None = None,
+    collections: Sequence[str] = (),
 ) -> str:
     """The Error details of a rule that judged no tensor: what it looked for, what the job
-    saved, and how to save what it needs."""
+    saved, and how to save what it needs (``collections``: those the rule's configuration
+    attaches, suggested first)."""
     asked = unmatched_summary(looked_for) if looked_for else None
     text = f"{rule} checked no tensor"
     if asked:
         text += f": it looked for {asked}, and found none"
-    if reason and (not asked or reason not in text):
+    elif reason:
         text += f" ({reason})"
     text += "."
     if trial is not None:
         text += " " + saved_summary(trial)
-    configurations = [found for found in map(_configuration, looked_for) if found is not None]
+    wanted = [Lookup("collection", name) for name in collections] + list(looked_for)
+    configurations = [found for found in map(_configuration, wanted) if found is not None]
     if configurations:
         sdk, hook = configurations[0]
         text += f" To save it, add {sdk} to the estimator's collection_configs, or pass {hook}"

@@ -484,8 +484,11 @@ class Hook:
         self._active = False
         guard = self.guard
         if guard is not None:
-            guard.finish()
-            self._guarding = guard.on
+            try:
+                guard.finish()
+            except Exception as error:
+                self._guard_failed(error)
+            self._guarding = guard.on and self.guard is not None
             if guard.unwritten:
                 self._write_origin(guard)
         finished = self._capture.finish()
@@ -501,9 +504,25 @@ class Hook:
             self._write_module_types()
         guard = self.guard
         if guard is not None:
-            guard.close()
+            try:
+                guard.close()
+            except Exception as error:
+                self._guard_failed(error)
             if guard.unwritten:
                 self._write_origin(guard)
+
+    def _guard_failed(self, error: Exception) -> bool:
+        """The non-finite guard failed: it turns itself off; saving and training go on."""
+        if self.strict:
+            raise error
+        self.guard, self._guarding = None, False
+        log.warning(
+            "trainprobe: the non-finite guard stops for the rest of this run (%s: %s); "
+            "tensors are still saved as configured",
+            type(error).__name__,
+            error,
+        )
+        return False
 
     def _write_origin(self, guard: NonFiniteGuard) -> None:
         """Have the writer thread record where the first NaN started (before the step ends)."""
@@ -522,9 +541,13 @@ class Hook:
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
         guard = self.guard
-        is_loss = name in self._losses
-        if self._guarding and guard is not None and guard.output(name, inputs, outputs, is_loss):
-            self._save_rest_in_full()
+        if self._guarding and guard is not None:
+            try:
+                went_bad = guard.output(name, inputs, outputs, name in self._losses)
+            except Exception as error:
+                went_bad = self._guard_failed(error)
+            if went_bad:
+                self._save_rest_in_full()
         if self._active:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
@@ -545,9 +568,13 @@ class Hook:
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         guard = self.guard
-        parameter = name.removeprefix(naming.GRADIENT_PREFIX)
-        if self._guarding and guard is not None and guard.gradient(parameter, grad):
-            self._save_rest_in_full()
+        if self._guarding and guard is not None:
+            try:
+                went_bad = guard.gradient(name.removeprefix(naming.GRADIENT_PREFIX), grad)
+            except Exception as error:
+                went_bad = self._guard_failed(error)
+            if went_bad:
+                self._save_rest_in_full()
         if self._active:
             self._capture.capture([(name, grad)])
 

@@ -150,11 +150,12 @@ class NonFiniteGuard:
     # ----- GPU steps -----
 
     def _queue_sums(self) -> None:
-        flags = torch.isfinite(torch.stack(self._sums))
+        device = self._sums[0].device
+        flags = torch.isfinite(torch.stack([total.to(device) for total in self._sums]))
         host = torch.empty(flags.shape, dtype=torch.bool, pin_memory=True)
         host.copy_(flags, non_blocking=True)
         event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        event.record()
+        event.record(torch.cuda.current_stream(device))
         self._pending = (self._step, self._mode, self._mode_step, self._checked, host, event)
         self._sums, self._checked = [], []
 
