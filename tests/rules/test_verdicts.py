@@ -199,3 +199,49 @@ def test_the_rule_collections_select_relus_by_type(tmp_path: Path) -> None:
     )
     assert trial.tensor_names(collection="relu_output") == ["1_output_0"]
     assert trial.tensor_names(collection="relu_input") == ["1_input_0"]
+
+
+class BasicBlock(nn.Module):
+    """A torchvision-style residual block: one in-place ReLU module called twice."""
+
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 2, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(2)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(2, 2, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(2)
+        with torch.no_grad():
+            self.bn1.bias.fill_(shift)
+            self.bn2.bias.fill_(shift)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + 0 * x)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer1 = nn.Sequential(BasicBlock(shift))
+        self.fc = nn.Linear(2 * 4 * 4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.layer1(x.view(-1, 2, 4, 4)).flatten(1))
+
+
+def test_the_relus_of_torchvision_style_blocks_are_checked(tmp_path: Path) -> None:
+    data = classes(64, 32, seed=1)
+    run = Run(steps=2, lr=0.0, collections=("relu_output",))
+    dead = train(tmp_path / "dead", TinyResNet(shift=-100.0), data, run)
+    verdict = builtin(dead, "DeadRelu")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    tensors = {item.tensor for item in verdict.first_issue.evidence}
+    assert tensors == {"layer1.0.relu_output_0", "layer1.0.relu_output_1"}
+    healthy = train(tmp_path / "healthy", TinyResNet(shift=0.0), data, run)
+    verdict = builtin(healthy, "DeadRelu")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert verdict.tensors_checked == 2
