@@ -81,6 +81,8 @@ class FunctionalActivations(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         output = func(*args, **(kwargs or {}))
+        if torch.compiler.is_compiling():
+            return output  # a compiled forward is left alone
         kind = _KINDS.get(func)
         if kind is not None and args and not _inside_a_module():
             self.seen(kind, args[0], output)

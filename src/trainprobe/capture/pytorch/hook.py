@@ -337,7 +337,8 @@ class Hook:
         capture = _eager(functools.partial(self._on_module_io, name))
 
         def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            if self._active or self._guarding:
+            # The guard stays out of compiled regions: it would break the graph every step.
+            if self._active or (self._guarding and not torch.compiler.is_compiling()):
                 capture(inputs, outputs)
 
         return module_hook
@@ -347,7 +348,7 @@ class Hook:
         capture = functools.partial(self._on_gradient, gradient)
 
         def gradient_hook(grad: torch.Tensor) -> None:
-            if self._active or self._guarding:
+            if self._active or (self._guarding and not torch.compiler.is_compiling()):
                 capture(grad)
 
         return gradient_hook
