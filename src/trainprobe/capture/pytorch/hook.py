@@ -687,6 +687,7 @@ class Hook:
         if self._closed:
             return
         self._closed = True
+        self._functional.stop()
         if self.profiler is not None:
             self.profiler.close()
         try:
