@@ -9,6 +9,9 @@ every round), so that drifts in the machine's speed hit them all alike:
 - weights, biases, gradients and losses, raw, every 100 steps;
 - the same as reductions (mean, max, min, abs l2) every step;
 - the same raw every step;
+- the default hook with its non-finite guard turned off (``nonfinite_guard=False``): the
+  difference to the default hook is the guard's cost, printed as a share of the no-hook step
+  time from wall-clock time and from the training thread's CPU time (target: at most 2 %);
 - a reference, not a hook: no hook, but a plain thread writing the bytes that raw every step
   writes, laid out as the hook lays them out (a new directory and two new files per step, each
   written under a temporary name and renamed). It is the floor the disk sets for raw every step.
@@ -58,6 +61,8 @@ CONFIGS = [
     "raw every step",
 ]
 PLAIN = "plain writes of raw every step's bytes"
+NO_GUARD = "default hook, non-finite guard off"
+GUARD_TARGET = 0.02
 TARGETS = {CONFIGS[1]: 0.99, CONFIGS[2]: 0.99, CONFIGS[3]: 0.95, CONFIGS[4]: 0.80}
 SAVED = ["weights", "biases", "gradients", "losses"]
 
@@ -68,6 +73,8 @@ def make_hook(smd: Any, name: str, out_dir: str) -> Any:
         return None
     if name == CONFIGS[1]:
         return smd.Hook(out_dir=out_dir)
+    if name == NO_GUARD:
+        return smd.Hook(out_dir=out_dir, nonfinite_guard=False)
     if name == CONFIGS[2]:
         return smd.Hook(
             out_dir=out_dir,
@@ -162,7 +169,7 @@ def measure(
     torch.set_num_threads(1)
     torch.manual_seed(0)
     inputs, labels = torch.randn(256, 784), torch.randint(0, 10, (256,))
-    names = CONFIGS + ([PLAIN] if plain else [])
+    names = CONFIGS + ([PLAIN, NO_GUARD] if plain else [])
     runs: dict[str, dict[str, Any]] = {}
     for name in names:
         model = nn.Sequential(
@@ -316,6 +323,22 @@ def report(title: str, repeats: list[dict[str, Any]], show_targets: bool) -> Non
         )
 
 
+def report_guard(repeats: list[dict[str, Any]]) -> None:
+    """The non-finite guard's cost: the default hook's step time less the same hook's without
+    the guard, as a share of the no-hook step time (wall clock and training-thread CPU)."""
+    wall, cpu = [], []
+    for results in repeats:
+        base, guarded, unguarded = results[CONFIGS[0]], results[CONFIGS[1]], results[NO_GUARD]
+        step = 1 / base["steps_per_second"]
+        wall.append((1 / guarded["steps_per_second"] - 1 / unguarded["steps_per_second"]) / step)
+        cpu.append((guarded["train_cpu_ms"] - unguarded["train_cpu_ms"]) / base["train_cpu_ms"])
+    print(
+        f"\nnon-finite guard: {100 * statistics.median(wall):+.2f} % of the no-hook step time "
+        f"(wall clock), {100 * statistics.median(cpu):+.2f} % (training-thread CPU time); "
+        f"target at most {100 * GUARD_TARGET:.0f} %"
+    )
+
+
 def smdebug_python() -> Path | None:
     cache = Path(os.environ.get("TRAINPROBE_TEST_CACHE", REPO / ".cache"))
     python = cache / "smdebug" / "bin" / "python"
@@ -348,6 +371,7 @@ def main() -> None:
         title = f"trainprobe ({args.steps} steps each, interleaved"
         title += f", median of {repeat} runs)" if repeat > 1 else ")"
         report(title, repeats, show_targets=True)
+        report_guard(repeats)
         last = repeats[-1][CONFIGS[-1]]
         plain_seconds = plain_write_seconds(last["bytes"], last["steps"], root)
         hook_rate = last["bytes"] / last["seconds"] / 1e6

@@ -328,8 +328,10 @@ def test_an_issue_on_a_terminal_is_shown_with_its_evidence_and_fails_the_run(
     )
     summary = lines[lines.index("Training job live-nan: Stopped") :]
     assert "  ExplodingTensor: IssuesFound" in summary
-    evidence = summary[summary.index("    Evidence at step 5:") + 1]
-    assert "NaN" in evidence and "CrossEntropyLoss_output_0" in evidence
+    start = summary.index("    Evidence at step 5:") + 1
+    origin, evidence = summary[start], summary[start + 1 : start + 12]
+    assert "step 5: first NaN in the output of" in origin
+    assert any("NaN" in line and "CrossEntropyLoss_output_0" in line for line in evidence)
     # Without the system monitor there is nothing to show on the system row.
     assert set(panel_rows(lines, "system")) <= {"system"}
 

@@ -131,3 +131,25 @@ def test_every_rule_s_examples_work(
         collections = request.get("DebugHookConfig", {}).get("CollectionConfigurations", [])
         assert collections == [need.to_request_dict() for need in spec.collections]
     assert rule.spec is spec
+
+
+def test_show_says_what_a_rule_does_and_does_not_catch(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "show", "LossNotDecreasing"]) == 0
+    out = capsys.readouterr().out
+    catches = out.index("What it catches:")
+    misses = out.index("What it does not catch:")
+    assert catches < misses < out.index("Parameters:")
+    assert "A noisy loss that is flat on average" in out[misses:]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [spec for spec in catalogue.debugging_rules() if spec.name != "CreateXgboostReport"],
+    ids=lambda spec: spec.name,
+)
+def test_every_debugging_rule_says_what_it_does_not_catch(
+    spec: catalogue.RuleSpec, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rules", "show", spec.name]) == 0
+    out = capsys.readouterr().out
+    assert "What it catches:" in out and "What it does not catch:" in out

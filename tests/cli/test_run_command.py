@@ -131,8 +131,10 @@ def test_a_stopped_diverging_run_fails_on_issue_with_its_evidence(tmp_path: Path
     )
     summary = lines[lines.index("Training job cli-nan: Stopped") :]
     assert "  ExplodingTensor: IssuesFound" in summary
-    evidence = summary[summary.index("    Evidence at step 5:") + 1]
-    assert "NaN" in evidence and "CrossEntropyLoss_output_0" in evidence
+    start = summary.index("    Evidence at step 5:") + 1
+    origin, evidence = summary[start], summary[start + 1 : start + 12]
+    assert "step 5: first NaN in the output of" in origin
+    assert any("NaN" in line and "CrossEntropyLoss_output_0" in line for line in evidence)
     assert "finished" not in lines
 
 

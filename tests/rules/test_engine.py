@@ -185,6 +185,7 @@ def test_rule_modes_choose_the_steps_and_steps_stay_global(tmp_path: Path) -> No
 
         def invoke_at_step(self, step: int) -> bool:
             seen.append((step, self.base_trial.mode(step)))
+            self.base_trial.tensor("loss").value(step)
             return False
 
     output = tmp_path / "rule-output"
@@ -216,7 +217,7 @@ def test_start_step_and_end_step_bound_the_evaluated_steps(tmp_path: Path) -> No
     class Recorder(SmallGradient):
         def invoke_at_step(self, step: int) -> bool:
             seen.append(step)
-            return False
+            return super().invoke_at_step(step)
 
     definition = RuleDefinition.for_class(Recorder, start_step=3, end_step=6)
     verdict = run_rule(definition, str(tmp_path))

@@ -29,6 +29,8 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
+from trainprobe.analysis.module_types import ModuleTypeIndex
+from trainprobe.analysis.read_log import ReadLog
 from trainprobe.analysis.saved_collection import SavedCollection
 from trainprobe.analysis.steps import StepCatalog, StepState
 from trainprobe.analysis.tensor import RecordRef, Tensor
@@ -36,6 +38,7 @@ from trainprobe.config.errors import ConfigError, closest
 from trainprobe.storage import files, locations, step_reader
 from trainprobe.storage.index_file import StepIndex
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.nonfinite_file import NonFiniteOrigin, read_nonfinite_origin
 from trainprobe.storage.reduction_names import parse_reduction_tensor_name
 from trainprobe.storage.tensor_event import TensorEvent
 from trainprobe.storage.training_end import training_has_ended
@@ -75,6 +78,8 @@ class Trial:
         self._last_step_of: dict[str, int] = {}
         self._read_collections_files: set[str] = set()
         self._reader = files.RangeReader(max_open=128)
+        self.read_log: ReadLog | None = None
+        self._module_types = ModuleTypeIndex(self.path)
         self._wait_for_collections()
         self.refresh_data()
 
@@ -203,6 +208,8 @@ class Trial:
 
     def _value(self, name: str, step: int, mode: ModeKeys, ref: RecordRef) -> np.ndarray:
         """The value in the record at ``ref`` (the hot path of ``Tensor.value``)."""
+        if self.read_log is not None:
+            self.read_log.read(name)
         try:
             return step_reader.read_tensor_value(
                 self.path, ref.event_file, ref.start, ref.length, self._reader
@@ -214,6 +221,8 @@ class Trial:
         self, name: str, step: int, mode: ModeKeys, refs: Sequence[RecordRef]
     ) -> list[TensorEvent]:
         """Decode the records at ``refs``, in order, reading each event file once."""
+        if self.read_log is not None and refs:
+            self.read_log.read(name)
         by_file: dict[str, list[int]] = {}
         for position, ref in enumerate(refs):
             by_file.setdefault(ref.event_file, []).append(position)
@@ -273,9 +282,13 @@ class Trial:
             names = set(self._tensors)
         else:
             names = set(self._mode_tensors.get(mode, ()))
+        log = self.read_log
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
             names = {n for n in names if any(re.search(p, n) for p in patterns)}
+            if log is not None:
+                for pattern in patterns:
+                    log.looked_for("pattern", pattern, any(re.search(pattern, n) for n in names))
         if isinstance(collection, str) and collection not in self._collections:
             # A rule asking by name for what the job did not save must hear it, not get [].
             allowed = "one of " + ", ".join(sorted(self._collections))
@@ -284,13 +297,18 @@ class Trial:
         if collection is not None:
             saved = self.collection(collection if isinstance(collection, str) else collection.name)
             names = {n for n in names if saved.matches(n)}
+            if log is not None:
+                log.looked_for("collection", saved.name, bool(names))
         return sorted(names)
 
     def has_tensor(self, name: str) -> bool:
         """Whether tensor ``name`` has been saved (refreshing once if it is not known yet)."""
         if name not in self._tensors:
             self.maybe_refresh()
-        return name in self._tensors
+        found = name in self._tensors
+        if self.read_log is not None:
+            self.read_log.looked_for("tensor", name, found)
+        return found
 
     def tensor(self, name: str) -> Tensor:
         """Tensor ``name``; raises TensorUnavailable when it was never saved."""
@@ -371,6 +389,25 @@ class Trial:
             )
             found = self._collections[name] = SavedCollection(name)
         return found
+
+    def module_type(self, name: str) -> str | None:
+        """The class of a module the PyTorch hook registered (``"torch.nn.Tanh"``), by the
+        module's name or by one of its tensors' (``"body.1_input_0"``); None when not recorded
+        (output written by smdebug, or a tensor that is not a module's input or output)."""
+        found = self._module_types.get(name, self.loaded_all_steps)
+        return None if found is None else found.type
+
+    def module_nn_type(self, name: str) -> str | None:
+        """Like ``module_type``, but the ``torch.nn`` class the module is or derives from
+        (``"torch.nn.Tanh"`` for a user's ``class MyTanh(nn.Tanh)``); None when there is none."""
+        found = self._module_types.get(name, self.loaded_all_steps)
+        return None if found is None else found.nn
+
+    def nonfinite_origin(self) -> NonFiniteOrigin | None:
+        """Where the training's first NaN or infinity started (step, module, whether its inputs
+        were finite, when the loss followed), as the PyTorch hook's non-finite guard recorded
+        it; None when it recorded none (or the output was written by smdebug)."""
+        return read_nonfinite_origin(self.path)
 
     def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
         """Whether ``step`` is complete (AVAILABLE), skipped for good (UNAVAILABLE), or may

@@ -24,7 +24,7 @@ from trainprobe.jobs.progress import (
     training_step,
 )
 from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ERROR, ISSUES_FOUND
+from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.system_metrics import SystemMetricsReader
@@ -151,7 +151,7 @@ class JobProgress:
                     rule["RuleConfigurationName"],
                     rule["RuleEvaluationStatus"],
                     rule["StatusDetails"]
-                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR)
+                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR, NO_ISSUES_FOUND)
                     else "",
                 )
                 for rule in rule_statuses(description)

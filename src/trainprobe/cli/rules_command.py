@@ -16,11 +16,13 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from typing import Any
 
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.catalogue.model import format_value
+from trainprobe.config.catalogue.scope import scope_of
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs.describe import layout_at
@@ -155,6 +157,15 @@ def describe(spec: catalogue.RuleSpec) -> list[str]:
         + (f" (rule group {spec.group})" if spec.group else ""),
         "",
     ]
+    scope = scope_of(spec.name)
+    if scope is not None:
+        lines += [
+            "What it catches:",
+            *_wrapped(scope.catches),
+            "What it does not catch:",
+            *_wrapped(scope.misses),
+            "",
+        ]
     lines += _parameters(spec)
     for group in spec.one_of:
         lines += [f"  Give at least one of: {', '.join(group)}.", ""]
@@ -174,6 +185,10 @@ def describe(spec: catalogue.RuleSpec) -> list[str]:
     lines += ["Python example:", *_indent(_python_example(spec)), ""]
     lines += ["JSON example (CreateTrainingJob request):", *_indent(_json_example(spec))]
     return lines
+
+
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, width=96, initial_indent="  ", subsequent_indent="  ")
 
 
 def _parameters(spec: catalogue.RuleSpec) -> list[str]:

@@ -7,6 +7,7 @@
 - ``StepDurations``: each training process's steps (``step_durations``);
 - ``Framework``: where the time went (``framework``);
 - ``Rules``: the profiler rules' findings (``rules_summary``);
+- ``DebuggingRules``: each debugging rule's verdict and where a NaN started (``debugging_rules``);
 - ``DebuggerOverhead``: what the hook cost (``overhead``).
 
 It reads whatever is on disk now, so it works on a job in progress as on a finished one.
@@ -19,6 +20,7 @@ import numbers
 from typing import Any
 
 from trainprobe.analysis.profiler.output import ProfilerOutput
+from trainprobe.report.debugging_rules import debugging_rules
 from trainprobe.report.framework import framework_summary
 from trainprobe.report.job_files import JobFiles
 from trainprobe.report.job_summary import job_summary, time_axis
@@ -56,6 +58,7 @@ def report_content(job: JobFiles) -> dict[str, Any]:
             output, reports.get("OverallFrameworkMetrics", {}).get("Details")
         ),
         "Rules": rules_summary(reports, job.rule_output),
+        "DebuggingRules": debugging_rules(job.job_dir, job.debug_output, job.rule_output),
         "DebuggerOverhead": debugger_overhead(job.debug_output, summary["TrainingSeconds"]),
     }
 

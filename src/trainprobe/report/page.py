@@ -244,19 +244,43 @@ def _framework_section(content: dict[str, Any]) -> str:
     return _section("framework", "".join(parts))
 
 
+def _debugging_rules(content: dict[str, Any]) -> str:
+    found = content.get("DebuggingRules") or {"Rules": [], "FirstNonFinite": None}
+    parts = []
+    if found["FirstNonFinite"]:
+        parts.append(f'<p class="issue">{text(found["FirstNonFinite"])}</p>')
+    if found["Rules"]:
+        rows = [
+            [
+                text(row["Rule"]),
+                f'<b class="status">{text(row["Status"])}</b>',
+                number(row["StepsEvaluated"]),
+                number(row["StepsSkipped"]),
+                number(row["TensorsChecked"]),
+                text(row["StatusDetails"]),
+            ]
+            for row in found["Rules"]
+        ]
+        columns = ("rule", "status", "steps evaluated", "skipped", "tensors checked", "details")
+        parts.append(table(columns, rows, css_class="rules"))
+    return "".join(parts)
+
+
 def _rules_section(content: dict[str, Any]) -> str:
     rules = content["Rules"]
+    debugging = _debugging_rules(content)
     if not rules["Rules"]:
         return _section(
             "rules",
-            '<p class="muted">No profiler rule has reported on this job. '
+            debugging + '<p class="muted">No profiler rule has reported on this job. '
             "Run them with <code>trainprobe rules run ProfilerReport "
             f"{text(content['JobDirectory'])}</code>.</p>",
         )
     status = rules["Status"] or "unknown"
     parts = [
+        debugging,
         f'<p>ProfilerReport: <b class="status">{text(status)}</b> '
-        f"{text(rules['StatusDetails'] or '')}</p>"
+        f"{text(rules['StatusDetails'] or '')}</p>",
     ]
     rows = []
     for row in rules["Rules"]:

@@ -6,18 +6,23 @@ end_step), evaluates it, writes the evaluation, and ends its rule's run with a s
 
 - IssuesFound when the condition is met (built-in rules stop at the first issue, as on
   SageMaker, unless ``every_step``; custom rules go on, as smdebug's ``invoke_rule`` does);
-- NoIssuesFound when every step is read and no issue was found;
+- NoIssuesFound when every step is read, at least one tensor was checked at one step, and no
+  issue was found;
 - Error when the rule fails (what failed and where: for a custom rule, the line in the user's
-  file), or when it could judge no step at all (the reason says what to save);
+  file), or when it checked no tensor at all (the reason says what it looked for, what the job
+  saved, and what to configure to save what it needs);
 - Stopping, then Stopped, when stopped.
 
 A step the rule cannot judge (a tensor not saved at it, or InsufficientInformationForRuleInvocation)
-is skipped. When the rule first finds an issue, the status is written first and the actions
+is skipped. Every status counts the steps evaluated and skipped and names the patterns that
+matched nothing (while in progress, refreshed at most every ``PROGRESS_SECONDS``). When the
+rule first finds an issue, the status is written first and the actions
 run after; their outcomes are recorded and never change the verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -30,16 +35,23 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.trial import Trial
+from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.custom import CustomRuleError
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.failure import describe_failure
+from trainprobe.rules.missing_data import (
+    FUNCTIONAL_ACTIVATIONS,
+    mentions_activations,
+    nothing_checked,
+)
 from trainprobe.rules.rule import (
     InsufficientInformationForRuleInvocation,
     Rule,
     RuleEvaluationConditionMet,
+    coverage,
     take_evidence,
 )
 from trainprobe.rules.rule_run import RuleRun
@@ -57,6 +69,9 @@ from trainprobe.storage.modes import ModeKeys
 __all__ = ["RuleEvaluator"]
 
 log = logging.getLogger(__name__)
+
+PROGRESS_SECONDS = 1.0
+"""How often, at most, an InProgress status is rewritten with new counts."""
 
 # The trial's "this step cannot be read" errors: the step is skipped, as smdebug's invoker does.
 _STEP_NOT_JUDGED = (
@@ -91,6 +106,7 @@ class RuleEvaluator(RuleRun):
         self.rule: Rule | None = None
         self._last_unjudged: str | None = None
         self._steps_in_modes = 0
+        self._progress_at = 0.0
 
     @property
     def status(self) -> str:
@@ -208,8 +224,10 @@ class RuleEvaluator(RuleRun):
             self.on_evaluation(evaluation)
         if evaluation.result == SKIPPED:
             self.verdict.steps_skipped += 1
+            self._progress()
             return
         self.verdict.steps_evaluated += 1
+        self._progress()
         if evaluation.result == ISSUES_FOUND:
             self.verdict.issues.append(evaluation)
             if len(self.verdict.issues) == 1:
@@ -218,6 +236,36 @@ class RuleEvaluator(RuleRun):
                 self.finish(ISSUES_FOUND, self._issue_details())
         elif end_of_rule:
             self.conclude(steps_seen)
+
+    def _progress(self) -> None:
+        """Refresh the InProgress status with the counts so far (at most every second)."""
+        now = time.monotonic()
+        if self.finished or self.verdict.issues or now - self._progress_at < PROGRESS_SECONDS:
+            return
+        self._progress_at = now
+        self._count_coverage()
+        self._set_status(IN_PROGRESS, f"evaluating {self.trial_path}: {self._counts()}")
+
+    def _count_coverage(self) -> None:
+        if self.rule is None:
+            return
+        seen = coverage(self.rule)
+        self.verdict.tensors_checked = len(seen.tensors_read)
+        self.verdict.unmatched = [lookup.describe() for lookup in seen.unmatched()]
+
+    def _counts(self, reason: bool = True) -> str:
+        """The counts every status carries: steps evaluated and skipped (with the last
+        reason unless not ``reason``), tensors checked, patterns that matched nothing."""
+        verdict = self.verdict
+        text = (
+            f"{verdict.steps_evaluated} step(s) evaluated, {verdict.tensors_checked} tensor(s) "
+            f"checked, {verdict.steps_skipped} step(s) skipped"
+        )
+        if verdict.steps_skipped and self._last_unjudged and reason:
+            text += f" (last: {self._last_unjudged})"
+        if verdict.unmatched:
+            text += f"; matched nothing: {'; '.join(verdict.unmatched)}"
+        return text
 
     def _evaluate(
         self, rule: Rule, step: int, mode: ModeKeys | None, mode_step: int | None
@@ -274,19 +322,41 @@ class RuleEvaluator(RuleRun):
         if self.finished:
             return
         verdict, name = self.verdict, self.definition.rule_to_invoke
+        self._count_coverage()
+        rule = self.rule
+        reads = rule is None or getattr(rule, "reads_tensors", True)
         if verdict.issues:
             self.finish(ISSUES_FOUND, self._issue_details())
-        elif verdict.steps_evaluated > 0:
-            text = f"{name} evaluated {verdict.steps_evaluated} step(s) and found no issue"
-            if verdict.steps_skipped:
-                text += f"; {verdict.steps_skipped} step(s) skipped ({self._last_unjudged})"
+        elif verdict.steps_evaluated > 0 and (verdict.tensors_checked > 0 or not reads):
+            text = f"{name} found no issue: {self._counts()}"
+            if verdict.unmatched and mentions_activations(" ".join(verdict.unmatched)):
+                text += f". {FUNCTIONAL_ACTIVATIONS}"
             self.finish(NO_ISSUES_FOUND, text)
-        elif self._last_unjudged is not None:
-            self.finish(ERROR, f"{name} could not be evaluated at any step: {self._last_unjudged}")
+        elif verdict.steps_evaluated > 0 or self._last_unjudged is not None:
+            self.finish(ERROR, self._nothing_checked())
         elif self._steps_in_modes == 0 and steps_seen > 0:
             self.finish(ERROR, self._no_step_in_range(steps_seen))
         else:
             self.finish(ERROR, no_steps_message(self.trial_path))
+
+    def _nothing_checked(self) -> str:
+        rule = self.rule
+        seen = coverage(rule) if rule is not None else None
+        looked_for = seen.unmatched() if seen is not None else []
+        trial = rule.base_trial if rule is not None else None
+        collections: list[str] = []
+        if self.definition.builtin:
+            with contextlib.suppress(ConfigError):
+                spec = catalogue.get(self.definition.rule_to_invoke)
+                collections = [need.name for need in spec.collections]
+        text = nothing_checked(
+            self.definition.rule_to_invoke,
+            trial,
+            looked_for,
+            self._last_unjudged,
+            collections=[name for name in collections if name not in ("losses",)],
+        )
+        return f"{text} ({self._counts(reason=not looked_for)})"
 
     def _no_step_in_range(self, steps_seen: int) -> str:
         name, definition = self.definition.rule_to_invoke, self.definition
@@ -310,7 +380,8 @@ class RuleEvaluator(RuleRun):
             text += ": " + "; ".join(item.describe() for item in first.evidence[:3])
         if len(self.verdict.issues) > 1:
             text += f" (issues at {len(self.verdict.issues)} steps in all)"
-        return text
+        self._count_coverage()
+        return f"{text} ({self._counts()})"
 
     def _config_error_details(self, error: ConfigError, step: int) -> str:
         name = self.definition.rule_to_invoke

@@ -43,6 +43,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from trainprobe.analysis.exceptions import TensorUnavailable
+from trainprobe.analysis.read_log import ReadLog
 from trainprobe.analysis.tensor import Tensor
 from trainprobe.analysis.trial import Trial
 from trainprobe.errors import RuleError
@@ -55,6 +56,7 @@ __all__ = [
     "RequiredTensorsForTrial",
     "Rule",
     "RuleEvaluationConditionMet",
+    "coverage",
     "json_ready",
     "no_refresh",
     "refresh",
@@ -332,6 +334,9 @@ class Rule(abc.ABC):
     """
 
     modes: ClassVar[tuple[ModeKeys, ...] | None] = None
+    reads_tensors: ClassVar[bool] = True
+    """Whether the rule judges tensors. A rule that does (every built-in debugging rule, every
+    custom rule unless it says otherwise) passes only after reading at least one tensor."""
 
     def __init__(
         self,
@@ -361,6 +366,7 @@ class Rule(abc.ABC):
             "RuleParameters": "",
         }
         self._evidence: list[Evidence] = []
+        self.coverage = ReadLog()
 
     def set_required_tensors(self, step: int) -> None:  # noqa: B027 (optional, as in smdebug)
         """Optionally declare, through ``self.req_tensors.add``, what ``step`` needs: the runner
@@ -396,11 +402,22 @@ class Rule(abc.ABC):
     def evaluate(self, step: int) -> bool:
         """Evaluate the rule at ``step``, a step known to be written: declare and fetch the
         required tensors, then ``invoke_at_step``, without re-listing the trials' files."""
-        with no_refresh(self.trials):
-            self.req_tensors.clear()
-            self.set_required_tensors(step)
-            self.req_tensors.fetch()
-            return bool(self.invoke_at_step(step))
+        log, seen = ReadLog(), coverage(self)
+        try:
+            with no_refresh(self.trials), _watching(self.trials, log):
+                self.req_tensors.clear()
+                self.set_required_tensors(step)
+                self.req_tensors.fetch()
+                result = bool(self.invoke_at_step(step))
+        except RuleEvaluationConditionMet:
+            raise
+        except BaseException:
+            # A step that could not be judged checked nothing, but what it looked for counts.
+            log.tensors_read.clear()
+            raise
+        finally:
+            seen.merge(log)
+        return result
 
     def invoke(self, step: int) -> None:
         """smdebug's call: wait for ``step``, evaluate, and raise RuleEvaluationConditionMet when
@@ -408,6 +425,26 @@ class Rule(abc.ABC):
         self.base_trial.wait_for_steps([step])
         if self.evaluate(step):
             raise RuleEvaluationConditionMet(self.rule_name, step)
+
+
+@contextlib.contextmanager
+def _watching(trials: Iterable[Trial], log: ReadLog) -> Iterator[None]:
+    saved = [(trial, trial.read_log) for trial in trials]
+    for trial, _ in saved:
+        trial.read_log = log
+    try:
+        yield
+    finally:
+        for trial, before in saved:
+            trial.read_log = before
+
+
+def coverage(rule: Rule) -> ReadLog:
+    """What ``rule`` has read and looked for over its run (only steps it could judge count)."""
+    found = rule.__dict__.get("coverage")
+    if not isinstance(found, ReadLog):
+        found = rule.coverage = ReadLog()
+    return found
 
 
 def take_evidence(rule: Rule) -> list[Evidence]:

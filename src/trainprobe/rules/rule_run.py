@@ -74,6 +74,8 @@ class RuleRun:
                         last_modified_time=time.time(),
                         finished=finished,
                         steps_evaluated=self.verdict.steps_evaluated,
+                        steps_skipped=self.verdict.steps_skipped,
+                        tensors_checked=self.verdict.tensors_checked,
                     )
                 )
         if finished:

@@ -76,6 +76,8 @@ class Verdict:
     details: str
     steps_evaluated: int = 0
     steps_skipped: int = 0
+    tensors_checked: int = 0
+    unmatched: list[str] = field(default_factory=list)
     issues: list[Evaluation] = field(default_factory=list)
     actions: list[ActionOutcome] = field(default_factory=list)
 
@@ -98,10 +100,12 @@ class Verdict:
             steps = ", ".join(str(issue.step) for issue in self.issues[:20])
             more = " ..." if len(self.issues) > 20 else ""
             lines.append(f"  Issues at steps: {steps}{more}")
-        counted = f"  Steps evaluated: {self.steps_evaluated}"
-        if self.steps_skipped:
-            counted += f" (and {self.steps_skipped} skipped)"
-        lines.append(counted)
+        lines.append(
+            f"  Steps evaluated: {self.steps_evaluated}, skipped: {self.steps_skipped}; "
+            f"tensors checked: {self.tensors_checked}"
+        )
+        if self.unmatched:
+            lines.append(f"  Matched nothing: {'; '.join(self.unmatched)}")
         for outcome in self.actions:
             state = "done" if outcome.ok else "FAILED"
             action = f"{outcome.action} to {outcome.target}"

@@ -45,6 +45,8 @@ class RuleStatus:
     last_modified_time: float
     finished: bool = False
     steps_evaluated: int = 0
+    steps_skipped: int = 0
+    tensors_checked: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The status as SageMaker names its fields, plus trainprobe's."""
@@ -55,6 +57,8 @@ class RuleStatus:
             "LastModifiedTime": self.last_modified_time,
             "Finished": self.finished,
             "StepsEvaluated": self.steps_evaluated,
+            "StepsSkipped": self.steps_skipped,
+            "TensorsChecked": self.tensors_checked,
         }
 
     @classmethod
@@ -67,6 +71,8 @@ class RuleStatus:
             last_modified_time=float(data["LastModifiedTime"]),
             finished=bool(data.get("Finished", False)),
             steps_evaluated=int(data.get("StepsEvaluated", 0)),
+            steps_skipped=int(data.get("StepsSkipped", 0)),
+            tensors_checked=int(data.get("TensorsChecked", 0)),
         )
 
 

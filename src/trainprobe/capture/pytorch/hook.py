@@ -52,6 +52,12 @@ from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.functional_activations import (
+    FUNCTION_TYPES,
+    FunctionalActivations,
+)
+from trainprobe.capture.pytorch.module_types import ModuleTypes
+from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
 from trainprobe.capture.pytorch.step_capture import StepCapture
@@ -62,6 +68,8 @@ from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.module_types_file import write_module_types
+from trainprobe.storage.nonfinite_file import write_nonfinite_origin
 from trainprobe.storage.step_file import training_has_ended
 
 __all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
@@ -156,6 +164,9 @@ class Hook(SmdebugSurface):
     files). ``dry_run`` only logs what would be saved. ``export_tensorboard`` writes TensorBoard
     summaries of the saved tensors into ``tensorboard_dir`` (default ``<out_dir>/tensorboard``);
     giving a ``tensorboard_dir`` turns the export on by itself, as in smdebug.
+    ``nonfinite_guard`` (on by default, off for a compiled model) checks every step for the
+    first NaN or infinity, records where it started and saves that step in full (see
+    ``trainprobe.capture.pytorch.nonfinite_guard``).
     """
 
     def __init__(
@@ -172,6 +183,7 @@ class Hook(SmdebugSurface):
         include_workers: str = "one",
         *,
         strict: bool | None = None,
+        nonfinite_guard: bool = True,
     ) -> None:
         global _singleton
         super().__init__()
@@ -225,6 +237,12 @@ class Hook(SmdebugSurface):
             self.tensorboard_dir,
         )
         self._active = False
+        self.guard = NonFiniteGuard() if nonfinite_guard and not self.dry_run else None
+        self._guarding = False
+        self._losses: set[str] = set()
+        self._functional = FunctionalActivations(self._on_function)
+        self._functional_owner: str | None = None
+        self._top_names: dict[int, str] = {}
         self._failed = False
         self._closed = False
         self._spent = 0.0
@@ -234,6 +252,7 @@ class Hook(SmdebugSurface):
         self._pending_tensors: dict[str, tuple[torch.Tensor, list[str]]] = {}
         self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
         self._module_names: dict[int, str] = {}
+        self.module_types = ModuleTypes()
         self._resolved_modules: set[tuple[int, int]] = set()
         self._names_resolved = -1
         self._handles: list[Any] = []
@@ -283,6 +302,10 @@ class Hook(SmdebugSurface):
         if not isinstance(module, torch.nn.Module):
             raise ConfigError("module", module, "a torch.nn.Module")
         model = naming.unwrap(module)
+        if model is not module and getattr(module, "_orig_mod", None) is not None:
+            # A compiled model: a check in every module on every step would break its graph.
+            self.guard = None
+            self._functional_owner = ""  # nor are its activation functions watched
         if id(model) in self._registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
@@ -290,6 +313,7 @@ class Hook(SmdebugSurface):
             # First, so that each step's timing includes the hook's own work.
             self.profiler.register_module(model)
         top = type(model).__name__
+        self._top_names[id(model)] = top
         self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
         for qualified, submodule in model.named_modules():
             if id(submodule) in self._module_names:
@@ -299,6 +323,7 @@ class Hook(SmdebugSurface):
             self.module_maps[submodule] = name
             setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
             # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
+            self.module_types.add(name, submodule)
             hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
             self._handles.append(submodule.register_forward_hook(hook))
         parameters = [
@@ -309,9 +334,13 @@ class Hook(SmdebugSurface):
             if parameter.requires_grad:
                 hook = self._gradient_hook(name)
                 self._handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+        self._handles.append(model.register_forward_hook(self._forward_end))
         self._registered[id(model)] = parameters
 
     register_hook = register_module
+
+    def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+        self._functional.stop()
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
@@ -323,6 +352,8 @@ class Hook(SmdebugSurface):
         self._module_names[id(loss_module)] = name
         self.module_maps[loss_module] = name
         setattr(loss_module, "_module_name", name)  # noqa: B010
+        self._losses.add(name)
+        self.module_types.add(name, loss_module)
         hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
         self._handles.append(loss_module.register_forward_hook(hook))
 
@@ -341,7 +372,8 @@ class Hook(SmdebugSurface):
         capture = _eager(functools.partial(self._on_module_io, name))
 
         def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            if self._active:
+            # The guard stays out of compiled regions: it would break the graph every step.
+            if self._active or (self._guarding and not torch.compiler.is_compiling()):
                 capture(inputs, outputs)
 
         return module_hook
@@ -351,7 +383,7 @@ class Hook(SmdebugSurface):
         capture = functools.partial(self._on_gradient, gradient)
 
         def gradient_hook(grad: torch.Tensor) -> None:
-            if self._active:
+            if self._active or (self._guarding and not torch.compiler.is_compiling()):
                 capture(grad)
 
         return gradient_hook
@@ -393,12 +425,18 @@ class Hook(SmdebugSurface):
 
     @_guarded
     def _on_step_start(self, model_id: int) -> None:
+        self._functional.stop()  # a forward that raised never reached its end
         self._raise_writer_error_if_strict()
         self._finish_step()
         mode_step = self._advance()
         self._prepare_if_changed()
         if not self._capture.writes:
+            self._guarding = False
             return  # another rank writes (include_workers="one")
+        guard = self.guard
+        if guard is not None:
+            guard.begin(self.step, self.mode, mode_step)
+            self._guarding = guard.on
         due = self.plan.due(self.mode, mode_step)
         if self.dry_run:
             if due:
@@ -406,11 +444,26 @@ class Hook(SmdebugSurface):
                 log.info("trainprobe dry run: step %d would save %s", self.step, names)
             return
         self._write_overhead_if_due()
+        if self.module_types.unwritten:
+            self._write_module_types()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
         if due:
             self._save_pending()
             self._capture.capture(self._registered.get(model_id, []))
+            if self._functional_owner != "":
+                self._functional_owner = self._top_names.get(model_id)
+                self._functional.start()
+        if guard is not None and guard.save_next_in_full:
+            guard.save_next_in_full = False
+            self._save_rest_in_full()
+
+    def _save_rest_in_full(self) -> None:
+        """The step has gone non-finite: save the rest of it raw, and every parameter."""
+        self._capture.save_in_full()
+        self._active = True
+        for parameters in self._registered.values():
+            self._capture.capture(parameters)
 
     def _save_pending(self) -> None:
         scalars, self._pending_scalars = self._pending_scalars, {}
@@ -425,6 +478,7 @@ class Hook(SmdebugSurface):
         if revision == self.plan.revision and len(self._module_names) == self._names_resolved:
             return
         self._resolve_module_collections()
+        self.module_types.attach(self.collections)
         self._names_resolved = len(self._module_names)
         if self.plan.is_stale():
             self.plan.prepare(strict=self.strict)
@@ -457,21 +511,114 @@ class Hook(SmdebugSurface):
         write = functools.partial(self._overhead_file.write, self._capture.resolve_worker().name)
         self._capture.ensure_writer().submit(SideJob(write))
 
+    def _write_module_types(self) -> None:
+        """Have the writer thread record the module types registered so far."""
+        self.module_types.unwritten = False
+        out_dir, worker = self.out_dir, self._capture.resolve_worker().name
+        modules = dict(self.module_types.modules)
+
+        def write() -> None:
+            self.overhead.file_bytes += write_module_types(out_dir, worker, modules)
+
+        self._capture.ensure_writer().submit(SideJob(write))
+
     def _finish_step(self) -> None:
         self._active = False
+        guard = self.guard
+        if guard is not None:
+            try:
+                guard.finish()
+            except Exception as error:
+                self._guard_failed(error)
+            self._guarding = guard.on and self.guard is not None
+            if guard.unwritten:
+                self._write_origin(guard)
         finished = self._capture.finish()
         if finished is not None:
             self.overhead.add(finished.step, self._spent)
             self._spent = 0.0
 
+    def _close_records(self) -> None:
+        """Write what is still unwritten of the module types and the non-finite origin."""
+        if self.dry_run or not self._capture.writes:
+            return
+        if self.module_types.unwritten and self.step >= 0:
+            self._write_module_types()
+        guard = self.guard
+        if guard is not None:
+            try:
+                guard.close()
+            except Exception as error:
+                self._guard_failed(error)
+            if guard.unwritten:
+                self._write_origin(guard)
+
+    def _guard_failed(self, error: Exception) -> bool:
+        """The non-finite guard failed: it turns itself off; saving and training go on."""
+        if self.strict:
+            raise error
+        self.guard, self._guarding = None, False
+        log.warning(
+            "trainprobe: the non-finite guard stops for the rest of this run (%s: %s); "
+            "tensors are still saved as configured",
+            type(error).__name__,
+            error,
+        )
+        return False
+
+    def _write_origin(self, guard: NonFiniteGuard) -> None:
+        """Have the writer thread record where the first NaN started (before the step ends)."""
+        guard.unwritten = False
+        origin, out_dir = guard.origin, self.out_dir
+        if origin is None:
+            return
+        worker = self._capture.resolve_worker().name
+        log.warning("trainprobe: %s", origin.describe())
+
+        def write() -> None:
+            self.overhead.file_bytes += write_nonfinite_origin(out_dir, worker, origin)
+
+        self._capture.ensure_writer().submit(SideJob(write))
+
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
+        guard = self.guard
+        if self._guarding and guard is not None:
+            try:
+                went_bad = guard.output(name, inputs, outputs, name in self._losses)
+            except Exception as error:
+                went_bad = self._guard_failed(error)
+            if went_bad:
+                self._save_rest_in_full()
+        if self._active:
+            self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
+            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+
+    @_guarded
+    def _on_function(self, kind: str, inputs: Any, outputs: Any) -> None:
+        """An activation function was called in the forward of a save step."""
+        owner = self._functional_owner
+        if not self._active or owner is None:
+            return
+        name = f"{owner}.{kind}"
+        if name not in self.module_types.modules:
+            self.module_types.modules[name] = FUNCTION_TYPES[kind]
+            self.module_types.unwritten = True
         self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
         self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
-        self._capture.capture([(name, grad)])
+        guard = self.guard
+        if self._guarding and guard is not None:
+            try:
+                went_bad = guard.gradient(name.removeprefix(naming.GRADIENT_PREFIX), grad)
+            except Exception as error:
+                went_bad = self._guard_failed(error)
+            if went_bad:
+                self._save_rest_in_full()
+        if self._active:
+            self._capture.capture([(name, grad)])
 
     @_guarded
     def _save_named(self, name: str, suffix: str, value: Any) -> None:
@@ -597,6 +744,7 @@ class Hook(SmdebugSurface):
         if self._closed:
             return
         self._closed = True
+        self._functional.stop()
         if self.profiler is not None:
             self.profiler.close()
         try:
@@ -604,6 +752,7 @@ class Hook(SmdebugSurface):
                 if self._capture.current is not None and self._capture.writes:
                     self._save_pending()  # smdebug writes what it still holds into the last step
                 self._finish_step()
+                self._close_records()
         except Exception as error:
             self._fail(error)
         for handle in self._handles:

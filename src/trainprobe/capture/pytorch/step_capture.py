@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ class Step:
     due: int
     wall_time: float
     sent: bool = False
+    full: bool = False
+    """Whether every tensor seen from now on is saved raw (the step went non-finite)."""
 
 
 class StepCapture:
@@ -131,6 +133,11 @@ class StepCapture:
         self._counts = {}
         return self.current
 
+    def save_in_full(self) -> None:
+        """From now on in this step, save every tensor raw, whatever the plan says."""
+        if self.current is not None:
+            self.current.full = True
+
     def finish(self) -> Step | None:
         """End the step in progress: its reductions leave, its file is closed; returns it."""
         current, self.current = self.current, None
@@ -188,13 +195,15 @@ class StepCapture:
     def capture(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Save what the plan says of each (name, tensor); reductions batched by request."""
         current = self.current
-        if current is None or not current.due:
+        if current is None or not (current.due or current.full):
             return
         grouped: dict[Ops, list[tuple[str, torch.Tensor]]] = {}
         with self._lock:
             writer = self.ensure_writer()
             for name, tensor in items:
                 plan = self.plan.what_to_save(name, current.due)
+                if current.full and not plan.raw:
+                    plan = replace(plan, raw=True)
                 if not plan.anything or tensor.numel() == 0 or not self._dense(name, tensor):
                     continue
                 self._save_one(writer, current, name, tensor, plan)

@@ -6,6 +6,12 @@ for which it is active: a ReLU output above 0, or a tanh / sigmoid input inside 
 the function still has a gradient. A unit whose activity is below ``threshold_inactivity`` is
 dead (ReLU) or saturated (tanh, sigmoid); the rule fires when more than ``threshold_layer``
 percent of a layer's units are.
+
+Activations are found by what they are as well as by name: with the default ``tensor_regex``,
+DeadRelu also checks the outputs of every ``nn.ReLU`` / ``nn.ReLU6`` module and
+SaturatedActivation the inputs of every ``nn.Tanh`` / ``nn.Sigmoid`` module, whatever their
+names (``body.1_output_0`` in an ``nn.Sequential``), from the module types the PyTorch hook
+records. SaturatedActivation tells a tanh from a sigmoid by the module's type, else by name.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.selection import TensorSelection
+from trainprobe.storage.module_types_file import RELU_TYPES, SIGMOID_TYPES, TANH_TYPES
 
 __all__ = ["DeadRelu", "SaturatedActivation", "unit_activity"]
 
@@ -51,12 +58,14 @@ class _ActivationRule(BuiltinRule):
             )
         fired = False
         judged = False
+        unknown: list[str] = []
         for name in names:
             value = self.value(name, step)
             if value is None or value.size == 0:
                 continue
             active = self.active(name, value)
             if active is None:
+                unknown.append(name)
                 continue
             judged = True
             activity = unit_activity(active)
@@ -76,6 +85,12 @@ class _ActivationRule(BuiltinRule):
                     value=failing,
                     threshold=self.threshold_layer,
                 )
+        if not judged and unknown:
+            raise self.insufficient(
+                f"{', '.join(unknown[:3])} matched, but {self.rule_name} cannot tell which "
+                "activation they belong to: neither a recorded module type (nn.Tanh, "
+                "nn.Sigmoid) nor the name says tanh or sigmoid"
+            )
         if not judged:
             raise self.insufficient(
                 f"the values of {self.selection.describe()} were not saved at step {step} "
@@ -89,7 +104,8 @@ class DeadRelu(_ActivationRule):
 
     A ReLU unit is dead at a step when its output is above 0 for less than
     ``threshold_inactivity`` percent of the batch. The PyTorch hook names a ReLU module's
-    output ``<module>_output_0`` (``relu_output_0``), which the default pattern matches.
+    output ``<module>_output_0`` (``relu_output_0``), which the default pattern matches; with
+    that default, the outputs of every ``nn.ReLU`` module count too, whatever its name.
     """
 
     failing_word = "dead"
@@ -116,7 +132,11 @@ class DeadRelu(_ActivationRule):
         self.tensor_regex = parameters.texts("tensor_regex")
         self.threshold_inactivity = parameters.real("threshold_inactivity")
         self.threshold_layer = parameters.real("threshold_layer")
-        self.selection = TensorSelection(patterns=parameters.patterns("tensor_regex"))
+        self.selection = TensorSelection(
+            patterns=parameters.patterns("tensor_regex"),
+            module_types=RELU_TYPES if parameters.is_default("tensor_regex") else frozenset(),
+            side="output",
+        )
 
     def active(self, name: str, value: np.ndarray) -> np.ndarray | None:
         """A ReLU is active where its output is above 0."""
@@ -130,8 +150,9 @@ class SaturatedActivation(_ActivationRule):
     The rule reads the activation's input. A unit is saturated at a step when its input lies
     inside (``threshold_<fn>_min``, ``threshold_<fn>_max``) for less than
     ``threshold_inactivity`` percent of the batch; outside that range the function's gradient is
-    below about 1e-7. Whether a tensor feeds a tanh or a sigmoid is read from its name
-    (``tanh_input_0``, ``sigmoid_input_0``); tensors named like neither are skipped.
+    below about 1e-7. Whether a tensor feeds a tanh or a sigmoid is read from the module type
+    the hook recorded, else from its name (``tanh_input_0``, ``sigmoid_input_0``); tensors
+    known as neither are skipped.
     """
 
     failing_word = "saturated"
@@ -173,12 +194,23 @@ class SaturatedActivation(_ActivationRule):
         self.threshold_sigmoid_max = parameters.real("threshold_sigmoid_max")
         self.threshold_inactivity = parameters.real("threshold_inactivity")
         self.threshold_layer = parameters.real("threshold_layer")
+        by_type = not self.collection_names and parameters.is_default("tensor_regex")
         self.selection = TensorSelection(
-            collections=self.collection_names, patterns=parameters.patterns("tensor_regex")
+            collections=self.collection_names,
+            patterns=parameters.patterns("tensor_regex"),
+            module_types=TANH_TYPES | SIGMOID_TYPES if by_type else frozenset(),
+            side="input",
         )
 
     def bounds(self, name: str) -> tuple[float, float] | None:
-        """The (min, max) input range of the activation ``name`` feeds; None if unknown."""
+        """The (min, max) input range of the activation ``name`` feeds; None if unknown.
+
+        The module's recorded type decides (nn.Tanh, nn.Sigmoid); failing that, the name."""
+        kind = self.base_trial.module_nn_type(name)
+        if kind in TANH_TYPES:
+            return self.threshold_tanh_min, self.threshold_tanh_max
+        if kind in SIGMOID_TYPES:
+            return self.threshold_sigmoid_min, self.threshold_sigmoid_max
         lowered = name.lower()
         is_tanh, is_sigmoid = "tanh" in lowered, "sigmoid" in lowered
         if is_tanh and not is_sigmoid:

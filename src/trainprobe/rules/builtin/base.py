@@ -54,6 +54,10 @@ def compile_patterns(field: str, patterns: Sequence[str]) -> tuple[re.Pattern[st
     return tuple(compiled)
 
 
+def _comparable(value: object) -> object:
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
 class Parameters:
     """A rule's constructor arguments, converted and checked by the catalogue.
 
@@ -66,10 +70,15 @@ class Parameters:
         self.rule = rule
         spec = catalogue.get(rule)
         raw = {name: value for name, value in given.items() if value is not None}
+        self._defaults = spec.defaults()
         self._values: dict[str, Any] = {
             **spec.defaults(),
             **spec.convert(raw, field_prefix=rule),
         }
+
+    def is_default(self, name: str) -> bool:
+        """Whether parameter ``name`` has its catalogue default (given or not)."""
+        return _comparable(self._values[name]) == _comparable(self._defaults[name])
 
     def real(self, name: str) -> float:
         """Parameter ``name`` as a float."""

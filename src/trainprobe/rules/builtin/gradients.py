@@ -19,6 +19,7 @@ from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.module_types_file import ACTIVATION_TYPES
 
 __all__ = ["PoorWeightInitialization", "VanishingGradient", "WeightUpdateRatio"]
 
@@ -196,8 +197,9 @@ class PoorWeightInitialization(BuiltinRule):
 
     At each training step below ``steps`` it checks three signs, and fires on any of them:
 
-    - the variances of the activation inputs (``activation_inputs_regex``) differ across layers
-      by a factor above ``threshold`` (largest variance / smallest);
+    - the variances of the activation inputs (``activation_inputs_regex``; with its default,
+      also the inputs of every activation module the hook recorded, ``nn.ReLU``, ``nn.Tanh``,
+      ...) differ across layers by a factor above ``threshold`` (largest variance / smallest);
     - the gradients (all their values at the step, as one distribution) have a 5th-to-95th
       percentile spread below ``distribution_range``;
     - a loss has not reached a new minimum for ``patience`` saved steps.
@@ -233,7 +235,12 @@ class PoorWeightInitialization(BuiltinRule):
         self.distribution_range = parameters.real("distribution_range")
         self.patience = parameters.integer("patience")
         self.steps = parameters.real("steps")
-        self.activations = TensorSelection(patterns=parameters.patterns("activation_inputs_regex"))
+        by_type = parameters.is_default("activation_inputs_regex")
+        self.activations = TensorSelection(
+            patterns=parameters.patterns("activation_inputs_regex"),
+            module_types=ACTIVATION_TYPES if by_type else frozenset(),
+            side="input",
+        )
         self._best_loss: dict[str, float] = {}
         self._since_best: dict[str, int] = {}
 

@@ -29,6 +29,8 @@ class StalledTrainingRule(BuiltinRule):
     acts on them, as on a StopTraining action.
     """
 
+    reads_tensors = False  # it judges when steps were written, not what they hold
+
     def __init__(
         self,
         base_trial: Trial,

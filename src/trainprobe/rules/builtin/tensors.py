@@ -50,6 +50,9 @@ class ExplodingTensor(_SelectedTensorsRule):
     """Fires when a tensor holds NaN, or an infinite value unless ``only_nan``.
 
     With neither ``collection_names`` nor ``tensor_regex`` it inspects every saved tensor.
+    When it fires, its first piece of evidence says where the first NaN started, as the
+    PyTorch hook's non-finite guard recorded it ("step 7: first NaN in the output of `body.2`
+    (its inputs were finite); the loss became NaN at the same step").
     """
 
     def __init__(
@@ -77,8 +80,9 @@ class ExplodingTensor(_SelectedTensorsRule):
         self.selection = _selection(parameters, everything=True)
 
     def invoke_at_step(self, step: int) -> bool:
-        """Whether a selected tensor holds a non-finite value at ``step``."""
-        fired = False
+        """Whether a selected tensor holds a non-finite value at ``step``; the evidence starts
+        with where the first one came from, when the hook recorded it."""
+        found: list[tuple[str, int, int, int, int]] = []
         judged = False
         for name in self.selected(step):
             counts = self._non_finite(name, step)
@@ -87,10 +91,16 @@ class ExplodingTensor(_SelectedTensorsRule):
             judged = True
             nans, infinities, size = counts
             bad = nans if self.only_nan else nans + infinities
-            if bad == 0:
-                continue
-            fired = True
-            what = "NaN" if self.only_nan else "non-finite (NaN or infinite)"
+            if bad:
+                found.append((name, bad, nans, infinities, size))
+        if not judged:
+            raise self.insufficient(
+                f"neither values nor reductions of {self.selection.describe()} at step {step}"
+            )
+        if found:
+            self._record_origin(step)
+        what = "NaN" if self.only_nan else "non-finite (NaN or infinite)"
+        for name, bad, nans, infinities, size in found:
             self.record(
                 message=(
                     f"{name}: {bad} {what} value(s) of {size} at step {step} "
@@ -101,11 +111,14 @@ class ExplodingTensor(_SelectedTensorsRule):
                 value=bad,
                 threshold=0,
             )
-        if not judged:
-            raise self.insufficient(
-                f"neither values nor reductions of {self.selection.describe()} at step {step}"
-            )
-        return fired
+        return bool(found)
+
+    def _record_origin(self, step: int) -> None:
+        """Evidence of where the first NaN or infinity started (the hook's non-finite guard)."""
+        origin = self.base_trial.nonfinite_origin()
+        if origin is None or origin.step > step:
+            return
+        self.record(message=origin.describe(), tensor=origin.tensor, step=origin.step)
 
     def _non_finite(self, name: str, step: int) -> tuple[int, int, int] | None:
         """(NaN count, infinite count, element count) at ``step``; from reductions when only

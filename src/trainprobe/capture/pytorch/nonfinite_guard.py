@@ -1,0 +1,197 @@
+"""The non-finite guard: every step, finds where a training's first NaN or infinity started.
+
+On every step (not only save steps) the hook hands the guard each registered module's outputs
+(in forward order), each loss, and each gradient (in backward order). The guard takes one
+device-side sum of each (a NaN or an infinity makes the sum non-finite; so would a sum of
+finite values beyond float32's range, about 3e38) and tests it:
+
+- on the CPU at once: reading a CPU number costs no synchronisation, so the step in which
+  the first non-finite tensor appears is known while it runs, and the hook saves the rest of
+  it in full (that module's inputs and outputs, the later modules, the loss, the gradients,
+  the parameters);
+- on a GPU, the sums of a step are stacked into one device tensor at the end of the step and
+  copied to pinned host memory without blocking; the copy is read at the end of the next step,
+  when it has long finished, so a clean step costs no synchronisation. The origin is then
+  known one step late, and the step after that is saved in full.
+
+The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
+inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
+again once the loss turns non-finite, after which the guard turns itself off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import torch
+
+from trainprobe.capture.pytorch import naming
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.nonfinite_file import NonFiniteOrigin
+
+__all__ = ["NonFiniteGuard"]
+
+_OUTPUT, _LOSS, _GRADIENT = "output", "loss", "gradient"
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One tensor checked on a GPU: its kind, module (or parameter) and tensor name."""
+
+    kind: str
+    module: str
+    tensor: str
+
+
+def _checked_sum(tensor: torch.Tensor) -> torch.Tensor | None:
+    """The sum of a floating-point tensor (float32 or wider), None for tensors not checked."""
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return None
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        return tensor.sum(dtype=torch.float32)
+    return tensor.sum()
+
+
+def _word(tensor: torch.Tensor) -> str:
+    """ "NaN" when ``tensor`` holds one, else "infinity" (a sum cannot tell: inf - inf is NaN)."""
+    return "NaN" if bool(torch.isnan(tensor.detach()).any()) else "infinity"
+
+
+class NonFiniteGuard:
+    """Finds the first non-finite module output, loss or gradient of a training."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self.origin: NonFiniteOrigin | None = None
+        self.unwritten = False
+        self.save_next_in_full = False
+        self._step, self._mode, self._mode_step = -1, ModeKeys.GLOBAL, -1
+        self._sums: list[torch.Tensor] = []
+        self._checked: list[_Checked] = []
+        self._pending: tuple[int, ModeKeys, int, list[_Checked], torch.Tensor, object] | None = None
+        self._loss_bad_now: str | None = None
+
+    # ----- the step -----
+
+    def begin(self, step: int, mode: ModeKeys, mode_step: int) -> None:
+        """A new step starts."""
+        self._step, self._mode, self._mode_step = step, mode, mode_step
+        self._loss_bad_now = None
+
+    def output(self, module: str, inputs: object, outputs: object, is_loss: bool) -> bool:
+        """Check a module's outputs; True when this is the step's (and run's) first non-finite
+        tensor, found now (CPU), so the hook saves the rest of the step in full."""
+        kind = _LOSS if is_loss else _OUTPUT
+        if self.origin is not None and not is_loss:
+            return False
+        for index, tensor in enumerate(naming.module_tensors(outputs)):
+            name = f"{module}{naming.OUTPUT_SUFFIX}{index}"
+            if self._check(kind, module, name, tensor, inputs):
+                return True
+        return False
+
+    def gradient(self, parameter: str, grad: torch.Tensor) -> bool:
+        """Check a gradient; True when it is the run's first non-finite tensor (CPU)."""
+        if self.origin is not None:
+            return False
+        return self._check(_GRADIENT, parameter, naming.gradient_name(parameter), grad, None)
+
+    def _check(
+        self, kind: str, module: str, name: str, tensor: torch.Tensor, inputs: object
+    ) -> bool:
+        total = _checked_sum(tensor)
+        if total is None:
+            return False
+        if total.device.type != "cpu":
+            self._sums.append(total)
+            self._checked.append(_Checked(kind, module, name))
+            return False
+        value = float(total)
+        if math.isfinite(value):
+            return False
+        if kind == _LOSS and self._loss_bad_now is None:
+            self._loss_bad_now = _word(tensor)
+        if self.origin is not None:
+            return False
+        self.origin = NonFiniteOrigin(
+            step=self._step,
+            mode=self._mode,
+            mode_step=self._mode_step,
+            kind=kind,
+            module=module,
+            tensor=name,
+            what=_word(tensor),
+            inputs_finite=_all_finite(naming.module_tensors(inputs)) if kind == _OUTPUT else None,
+            saved_in_full=True,
+        )
+        self.unwritten = True
+        return True
+
+    def finish(self) -> None:
+        """The step ends: read the previous GPU step's flags, queue this one's, note the loss."""
+        self._read_pending()
+        if self._sums:
+            self._queue_sums()
+        if self._loss_bad_now is not None and self.origin is not None:
+            if self.origin.loss_step is None:
+                self.origin = replace(
+                    self.origin, loss_step=self._step, loss_what=self._loss_bad_now
+                )
+                self.unwritten = True
+            self.on = False  # found where it started and when the loss followed: done
+
+    def close(self) -> None:
+        """The training ends: read what is still pending."""
+        self._read_pending(wait=True)
+
+    # ----- GPU steps -----
+
+    def _queue_sums(self) -> None:
+        device = self._sums[0].device
+        flags = torch.isfinite(torch.stack([total.to(device) for total in self._sums]))
+        host = torch.empty(flags.shape, dtype=torch.bool, pin_memory=True)
+        host.copy_(flags, non_blocking=True)
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record(torch.cuda.current_stream(device))
+        self._pending = (self._step, self._mode, self._mode_step, self._checked, host, event)
+        self._sums, self._checked = [], []
+
+    def _read_pending(self, wait: bool = False) -> None:
+        if self._pending is None:
+            return
+        step, mode, mode_step, checked, host, event = self._pending
+        self._pending = None
+        assert isinstance(event, torch.cuda.Event)
+        event.synchronize()  # recorded a whole step ago: already done unless ``wait``
+        bad = [item for item, fine in zip(checked, host.tolist(), strict=True) if not fine]
+        if not bad:
+            return
+        losses = [item for item in bad if item.kind == _LOSS]
+        if self.origin is None:
+            first = next((item for item in bad if item.kind != _LOSS), bad[0])
+            self.origin = NonFiniteOrigin(
+                step=step,
+                mode=mode,
+                mode_step=mode_step,
+                kind=first.kind,
+                module=first.module,
+                tensor=first.tensor,
+                what="NaN or infinity",
+            )
+            self.unwritten = True
+            self.save_next_in_full = not wait
+        if losses and self.origin.loss_step is None:
+            self.origin = replace(self.origin, loss_step=step, loss_what="NaN or infinity")
+            self.unwritten = True
+            self.on = False
+
+
+def _all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    for tensor in tensors:
+        total = _checked_sum(tensor)
+        if total is not None and not math.isfinite(float(total)):
+            return False
+    return True

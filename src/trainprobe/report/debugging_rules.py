@@ -1,0 +1,56 @@
+"""The report's debugging rules: each rule's verdict, what it checked, and where a NaN started.
+
+Each debugging rule (built-in or custom) writes ``<job>/rule-output/<name>/status.json``; its
+details count the steps it evaluated and skipped, the tensors it checked and the patterns that
+matched nothing. When the PyTorch hook's non-finite guard recorded where the training's first
+NaN started, the section says so in one line ("step 7: first NaN in the output of `body.2` ...").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trainprobe.config import catalogue
+from trainprobe.config.errors import ConfigError
+from trainprobe.storage import files
+from trainprobe.storage.job_layout import RULE_OUTPUT
+from trainprobe.storage.nonfinite_file import read_nonfinite_origin
+from trainprobe.storage.rule_output import read_status
+
+__all__ = ["debugging_rules"]
+
+
+def _is_profiler_rule(name: str) -> bool:
+    try:
+        return catalogue.get(name).kind == "profiler"
+    except ConfigError:
+        return False  # a custom rule
+
+
+def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[str, Any]:
+    """The section's content: a row per debugging rule, and the first NaN's origin if any.
+
+    ``skip`` is the ProfilerReport rule's output directory (reported in its own section)."""
+    root = os.path.join(job_dir, RULE_OUTPUT)
+    rows = []
+    names = sorted(os.listdir(root)) if files.is_dir(root) else []
+    for name in names:
+        directory = os.path.join(root, name)
+        if skip is not None and os.path.abspath(directory) == os.path.abspath(skip):
+            continue
+        status = read_status(directory)
+        if status is None or _is_profiler_rule(name):
+            continue
+        rows.append(
+            {
+                "Rule": name,
+                "Status": status.rule_evaluation_status,
+                "StatusDetails": status.status_details,
+                "StepsEvaluated": status.steps_evaluated,
+                "StepsSkipped": status.steps_skipped,
+                "TensorsChecked": status.tensors_checked,
+            }
+        )
+    origin = read_nonfinite_origin(debug_output) if files.is_dir(debug_output) else None
+    return {"Rules": rows, "FirstNonFinite": None if origin is None else origin.describe()}

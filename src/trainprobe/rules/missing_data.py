@@ -1,0 +1,107 @@
+"""Why a rule checked nothing, in words a user can act on.
+
+When a rule ends without having judged a single tensor, its Error says three things: what it
+looked for, what the job did save (its collections and a few tensor names), and the
+configuration that would save what it needs (a ``CollectionConfig`` line for the SDK, a hook
+argument for a script). Activation rules add which activations the hook can see: modules, and
+on save steps the relu, tanh and sigmoid functions, but no other function.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from trainprobe.analysis.read_log import Lookup
+from trainprobe.analysis.trial import Trial
+
+__all__ = [
+    "FUNCTIONAL_ACTIVATIONS",
+    "mentions_activations",
+    "nothing_checked",
+    "saved_summary",
+    "unmatched_summary",
+]
+
+_NAMES_SHOWN = 5
+_ACTIVATION_WORDS = re.compile(r"(?i)relu|tanh|sigmoid|activation")
+
+FUNCTIONAL_ACTIVATIONS = (
+    "The hook sees activation modules (nn.ReLU, nn.Tanh, nn.Sigmoid) and, on save steps, the "
+    "relu, tanh and sigmoid functions (F.relu, torch.tanh, x.sigmoid()) as <Model>.relu_input_0 "
+    "and <Model>.relu_output_0; other activation functions (F.gelu, F.leaky_relu, ...) are "
+    "not seen, since catching every function would cost every step. Use modules for those, or "
+    'save the value yourself with hook.record_tensor_value("fc1_relu", x).'
+)
+
+
+def mentions_activations(text: str) -> bool:
+    """Whether ``text`` (a rule name, what it looked for) is about activation functions."""
+    return bool(_ACTIVATION_WORDS.search(text))
+
+
+def saved_summary(trial: Trial) -> str:
+    """What the job saved: its collections and a few tensor names."""
+    names = trial.tensor_names()
+    collections = sorted(trial.collections())
+    if not names:
+        return "The job saved no tensor."
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    more = f" ({len(names)} in all)" if len(names) > _NAMES_SHOWN else ""
+    listed = ", ".join(collections) if collections else "none"
+    return f"The job saved the collections {listed}; its tensors include {shown}{more}."
+
+
+def _configuration(lookup: Lookup) -> tuple[str, str] | None:
+    """(CollectionConfig line, hook argument) that saves what ``lookup`` asked for."""
+    if lookup.kind == "collection":
+        return (
+            f'CollectionConfig(name="{lookup.text}")',
+            f'Hook(..., include_collections=["{lookup.text}"])',
+        )
+    if lookup.kind == "module":
+        side = "input" if lookup.text.startswith("input") else "output"
+        pattern = f"_{side}_"
+    elif lookup.kind in ("pattern", "tensor"):
+        pattern = lookup.text if lookup.kind == "pattern" else re.escape(lookup.text)
+    else:
+        return None
+    return (
+        f'CollectionConfig(name="custom", parameters={{"include_regex": "{pattern}"}})',
+        f'Hook(..., include_regex=["{pattern}"])',
+    )
+
+
+def unmatched_summary(lookups: Sequence[Lookup]) -> str:
+    """The lookups that found nothing, in one phrase: ``names matching 'x', tensor 'y'``."""
+    return ", ".join(lookup.describe() for lookup in lookups)
+
+
+def nothing_checked(
+    rule: str,
+    trial: Trial | None,
+    looked_for: Sequence[Lookup],
+    reason: str | None = None,
+    collections: Sequence[str] = (),
+) -> str:
+    """The Error details of a rule that judged no tensor: what it looked for, what the job
+    saved, and how to save what it needs (``collections``: those the rule's configuration
+    attaches, suggested first)."""
+    asked = unmatched_summary(looked_for) if looked_for else None
+    text = f"{rule} checked no tensor"
+    if asked:
+        text += f": it looked for {asked}, and found none"
+    elif reason:
+        text += f" ({reason})"
+    text += "."
+    if trial is not None:
+        text += " " + saved_summary(trial)
+    wanted = [Lookup("collection", name) for name in collections] + list(looked_for)
+    configurations = [found for found in map(_configuration, wanted) if found is not None]
+    if configurations:
+        sdk, hook = configurations[0]
+        text += f" To save it, add {sdk} to the estimator's collection_configs, or pass {hook}"
+        text += " to the hook in your script."
+    if mentions_activations(" ".join([rule, asked or "", reason or ""])):
+        text += " " + FUNCTIONAL_ACTIVATIONS
+    return text

@@ -1,0 +1,113 @@
+"""Where a training's first NaN or infinity started, one file per worker, beside the tensors.
+
+::
+
+    <out_dir>/nonfinite/<worker>.json
+    {"version": 1, "worker": "worker_0", "step": 7, "mode": "TRAIN", "mode_step": 7,
+     "kind": "output", "module": "body.2", "tensor": "body.2_output_0", "what": "NaN",
+     "inputs_finite": true, "loss_step": 7, "loss_what": "NaN", "saved_in_full": true}
+
+``kind`` is "output" (the first module, in forward order, whose output was not finite), "loss"
+(a loss went non-finite while every module output was finite) or "gradient" (the first
+gradient, in backward order, when the forward was finite; ``module`` is then the parameter).
+``inputs_finite`` is whether that module's inputs were finite (None when not checked);
+``loss_step`` the first step whose loss was not finite (None while it is finite); ``what`` and
+``loss_what`` say "NaN" or "infinity";
+``saved_in_full`` whether that step's tensors were saved raw. smdebug ignores this directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+
+from trainprobe.storage import files
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = ["NONFINITE_DIR", "NonFiniteOrigin", "read_nonfinite_origin", "write_nonfinite_origin"]
+
+log = logging.getLogger(__name__)
+
+NONFINITE_DIR = "nonfinite"
+_VERSION = 1
+_SUFFIX = ".json"
+
+
+@dataclass(frozen=True)
+class NonFiniteOrigin:
+    """The first step where a module output, a loss or a gradient was NaN or infinite."""
+
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    kind: str
+    module: str
+    tensor: str
+    what: str = "NaN"
+    inputs_finite: bool | None = None
+    loss_step: int | None = None
+    loss_what: str = "NaN"
+    saved_in_full: bool = False
+
+    def describe(self) -> str:
+        """In words: ``step 7: first NaN in the output of `body.2` (its inputs were finite);
+        the loss became NaN at the same step``."""
+        where = {
+            "output": f"the output of `{self.module}`",
+            "loss": f"the loss `{self.module}` (every module output was finite)",
+            "gradient": f"the gradient of `{self.module}` (the forward pass was finite)",
+        }.get(self.kind, f"`{self.tensor}`")
+        text = f"step {self.step}: first {self.what} in {where}"
+        if self.kind == "output" and self.inputs_finite is not None:
+            text += " (its inputs were finite)" if self.inputs_finite else " (so were its inputs)"
+        if self.kind != "loss":
+            if self.loss_step == self.step:
+                text += f"; the loss became {self.loss_what} at the same step"
+            elif self.loss_step is not None:
+                text += f"; the loss became {self.loss_what} at step {self.loss_step}"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        """The record as the file holds it."""
+        data = asdict(self)
+        data["mode"] = self.mode.name
+        return data
+
+
+def write_nonfinite_origin(out_dir: str, worker: str, origin: NonFiniteOrigin) -> int:
+    """Write ``worker``'s record (replacing it atomically); returns the bytes written."""
+    data = {"version": _VERSION, "worker": worker, **origin.to_json()}
+    path = f"{out_dir.rstrip('/')}/{NONFINITE_DIR}/{worker}{_SUFFIX}"
+    return files.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
+
+
+def read_nonfinite_origin(out_dir: str) -> NonFiniteOrigin | None:
+    """The earliest record of any worker, or None when no worker recorded one."""
+    directory = f"{out_dir.rstrip('/')}/{NONFINITE_DIR}"
+    if not files.is_dir(directory):
+        return None
+    found: list[NonFiniteOrigin] = []
+    for name in files.list_files(directory, _SUFFIX):
+        path = f"{directory}/{name}"
+        try:
+            data = json.loads(files.read_bytes(path))
+            loss_step, inputs_finite = data.get("loss_step"), data.get("inputs_finite")
+            found.append(
+                NonFiniteOrigin(
+                    step=int(data["step"]),
+                    mode=ModeKeys[str(data["mode"])],
+                    mode_step=int(data["mode_step"]),
+                    kind=str(data["kind"]),
+                    module=str(data["module"]),
+                    tensor=str(data["tensor"]),
+                    what=str(data.get("what", "NaN")),
+                    inputs_finite=None if inputs_finite is None else bool(inputs_finite),
+                    loss_step=None if loss_step is None else int(loss_step),
+                    loss_what=str(data.get("loss_what", "NaN")),
+                    saved_in_full=bool(data.get("saved_in_full", False)),
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            log.warning("trainprobe: skipping %s, not a non-finite record: %s", path, error)
+    return min(found, key=lambda origin: origin.step) if found else None

@@ -1,0 +1,145 @@
+"""The non-finite guard on real trainings: the step and the layer where the first NaN started.
+
+The model divides by a number that reaches zero at a known step, in a known layer; the hook
+saves only every 100 steps, so the step in question is saved because the guard saw it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import trainprobe.pytorch as smd
+from reference_envs import run_reference
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
+from trainprobe.storage.rule_output import read_status
+from trainprobe.trials import create_trial
+
+pytestmark = pytest.mark.slow
+
+BAD_STEP = 4
+
+
+class Countdown(nn.Module):
+    """Divides its input by (BAD_STEP - calls so far): infinite at call BAD_STEP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        denominator = float(BAD_STEP - self.calls)
+        self.calls += 1
+        return x / denominator
+
+
+def model() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), Countdown(), nn.Linear(8, 3))
+
+
+def train(
+    out: Path, net: nn.Module, steps: int, *, after_step: threading.Event | None = None
+) -> None:
+    """SGD on random data, saving every 100 steps; after step BAD_STEP + 1, wait for
+    ``after_step`` when given (a rule following the job live must set it)."""
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=100))
+    hook.register_module(net)
+    loss_fn = nn.MSELoss()
+    hook.register_loss(loss_fn)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(1)
+    for step in range(steps):
+        inputs = torch.randn(16, 6, generator=generator)
+        optimizer.zero_grad()
+        loss_fn(net(inputs), torch.zeros(16, 3)).backward()
+        optimizer.step()
+        if after_step is not None and step == BAD_STEP + 1:
+            assert after_step.wait(timeout=60), "the rule did not report the NaN while training"
+    hook.close()
+
+
+def test_the_first_nan_is_traced_to_its_layer_and_step(tmp_path: Path) -> None:
+    train(tmp_path, model(), BAD_STEP + 3)
+    trial = create_trial(str(tmp_path))
+    origin = trial.nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.module, origin.kind) == (BAD_STEP, "3", "output")
+    assert origin.inputs_finite is True
+    assert origin.loss_step == BAD_STEP
+    assert origin.describe() == (
+        f"step {BAD_STEP}: first infinity in the output of `3` (its inputs were finite); "
+        "the loss became NaN at the same step"
+    )
+    # The step was saved in full although the save interval is 100: the layer's inputs and
+    # outputs, the later layers, the loss, the gradients and the weights.
+    assert trial.steps() == [0, BAD_STEP]
+    saved = trial.tensor_names(step=BAD_STEP)
+    assert {"3_input_0", "3_output_0", "4_output_0", "MSELoss_output_0"} <= set(saved)
+    assert "gradient/Sequential_4.weight" in saved and "Sequential_2.weight" in saved
+    assert np.isfinite(trial.tensor("3_input_0").value(BAD_STEP)).all()
+    assert not np.isfinite(trial.tensor("3_output_0").value(BAD_STEP)).all()
+    assert trial.module_type("3") == f"{Countdown.__module__}.Countdown"
+
+
+def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:
+    net = model()
+    countdown = net[3]
+    assert isinstance(countdown, Countdown)
+    countdown.calls = -1000  # never reaches zero
+    train(tmp_path, net, BAD_STEP + 3)
+    trial = create_trial(str(tmp_path))
+    assert trial.nonfinite_origin() is None
+    assert trial.steps() == [0]
+
+
+def test_exploding_tensor_reports_the_origin_live(tmp_path: Path) -> None:
+    reported = threading.Event()
+    output = tmp_path / "rule-output"
+    definition = RuleDefinition.for_builtin("ExplodingTensor", {})
+
+    def on_evaluation(name: str, evaluation: object) -> None:
+        if getattr(evaluation, "result", None) == "IssuesFound":
+            reported.set()
+
+    runner = RuleRunner(
+        definition,
+        str(tmp_path / "debug-output"),
+        output_dir=str(output),
+        poll_interval=0.05,
+        no_data_timeout=60,
+        on_evaluation=on_evaluation,
+    )
+    results: list[object] = []
+    follower = threading.Thread(target=lambda: results.append(runner.run()[0]))
+    follower.start()
+    train(tmp_path / "debug-output", model(), BAD_STEP + 3, after_step=reported)
+    follower.join(timeout=60)
+    status = read_status(str(output / "ExplodingTensor"))
+    assert status is not None and status.rule_evaluation_status == "IssuesFound"
+    assert status.status_details.startswith(
+        f"ExplodingTensor found an issue at step {BAD_STEP}: step {BAD_STEP}: first infinity "
+        "in the output of `3` (its inputs were finite); the loss became NaN at the same step"
+    )
+
+
+def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
+    train(tmp_path, model(), BAD_STEP + 3)
+    assert (tmp_path / "module-types").is_dir() and (tmp_path / "nonfinite").is_dir()
+    read = run_reference(
+        "smdebug",
+        f"""
+        import json
+        from smdebug.trials import create_trial
+        trial = create_trial({str(tmp_path)!r})
+        value = trial.tensor("3_input_0").value({BAD_STEP})
+        print(json.dumps({{"steps": trial.steps(), "shape": list(value.shape)}}))
+        """,
+    )
+    assert read == {"steps": [0, BAD_STEP], "shape": [16, 8]}

@@ -1,0 +1,68 @@
+"""The report's debugging rules: each rule's verdict with what it checked, and where a NaN
+started, on a real training whose first NaN appears in a known layer at a known step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import trainprobe.pytorch as smd
+from trainprobe.report import build_report
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
+
+pytestmark = pytest.mark.slow
+
+NAN_STEP = 3
+
+
+class Poisoned(nn.Module):
+    """Multiplies by NaN from its NAN_STEP-th call on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return x * float("nan") if self.calls > NAN_STEP else x
+
+
+def test_the_report_shows_each_debugging_rule_and_where_the_nan_started(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    hook = smd.Hook(str(job / "debug-output"), save_config=smd.SaveConfig(save_interval=50))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), Poisoned(), nn.Linear(4, 1))
+    loss_fn = nn.MSELoss()
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(NAN_STEP + 2):
+        loss_fn(model(torch.randn(8, 4)), torch.zeros(8, 1)).backward()
+    hook.close()
+    rules = [
+        RuleDefinition.for_builtin("ExplodingTensor", {}),
+        RuleDefinition.for_builtin("DeadRelu", {}),
+    ]
+    RuleRunner(rules, str(job / "debug-output"), output_dir=str(job / "rule-output")).run()
+
+    (job / "profiler-output").mkdir()  # a job run with its profiler off
+    report = build_report(str(job))
+    content = json.loads(Path(report.json).read_text())["DebuggingRules"]
+    origin = (
+        f"step {NAN_STEP}: first NaN in the output of `1` (its inputs were finite); "
+        "the loss became NaN at the same step"
+    )
+    assert content["FirstNonFinite"] == origin
+    rows = {row["Rule"]: row for row in content["Rules"]}
+    assert rows["ExplodingTensor"]["Status"] == "IssuesFound"
+    assert rows["ExplodingTensor"]["StatusDetails"].startswith(
+        f"ExplodingTensor found an issue at step {NAN_STEP}: {origin}"
+    )
+    assert rows["DeadRelu"]["Status"] == "Error"
+    assert rows["DeadRelu"]["StepsSkipped"] == 2 and rows["DeadRelu"]["TensorsChecked"] == 0
+    page = Path(report.html).read_text()
+    assert "first NaN in the output of `1`" in page and "tensors checked" in page

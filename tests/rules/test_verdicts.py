@@ -1,0 +1,247 @@
+"""Honest verdicts on real trainings: a rule passes only what it checked, and finds activations by
+what they are (``nn.Sequential`` members, modules named anything), not by their names.
+
+Each case trains a small model with trainprobe's hook and runs the rule through the runner, as
+``trainprobe rules run`` does; the healthy twin of each training must stay NoIssuesFound.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from builtin_training import Run, classes, train
+from torch import nn
+
+from trainprobe.analysis.trial import Trial
+from trainprobe.rules import Rule
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
+from trainprobe.rules.verdict import Verdict
+
+pytestmark = pytest.mark.slow
+
+DATA = classes(64, 8, seed=1)
+
+
+def verdict_of(trial: Trial, definition: RuleDefinition) -> Verdict:
+    return RuleRunner(definition, trial.path, no_data_timeout=5).run()[0]
+
+
+def builtin(trial: Trial, rule: str, **parameters: object) -> Verdict:
+    return verdict_of(trial, RuleDefinition.for_builtin(rule, parameters))
+
+
+def sequential(activation: nn.Module, *, bias: float = 0.0, scale: float = 1.0) -> nn.Module:
+    """Linear(8, 16), the activation, Linear(16, 2); the first layer's bias and weights shifted
+    and scaled (a large negative bias kills ReLUs, a large scale saturates tanh)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), activation, nn.Linear(16, 2))
+    with torch.no_grad():
+        first = model[0]
+        assert isinstance(first, nn.Linear)
+        first.weight.mul_(scale)
+        first.bias.fill_(bias)
+    return model
+
+
+class FunctionalRelu(nn.Module):
+    """A model whose ReLU is a function call, so no module ever sees it."""
+
+    def __init__(self, bias: float = 0.0) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 2)
+        with torch.no_grad():
+            self.fc1.bias.fill_(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def test_dead_relu_finds_the_relus_of_an_nn_sequential_by_their_type(tmp_path: Path) -> None:
+    run = Run(steps=3, lr=0.0, collections=("relu_output", "losses"))
+    dead = train(tmp_path / "dead", sequential(nn.ReLU(), bias=-100.0), DATA, run)
+    assert dead.module_type("1_output_0") == "torch.nn.ReLU"
+    verdict = builtin(dead, "DeadRelu")
+    assert verdict.status == "IssuesFound"
+    assert verdict.first_issue is not None
+    assert verdict.first_issue.evidence[0].tensor == "1_output_0"
+    healthy = train(tmp_path / "healthy", sequential(nn.ReLU()), DATA, run)
+    verdict = builtin(healthy, "DeadRelu")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert verdict.tensors_checked == 1
+    assert "3 step(s) evaluated, 1 tensor(s) checked, 0 step(s) skipped" in verdict.details
+
+
+def test_a_relu_module_named_anything_is_found(tmp_path: Path) -> None:
+    class Odd(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = sequential(nn.ReLU(), bias=-100.0)
+
+    model = Odd()
+    model.forward = model.inner.forward  # type: ignore[method-assign]
+    trial = train(tmp_path / "odd", model, DATA, Run(steps=2, collections=("relu_output",)))
+    verdict = builtin(trial, "DeadRelu")
+    assert verdict.status == "IssuesFound"
+    assert verdict.first_issue is not None
+    assert verdict.first_issue.evidence[0].tensor == "inner.1_output_0"
+
+
+def test_a_functional_relu_is_seen_on_save_steps(tmp_path: Path) -> None:
+    run = Run(steps=3, lr=0.0, collections=("relu_output", "losses"))
+    dead = train(tmp_path / "dead", FunctionalRelu(bias=-100.0), DATA, run)
+    assert dead.module_nn_type("FunctionalRelu.relu_output_0") == "torch.nn.ReLU"
+    verdict = builtin(dead, "DeadRelu")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    assert verdict.first_issue.evidence[0].tensor == "FunctionalRelu.relu_output_0"
+    healthy = train(tmp_path / "healthy", FunctionalRelu(), DATA, run)
+    verdict = builtin(healthy, "DeadRelu")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert verdict.tensors_checked == 1
+
+
+def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -> None:
+    run = Run(steps=3, collections=("gradients", "losses"))
+    trial = train(tmp_path / "run", FunctionalRelu(), DATA, run)
+    verdict = builtin(trial, "DeadRelu")
+    assert verdict.status == "Error"
+    details = verdict.details
+    assert "DeadRelu checked no tensor" in details
+    assert "names matching '.*relu_output'" in details
+    assert "outputs of torch.nn.ReLU, torch.nn.ReLU6 modules" in details
+    assert "The job saved the collections" in details and "gradients" in details
+    assert "its tensors include" in details
+    assert 'add CollectionConfig(name="relu_output") to the estimator' in details
+    assert 'Hook(..., include_collections=["relu_output"])' in details
+    assert "F.gelu" in details and "not seen" in details
+    # PoorWeightInitialization checks gradients and losses, and says that its activation
+    # check found nothing to compare.
+    poor = builtin(trial, "PoorWeightInitialization")
+    assert poor.status == "NoIssuesFound", poor.details
+    assert "matched nothing: names matching '.*relu_input'" in poor.details
+    assert "names matching '.*relu_input'" in poor.unmatched[0]
+
+
+def test_saturated_tanh_in_a_sequential_is_told_from_a_sigmoid(tmp_path: Path) -> None:
+    run = Run(steps=3, lr=0.0, include_regex=["_input_0"])
+    saturated = train(tmp_path / "saturated", sequential(nn.Tanh(), scale=10000.0), DATA, run)
+    verdict = builtin(saturated, "SaturatedActivation")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    assert verdict.first_issue.evidence[0].tensor == "1_input_0"
+    assert "saturated" in verdict.first_issue.evidence[0].message
+    healthy = train(tmp_path / "healthy", sequential(nn.Tanh()), DATA, run)
+    verdict = builtin(healthy, "SaturatedActivation")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert "were not saved" not in verdict.details
+    # The same inputs feeding a sigmoid are inside its (wider) range: not saturated.
+    sigmoid = train(tmp_path / "sigmoid", sequential(nn.Sigmoid(), scale=4.0), DATA, run)
+    assert sigmoid.module_nn_type("1") == "torch.nn.Sigmoid"
+    assert builtin(sigmoid, "SaturatedActivation").status == "NoIssuesFound"
+
+
+class NeverSaved(Rule):
+    """A custom rule that needs a tensor the job never saves."""
+
+    def set_required_tensors(self, step: int) -> None:
+        self.req_tensors.add("never_saved_output_0", steps=[step])
+
+    def invoke_at_step(self, step: int) -> bool:
+        return bool(self.base_trial.tensor("never_saved_output_0").value(step).max() > 1)
+
+
+class LooksForAPattern(Rule):
+    """A custom rule that loops over a pattern that matches nothing, and so checks nothing."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.base_trial.tensor_names(regex="attention_weights"):
+            if self.base_trial.tensor(name).value(step).max() > 1:
+                return True
+        return False
+
+
+class LossIsLarge(Rule):
+    """The healthy twin: a custom rule that reads the loss."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        return bool(self.base_trial.tensor("CrossEntropyLoss_output_0").value(step) > 100)
+
+
+def test_a_custom_rule_that_checked_nothing_ends_in_error(tmp_path: Path) -> None:
+    trial = train(tmp_path / "run", sequential(nn.ReLU()), DATA, Run(steps=3))
+    verdict = verdict_of(trial, RuleDefinition.for_class(NeverSaved))
+    assert verdict.status == "Error"
+    assert "tensor 'never_saved_output_0'" in verdict.details
+    assert "CrossEntropyLoss_output_0" in verdict.details
+    assert "3 step(s) skipped" in verdict.details
+    assert 'include_regex=["never_saved_output_0"]' in verdict.details
+    verdict = verdict_of(trial, RuleDefinition.for_class(LooksForAPattern))
+    assert verdict.status == "Error"
+    assert "looked for names matching 'attention_weights'" in verdict.details
+    assert "3 step(s) evaluated, 0 tensor(s) checked" in verdict.details
+    verdict = verdict_of(trial, RuleDefinition.for_class(LossIsLarge))
+    assert verdict.status == "NoIssuesFound"
+    assert verdict.tensors_checked == 1
+
+
+def test_the_rule_collections_select_relus_by_type(tmp_path: Path) -> None:
+    trial = train(
+        tmp_path / "run",
+        sequential(nn.ReLU()),
+        DATA,
+        Run(steps=1, collections=("relu_output", "relu_input")),
+    )
+    assert trial.tensor_names(collection="relu_output") == ["1_output_0"]
+    assert trial.tensor_names(collection="relu_input") == ["1_input_0"]
+
+
+class BasicBlock(nn.Module):
+    """A torchvision-style residual block: one in-place ReLU module called twice."""
+
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 2, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(2)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(2, 2, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(2)
+        with torch.no_grad():
+            self.bn1.bias.fill_(shift)
+            self.bn2.bias.fill_(shift)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + 0 * x)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self, shift: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer1 = nn.Sequential(BasicBlock(shift))
+        self.fc = nn.Linear(2 * 4 * 4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.layer1(x.view(-1, 2, 4, 4)).flatten(1))
+
+
+def test_the_relus_of_torchvision_style_blocks_are_checked(tmp_path: Path) -> None:
+    data = classes(64, 32, seed=1)
+    run = Run(steps=2, lr=0.0, collections=("relu_output",))
+    dead = train(tmp_path / "dead", TinyResNet(shift=-100.0), data, run)
+    verdict = builtin(dead, "DeadRelu")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    tensors = {item.tensor for item in verdict.first_issue.evidence}
+    assert tensors == {"layer1.0.relu_output_0", "layer1.0.relu_output_1"}
+    healthy = train(tmp_path / "healthy", TinyResNet(shift=0.0), data, run)
+    verdict = builtin(healthy, "DeadRelu")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    assert verdict.tensors_checked == 2
