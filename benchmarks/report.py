@@ -119,7 +119,7 @@ def _synthesize(job_dir: Path, arguments: argparse.Namespace) -> None:
     seconds, _ = _timed(
         [
             "-m",
-            "trainprobe.rules.profiler",
+            "trainprobe.rules.profiler_rules",
             str(job.profiler_output),
             "--rule-output",
             str(job_dir / "rule-output"),

@@ -13,7 +13,7 @@ to handle one layer's errors. Each error is defined beside the code that raises 
     ├── FormatError (ValueError)        a file that is not in the format it should be in
     │   ├── RecordError                   storage/tfrecord.py: a TFRecord frame
     │   ├── WireError                     storage/protobuf_wire.py: protobuf bytes
-    │   └── ProfileUnreadable             analysis/profiler/python_profiles.py
+    │   └── ProfileUnreadable             analysis/profiling_data/python_profiles.py
     ├── CaptureError (RuntimeError)     inside the training
     │   ├── ProfilerUnavailable           capture/pytorch/profiling/python_profiling.py
     │   └── TrainingStopRequested         capture/stop_request.py: a rule asked the training to stop

@@ -25,17 +25,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trainprobe.analysis.profiler.merged_timeline import MergedTimeline
-from trainprobe.analysis.profiler.merged_timeline import merge_timeline as _merge
-from trainprobe.analysis.profiler.output import ProfilerOutput
-from trainprobe.analysis.profiler.python_profiles import FunctionStats, PythonProfile
-from trainprobe.analysis.profiler.selection import Selection
-from trainprobe.analysis.profiler.steps import StepSpan
+from trainprobe.analysis.profiling_data.merged_timeline import MergedTimeline
+from trainprobe.analysis.profiling_data.merged_timeline import merge_timeline as _merge
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.profiling_data.python_profiles import FunctionStats, PythonProfile
+from trainprobe.analysis.profiling_data.selection import Selection
+from trainprobe.analysis.profiling_data.steps import StepSpan
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 
 if TYPE_CHECKING:
-    from trainprobe.analysis.profiler.data import ProfilerData
+    from trainprobe.analysis.profiling_data.data import ProfilerData
 
 __all__ = [
     "FunctionStats",
@@ -53,7 +53,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # ProfilerData needs pandas: imported on first use, so merging works without it.
     if name == "ProfilerData":
-        from trainprobe.analysis.profiler.data import ProfilerData
+        from trainprobe.analysis.profiling_data.data import ProfilerData
 
         return ProfilerData
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

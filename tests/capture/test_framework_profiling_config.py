@@ -31,7 +31,7 @@ from framework_training import (
 from timing import FakeClock
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
-from trainprobe.capture.pytorch.profiling.profiler import framework_plan
+from trainprobe.capture.pytorch.profiling.framework_profiler import framework_plan
 from trainprobe.config.errors import ConfigErrors
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.metrics_config import (

@@ -38,7 +38,7 @@ from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.config.framework_profile import TraceFileSettings
 from trainprobe.config.metrics_config import StepWindow
 from trainprobe.config.profiler_config import ProfilingPlan
-from trainprobe.rules.profiler import (
+from trainprobe.rules.profiler_rules import (
     ProfilerRuleDefinition,
     ProfilerRuleRunner,
     ProfilerTrial,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_profiler_data import definition, end_job, follow, monitored, report_of, train
 
-from trainprobe.rules.profiler.step_outlier import LEAST_STEPS
+from trainprobe.rules.profiler_rules.step_outlier import LEAST_STEPS
 from trainprobe.rules.verdict import ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.system_metrics import SystemMetricsReader
 from trainprobe.storage.trace_file import TraceFileReader

@@ -33,7 +33,7 @@ from timing import wait_until
 from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import ProfilerRule, rule_configs
-from trainprobe.rules.profiler import LoadBalancing, ProfilerRuleDefinition
+from trainprobe.rules.profiler_rules import LoadBalancing, ProfilerRuleDefinition
 from trainprobe.rules.verdict import ERROR, IN_PROGRESS, ISSUES_FOUND, NO_ISSUES_FOUND, STOPPED
 from trainprobe.storage.rule_output import read_evaluations
 from trainprobe.storage.system_metrics import MetricKey, SystemMetricsWriter
@@ -230,7 +230,7 @@ def test_stop_ends_the_rules_as_stopped(tmp_path: Path) -> None:
 
 
 def run_command(*arguments: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "trainprobe.rules.profiler", *arguments]
+    command = [sys.executable, "-m", "trainprobe.rules.profiler_rules", *arguments]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 

@@ -6,10 +6,11 @@
         -- PROFILER_RULES_ARGUMENTS...
 
 The job runner starts one for the profiler rules given at creation, and one more for those each
-UpdateTrainingJob adds. It runs ``python -m trainprobe.rules.profiler`` with the arguments after
-``--``, the way a job's rule process runs (``trainprobe.jobs.rule_process.follow_for_runner``):
-its rules stop (Stopped) on SIGTERM and when the runner is gone, it beats its heartbeat, and a rule
-that ran out of memory ends in Error saying so.
+UpdateTrainingJob adds. It runs ``python -m trainprobe.rules.profiler_rules`` with the
+arguments after ``--``, the way a job's rule process runs
+(``trainprobe.jobs.rule_process.follow_for_runner``): its rules stop (Stopped) on SIGTERM and
+when the runner is gone, it beats its heartbeat, and a rule that ran out of memory ends in Error
+saying so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.rule_process import follow_for_runner
-from trainprobe.rules.profiler.__main__ import conclude, runner_from_arguments
+from trainprobe.rules.profiler_rules.__main__ import conclude, runner_from_arguments
 
 __all__ = ["main"]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from trainprobe.report.content import report_content
 from trainprobe.report.job_files import JobFiles
 from trainprobe.report.page import render_page
-from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
-from trainprobe.rules.profiler.report_data import json_safe
-from trainprobe.rules.profiler.runner import run_profiler_rules
+from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
+from trainprobe.rules.profiler_rules.report_data import json_safe
+from trainprobe.rules.profiler_rules.runner import run_profiler_rules
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import (
     PROFILER_REPORT_HTML,

@@ -19,7 +19,7 @@ import datetime
 import numbers
 from typing import Any
 
-from trainprobe.analysis.profiler.output import ProfilerOutput
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.report.debugging_rules import debugging_rules
 from trainprobe.report.framework import framework_summary
 from trainprobe.report.job_files import JobFiles

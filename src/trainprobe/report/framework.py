@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from trainprobe.analysis.profiler.detailed_traces import list_detailed_traces, read_trace_events
-from trainprobe.analysis.profiler.output import ProfilerOutput
-from trainprobe.analysis.profiler.python_profiles import (
+from trainprobe.analysis.profiling_data.detailed_traces import (
+    list_detailed_traces,
+    read_trace_events,
+)
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.profiling_data.python_profiles import (
     FunctionStats,
     ProfileUnreadable,
     PythonProfile,

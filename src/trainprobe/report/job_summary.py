@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from trainprobe.analysis.profiler.steps import StepSpan
+from trainprobe.analysis.profiling_data.steps import StepSpan
 from trainprobe.storage.metric_series import MetricSeries
 
 __all__ = ["job_summary", "time_axis"]

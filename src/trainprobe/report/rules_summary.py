@@ -1,7 +1,8 @@
 """The report's rules: what each profiler rule found, read from the data the rules keep.
 
 The ProfilerReport rule writes each of its rules' report data to
-``profiler-reports/<Rule>.json`` after every window (``trainprobe.rules.profiler.report_data``);
+``profiler-reports/<Rule>.json`` after every window
+(``trainprobe.rules.profiler_rules.report_data``);
 its ``status.json`` says whether the evaluation is still going. The summary lists the rules that
 fired first, most often first, as SageMaker's report does.
 """

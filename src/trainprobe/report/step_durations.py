@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.analysis.profiler.steps import StepSpan
+from trainprobe.analysis.profiling_data.steps import StepSpan
 from trainprobe.report.series import envelope, rounded, summary
 
 __all__ = ["step_durations"]

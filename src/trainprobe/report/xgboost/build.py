@@ -16,7 +16,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.report.build import ReportFiles
 from trainprobe.report.xgboost.content import xgboost_report_content
 from trainprobe.report.xgboost.page import render_xgboost_page
-from trainprobe.rules.profiler.report_data import json_safe
+from trainprobe.rules.profiler_rules.report_data import json_safe
 from trainprobe.storage import files, step_reader
 
 __all__ = [

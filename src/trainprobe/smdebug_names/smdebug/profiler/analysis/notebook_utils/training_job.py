@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from trainprobe.analysis.profiler.pandas_frame import PandasFrame
+from trainprobe.analysis.profiling_data.pandas_frame import PandasFrame
 from trainprobe.jobs import JobStore, describe_training_job
 from trainprobe.jobs.describe import find_job, layout_of
 

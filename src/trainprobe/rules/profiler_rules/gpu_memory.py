@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.rules.profiler.gpu_series import GpuKey, PerGpu, gpu_label
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import box
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.gpu_series import GpuKey, PerGpu, gpu_label
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import box
+from trainprobe.rules.profiler_rules.window import Window
 from trainprobe.storage.system_metrics import (
     GPU_MEMORY_UTILIZATION,
 )

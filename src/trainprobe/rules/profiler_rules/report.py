@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from trainprobe.rules.failure import describe_failure
-from trainprobe.rules.profiler.builtin import PROFILER_RULE_CLASSES
-from trainprobe.rules.profiler.report_data import RuleReport
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.builtin import PROFILER_RULE_CLASSES
+from trainprobe.rules.profiler_rules.report_data import RuleReport
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.window import Window
 
 __all__ = ["ProfilerReport"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from trainprobe.rules.profiler.gpu_series import GpuKey, PerGpu, gpu_label
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import box, histogram, js_distance, percentile
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.gpu_series import GpuKey, PerGpu, gpu_label
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import box, histogram, js_distance, percentile
+from trainprobe.rules.profiler_rules.window import Window
 from trainprobe.storage.system_metrics import GPU_UTILIZATION
 
 __all__ = ["LoadBalancing", "LowGPUUtilization"]

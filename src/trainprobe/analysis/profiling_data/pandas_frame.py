@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from trainprobe.analysis.profiler.data import ProfilerData
+from trainprobe.analysis.profiling_data.data import ProfilerData
 
 __all__ = ["FRAMEWORK_COLUMNS", "SYSTEM_COLUMNS", "PandasFrame"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from trainprobe.rules.profiler.statistics import ValueSeries
-from trainprobe.rules.profiler.window import Sample, is_gpu
+from trainprobe.rules.profiler_rules.statistics import ValueSeries
+from trainprobe.rules.profiler_rules.window import Sample, is_gpu
 
 __all__ = ["GpuKey", "PerGpu", "gpu_label"]
 

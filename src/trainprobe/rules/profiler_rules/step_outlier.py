@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.analysis.profiler.steps import is_step_event
-from trainprobe.rules.profiler.framework_summary import (
+from trainprobe.analysis.profiling_data.steps import is_step_event
+from trainprobe.rules.profiler_rules.framework_summary import (
     FrameworkTotals,
     step_number,
 )
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import MAX_DATAPOINTS, histogram, percentile
-from trainprobe.rules.profiler.window import NO_FRAMEWORK_EVENTS, Window
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import MAX_DATAPOINTS, histogram, percentile
+from trainprobe.rules.profiler_rules.window import NO_FRAMEWORK_EVENTS, Window
 from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.trace_file import TraceEvent
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import ValueSeries, histogram, summary
-from trainprobe.rules.profiler.window import Window, is_core
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import ValueSeries, histogram, summary
+from trainprobe.rules.profiler_rules.window import Window, is_core
 from trainprobe.storage.system_metrics import CPU_UTILIZATION
 from trainprobe.storage.trace_file import TraceEvent
 

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from trainprobe.rules.profiler.framework_summary import FrameworkTotals, events_near
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.window import Sample, Window, is_gpu
+from trainprobe.rules.profiler_rules.framework_summary import FrameworkTotals, events_near
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.window import Sample, Window, is_gpu
 from trainprobe.storage.system_metrics import (
     CPU_UTILIZATION,
     GPU_UTILIZATION,

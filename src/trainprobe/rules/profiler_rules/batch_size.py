@@ -10,10 +10,10 @@ too small.
 
 from __future__ import annotations
 
-from trainprobe.rules.profiler.gpu_series import GpuKey, PerGpu, gpu_label
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import ValueSeries, percentile
-from trainprobe.rules.profiler.window import Sample, Window, is_core
+from trainprobe.rules.profiler_rules.gpu_series import GpuKey, PerGpu, gpu_label
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import ValueSeries, percentile
+from trainprobe.rules.profiler_rules.window import Sample, Window, is_core
 from trainprobe.storage.system_metrics import (
     CPU_TOTAL,
     CPU_UTILIZATION,

@@ -1,6 +1,7 @@
 """``WindowRule``: the base class of every profiler rule.
 
-A profiler rule reads a job window after window (``trainprobe.rules.profiler.window``), keeps what
+A profiler rule reads a job window after window
+(``trainprobe.rules.profiler_rules.window``), keeps what
 it needs from one window to the next on ``self``, and says for each window whether it fired::
 
     class TooManySteps(WindowRule):
@@ -27,8 +28,8 @@ import abc
 from typing import Any, ClassVar
 
 from trainprobe.config import catalogue
-from trainprobe.rules.profiler.report_data import RuleReport, json_safe
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.report_data import RuleReport, json_safe
+from trainprobe.rules.profiler_rules.window import Window
 from trainprobe.rules.rule import Evidence
 
 __all__ = ["WindowRule"]

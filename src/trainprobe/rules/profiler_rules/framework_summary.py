@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from trainprobe.analysis.profiler.steps import is_step_event
+from trainprobe.analysis.profiling_data.steps import is_step_event
 from trainprobe.storage.modes import STEP_PHASE_PREFIX
 from trainprobe.storage.trace_file import TraceEvent
 

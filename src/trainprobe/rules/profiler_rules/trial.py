@@ -30,7 +30,7 @@ import bisect
 import math
 from collections.abc import Callable
 
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.window import Window
 from trainprobe.storage import files
 from trainprobe.storage.locations import TRAINING_END_FILE, join
 from trainprobe.storage.system_metrics import SystemMetricsReader, TimeUnit

@@ -25,10 +25,10 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.failure import describe_failure
-from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
-from trainprobe.rules.profiler.report import ProfilerReport
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.window import Window
+from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
+from trainprobe.rules.profiler_rules.report import ProfilerReport
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.window import Window
 from trainprobe.rules.rule_run import RuleRun
 from trainprobe.rules.verdict import (
     ERROR,

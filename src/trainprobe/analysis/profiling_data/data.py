@@ -22,17 +22,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainprobe.analysis.profiler import frames
-from trainprobe.analysis.profiler.merged_timeline import MergedTimeline, merge_timeline
-from trainprobe.analysis.profiler.output import ProfilerOutput
-from trainprobe.analysis.profiler.python_profiles import (
+from trainprobe.analysis.profiling_data import frames
+from trainprobe.analysis.profiling_data.merged_timeline import MergedTimeline, merge_timeline
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.profiling_data.python_profiles import (
     CPROFILE,
     PYINSTRUMENT,
     PythonProfile,
     add_up,
     read_functions,
 )
-from trainprobe.analysis.profiler.selection import Selection
+from trainprobe.analysis.profiling_data.selection import Selection
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys

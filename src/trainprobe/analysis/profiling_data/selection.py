@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trainprobe.analysis.profiler.steps import StepSpan
+from trainprobe.analysis.profiling_data.steps import StepSpan
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.storage.modes import ModeKeys
 

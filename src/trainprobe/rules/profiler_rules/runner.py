@@ -34,9 +34,9 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.following import RuleFollowing
-from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
-from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
-from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
+from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
+from trainprobe.rules.profiler_rules.evaluator import ProfilerRuleEvaluator
+from trainprobe.rules.profiler_rules.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
 from trainprobe.rules.runner import for_rule
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 

@@ -1,8 +1,8 @@
-"""``python -m trainprobe.rules.profiler``: run profiler rules on a job as a process.
+"""``python -m trainprobe.rules.profiler_rules``: run profiler rules on a job as a process.
 
 ::
 
-    python -m trainprobe.rules.profiler PROFILER_OUTPUT --rule-output RULE_OUTPUT
+    python -m trainprobe.rules.profiler_rules PROFILER_OUTPUT --rule-output RULE_OUTPUT
         [--rule ProfilerReport] [--name NAME] [--param KEY=VALUE ...]
         [--request FILE] [--poll-interval S] [--no-data-timeout S] [--framework-wait S]
         [--no-framework-profiling]
@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.rules.profiler.definition import ProfilerRuleDefinition
-from trainprobe.rules.profiler.evaluator import ProfilerRuleEvaluator
-from trainprobe.rules.profiler.runner import (
+from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
+from trainprobe.rules.profiler_rules.evaluator import ProfilerRuleEvaluator
+from trainprobe.rules.profiler_rules.runner import (
     DEFAULT_NO_DATA_TIMEOUT,
     DEFAULT_POLL_INTERVAL,
     ProfilerRuleRunner,
 )
-from trainprobe.rules.profiler.trial import DEFAULT_FRAMEWORK_WAIT
+from trainprobe.rules.profiler_rules.trial import DEFAULT_FRAMEWORK_WAIT
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Verdict
 
 __all__ = ["conclude", "main", "runner_from_arguments"]
@@ -40,7 +40,7 @@ __all__ = ["conclude", "main", "runner_from_arguments"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m trainprobe.rules.profiler",
+        prog="python -m trainprobe.rules.profiler_rules",
         description="Evaluate profiler rules on a job's profiler output until the job ends.",
     )
     parser.add_argument("profiler_output", help="the job's profiler output directory")

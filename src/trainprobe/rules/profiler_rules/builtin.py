@@ -1,21 +1,21 @@
 """The 11 built-in profiler rules by catalogue name, in the catalogue's order.
 
 ``PROFILER_RULE_CLASSES["CPUBottleneck"](threshold=20)`` builds one; ProfilerReport
-(``trainprobe.rules.profiler.report``) builds them all.
+(``trainprobe.rules.profiler_rules.report``) builds them all.
 """
 
 from __future__ import annotations
 
 from trainprobe.config import catalogue
-from trainprobe.rules.profiler.batch_size import BatchSize
-from trainprobe.rules.profiler.bottlenecks import CPUBottleneck, IOBottleneck
-from trainprobe.rules.profiler.dataloader import Dataloader
-from trainprobe.rules.profiler.gpu_memory import GPUMemoryIncrease
-from trainprobe.rules.profiler.gpu_utilization import LoadBalancing, LowGPUUtilization
-from trainprobe.rules.profiler.max_initialization_time import MaxInitializationTime
-from trainprobe.rules.profiler.overview import OverallFrameworkMetrics, OverallSystemUsage
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.step_outlier import StepOutlier
+from trainprobe.rules.profiler_rules.batch_size import BatchSize
+from trainprobe.rules.profiler_rules.bottlenecks import CPUBottleneck, IOBottleneck
+from trainprobe.rules.profiler_rules.dataloader import Dataloader
+from trainprobe.rules.profiler_rules.gpu_memory import GPUMemoryIncrease
+from trainprobe.rules.profiler_rules.gpu_utilization import LoadBalancing, LowGPUUtilization
+from trainprobe.rules.profiler_rules.max_initialization_time import MaxInitializationTime
+from trainprobe.rules.profiler_rules.overview import OverallFrameworkMetrics, OverallSystemUsage
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.step_outlier import StepOutlier
 
 __all__ = ["PROFILER_RULE_CLASSES"]
 

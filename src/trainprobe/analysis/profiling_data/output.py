@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainprobe.analysis.profiler.detailed_traces import DetailedTrace, list_detailed_traces
-from trainprobe.analysis.profiler.nodes import host_of_nodes, step_nodes
-from trainprobe.analysis.profiler.python_profiles import PythonProfile, list_python_profiles
-from trainprobe.analysis.profiler.selection import Selection, overlaps
-from trainprobe.analysis.profiler.steps import (
+from trainprobe.analysis.profiling_data.detailed_traces import DetailedTrace, list_detailed_traces
+from trainprobe.analysis.profiling_data.nodes import host_of_nodes, step_nodes
+from trainprobe.analysis.profiling_data.python_profiles import PythonProfile, list_python_profiles
+from trainprobe.analysis.profiling_data.selection import Selection, overlaps
+from trainprobe.analysis.profiling_data.steps import (
     StepIndex,
     StepSpan,
     event_step,

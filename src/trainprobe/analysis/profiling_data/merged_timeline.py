@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from trainprobe.analysis.profiler.detailed_traces import DetailedTrace, read_trace_events
-from trainprobe.analysis.profiler.output import ProfilerOutput
-from trainprobe.analysis.profiler.selection import Selection, overlaps
-from trainprobe.analysis.profiler.steps import is_step_event
+from trainprobe.analysis.profiling_data.detailed_traces import DetailedTrace, read_trace_events
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.profiling_data.selection import Selection, overlaps
+from trainprobe.analysis.profiling_data.steps import is_step_event
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage import files
 from trainprobe.storage.system_metrics import SystemMetric, TimeUnit

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainprobe.rules.profiler.framework_summary import FrameworkTotals
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.statistics import ValueSeries, summary
-from trainprobe.rules.profiler.window import Sample, Window, is_core, is_gpu
+from trainprobe.rules.profiler_rules.framework_summary import FrameworkTotals
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.statistics import ValueSeries, summary
+from trainprobe.rules.profiler_rules.window import Sample, Window, is_core, is_gpu
 from trainprobe.storage import system_metrics as sm
 from trainprobe.storage.modes import STEP_PHASE_PREFIX
 

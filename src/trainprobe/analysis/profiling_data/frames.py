@@ -28,9 +28,9 @@ except ImportError as error:  # pragma: no cover - the extra is installed where 
         "trainprobe's profiler data frames need pandas: pip install 'trainprobe[profiler]'"
     ) from error
 
-from trainprobe.analysis.profiler.output import PlacedEvent, PlacedReading
-from trainprobe.analysis.profiler.python_profiles import FunctionStats, PythonProfile
-from trainprobe.analysis.profiler.steps import StepSpan
+from trainprobe.analysis.profiling_data.output import PlacedEvent, PlacedReading
+from trainprobe.analysis.profiling_data.python_profiles import FunctionStats, PythonProfile
+from trainprobe.analysis.profiling_data.steps import StepSpan
 
 __all__ = [
     "EVENT_COLUMNS",

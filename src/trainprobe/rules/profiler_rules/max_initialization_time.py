@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprobe.analysis.profiler.steps import is_step_event
-from trainprobe.rules.profiler.rule import WindowRule
-from trainprobe.rules.profiler.window import NO_FRAMEWORK_EVENTS, Window
+from trainprobe.analysis.profiling_data.steps import is_step_event
+from trainprobe.rules.profiler_rules.rule import WindowRule
+from trainprobe.rules.profiler_rules.window import NO_FRAMEWORK_EVENTS, Window
 
 __all__ = ["MaxInitializationTime"]
 

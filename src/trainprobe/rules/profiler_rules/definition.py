@@ -20,9 +20,9 @@ from trainprobe.config import catalogue
 from trainprobe.config.actions import Action, ActionList, parse_actions
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
-from trainprobe.rules.profiler.builtin import PROFILER_RULE_CLASSES
-from trainprobe.rules.profiler.report import ProfilerReport
-from trainprobe.rules.profiler.rule import WindowRule
+from trainprobe.rules.profiler_rules.builtin import PROFILER_RULE_CLASSES
+from trainprobe.rules.profiler_rules.report import ProfilerReport
+from trainprobe.rules.profiler_rules.rule import WindowRule
 
 __all__ = ["ProfilerRuleDefinition", "profiler_rule_class"]
 
