@@ -15,12 +15,16 @@ outside its own error guard::
     self._stop_watch.raise_if_requested(self.step)         # at each step start
 
 which raises ``TrainingStopRequested`` (a RuntimeError, so the training stops with a
-traceback naming the rule and its reason) once a request is there.
+traceback naming the rule and its reason) once a request is there. Nothing else ever leaves
+``check``: a request that is not valid (not JSON, too deeply nested, a ``time`` that is not a
+number) is ignored with one warning, and a watch that cannot look at all (a path with a NUL)
+turns itself off with one warning; the training goes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -39,6 +43,8 @@ __all__ = [
 ]
 
 STOP_REQUEST_FILE = "stop_request.json"
+
+log = logging.getLogger(__name__)
 
 
 def stop_request_path(out_dir: str) -> str:
@@ -94,12 +100,12 @@ def write_stop_request(out_dir: str, request: StopRequest) -> str:
 
 
 def read_stop_request(out_dir: str) -> StopRequest | None:
-    """The stop request at ``out_dir``, or None when there is none (or it cannot be read)."""
+    """The stop request at ``out_dir``, or None when there is none (or it is not valid)."""
     try:
         data = json.loads(files.read_bytes(stop_request_path(out_dir)))
-    except (OSError, ValueError):
+        return StopRequest.from_json(data) if isinstance(data, dict) else None
+    except (OSError, TypeError, ValueError, RecursionError, OverflowError):
         return None
-    return StopRequest.from_json(data) if isinstance(data, dict) else None
 
 
 class TrainingStopRequested(RuntimeError):
@@ -126,11 +132,26 @@ class StopRequestWatch:
         self._next_look = 0.0
         self._seen_mtime: int | None = None
         self._found: StopRequest | None = None
+        self._off = False
 
     def check(self) -> StopRequest | None:
-        """The stop request, once there is a new one; None otherwise."""
-        if self._found is not None:
+        """The stop request, once there is a new one; None otherwise. Never raises."""
+        if self._found is not None or self._off:
             return self._found
+        try:
+            return self._look()
+        except Exception as error:  # the training must never die of its stop watch
+            self._off = True
+            log.warning(
+                "trainprobe: cannot watch %r for stop requests (%s: %s); a rule's "
+                "StopTraining action will not stop this training",
+                self.path,
+                type(error).__name__,
+                error,
+            )
+            return None
+
+    def _look(self) -> StopRequest | None:
         now = time.monotonic()
         if now < self._next_look:
             return None
@@ -143,11 +164,18 @@ class StopRequestWatch:
             return None
         self._seen_mtime = mtime
         try:
-            data = json.loads(files.read_bytes(self.path))
-        except (OSError, ValueError):
+            content = files.read_bytes(self.path)
+        except OSError:
             return None
-        request = StopRequest.from_json(data) if isinstance(data, dict) else None
-        if request is not None and request.time >= self.since:
+        try:
+            data = json.loads(content)
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON object is expected, found {type(data).__name__}")
+            request = StopRequest.from_json(data)
+        except (TypeError, ValueError, RecursionError, OverflowError) as error:
+            log.warning("trainprobe: ignoring the stop request %s, not valid: %s", self.path, error)
+            return None
+        if request.time >= self.since:
             self._found = request
         return self._found
 
