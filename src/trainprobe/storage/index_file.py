@@ -141,6 +141,20 @@ def _text(value: object, what: str) -> str:
 
 
 def _location(entry: object) -> TensorLocation:
+    # The usual entry, checked in one expression (``type(...) is int`` leaves bools out); any
+    # other goes through the checks that say what is wrong.
+    if type(entry) is dict:
+        name, start, length = entry.get("tensorname"), entry.get("start_idx"), entry.get("length")
+        checksum = entry.get(CHECKSUM_KEY)
+        if (
+            type(name) is str
+            and type(start) is int
+            and type(length) is int
+            and start >= 0
+            and length >= 0
+            and (checksum is None or (type(checksum) is int and 0 <= checksum < 2**32))
+        ):
+            return TensorLocation(name, start, length, checksum)
     if not isinstance(entry, dict):
         raise IndexFileError(f"a tensor_payload entry must be an object, found {entry!r}")
     checksum = entry.get(CHECKSUM_KEY)
