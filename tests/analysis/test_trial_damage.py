@@ -212,3 +212,20 @@ def test_output_without_checksums_still_reads_with_a_note(
         assert_steps_read(trial, STEPS)
     notes = [r.getMessage() for r in caplog.records if "without verification" in r.getMessage()]
     assert len(notes) == 1
+
+
+@pytest.mark.parametrize("start, length", [(0, 2**60), (2**40, 1143), (0, 3)])
+def test_an_index_entry_beyond_its_event_file_is_a_damaged_record(
+    tmp_path: Path, start: int, length: int
+) -> None:
+    write_run(tmp_path)
+    index = index_path(tmp_path, 3)
+    document = json.loads(index.read_text())
+    entry = next(e for e in document["tensor_payload"] if e["tensorname"] == "fc.weight")
+    entry["start_idx"], entry["length"] = start, length
+    index.write_text(json.dumps(document))
+    trial = create_trial(str(tmp_path))
+    with pytest.raises(TensorRecordDamaged, match="step 3"):
+        trial.tensor("fc.weight").value(3)
+    assert float(trial.tensor("loss").value(3)) == pytest.approx(0.3)
+    assert_steps_read(trial, [0, 1, 2])

@@ -239,7 +239,7 @@ class Trial:
             )
         except FileNotFoundError:
             return self._read(name, step, mode, [ref])[0].value()
-        except (ValueError, EOFError) as error:
+        except (ValueError, EOFError, MemoryError) as error:  # MemoryError: an absurd length
             raise self._damaged(name, step, mode, ref.event_file, error) from error
 
     def _read(
@@ -271,7 +271,7 @@ class Trial:
                 return step_reader.read_tensor_records(
                     self.path, event_file, ranges, self._reader, checksums
                 )
-            except (ValueError, EOFError) as error:
+            except (ValueError, EOFError, MemoryError) as error:  # MemoryError: an absurd length
                 raise self._damaged(name, step, mode, event_file, error) from error
             except FileNotFoundError:
                 if self.loaded_all_steps or time.monotonic() >= deadline:
