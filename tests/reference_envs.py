@@ -37,6 +37,8 @@ SMDEBUG = (
     "psutil",
     "setuptools<81",
     "torch==2.13.0",
+    # trainprobe's own record checksums, for the benchmarks that run trainprobe's src beside it
+    "crc32c==2.9.post0",
 )
 
 SMDEBUG_XGBOOST = (

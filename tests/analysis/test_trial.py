@@ -12,7 +12,6 @@ import pytest
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.exceptions import (
-    IndexReaderException,
     InvalidWorker,
     MissingCollectionFiles,
     NoMoreData,
@@ -334,13 +333,6 @@ def test_an_empty_or_missing_location_fails_clearly(tmp_path: Path) -> None:
     write_training_end(str(tmp_path))
     with pytest.raises(MissingCollectionFiles, match="ended"):
         create_trial(str(tmp_path), timeout=60)
-
-
-def test_a_damaged_index_file_is_reported(tmp_path: Path) -> None:
-    _training_run(tmp_path)
-    (tmp_path / "index/000000000/000000000099_worker_0.json").write_text("{not json")
-    with pytest.raises(IndexReaderException, match=r"000000000099_worker_0\.json"):
-        create_trial(str(tmp_path))
 
 
 def test_range_steps_and_bad_arguments(tmp_path: Path) -> None:

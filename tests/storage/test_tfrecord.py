@@ -6,14 +6,17 @@ import struct
 
 import pytest
 
+from trainprobe.errors import TrainprobeError
 from trainprobe.storage.tfrecord import (
     FAKE_DATA_CRC,
     OVERHEAD,
+    RecordChecksumError,
     RecordError,
     crc32c,
     frame,
     iter_records,
     masked_crc32c,
+    payload_checksum,
     unframe,
 )
 
@@ -46,7 +49,7 @@ def test_a_record_is_length_length_crc_payload_footer() -> None:
 def test_records_read_back_with_either_footer(real_crc: bool) -> None:
     payloads = [b"", b"a", b"x" * 1000]
     data = b"".join(b"".join(frame([p], real_crc=real_crc)) for p in payloads)
-    found = list(iter_records(data, verify_data=True))
+    found = list(iter_records(data))
     assert [bytes(payload) for _, _, payload in found] == payloads
     assert [start for start, _, _ in found] == [0, 16, 33]
     assert [length for _, length, _ in found] == [16, 17, 1016]
@@ -62,8 +65,24 @@ def test_a_damaged_length_is_caught() -> None:
 def test_a_damaged_payload_is_caught_when_the_crc_is_real() -> None:
     record = bytearray(b"".join(frame([b"payload"], real_crc=True)))
     record[13] ^= 1
-    with pytest.raises(RecordError, match="data CRC"):
-        unframe(record, verify_data=True)
+    with pytest.raises(RecordChecksumError, match="does not match its checksum"):
+        unframe(record)
+
+
+def test_a_damaged_payload_is_caught_by_the_checksum_given_beside_smdebugs_footer() -> None:
+    # events/ records keep smdebug's constant footer; their checksum travels in the index.
+    payload = [b"pay", memoryview(b"load")]
+    checksum = payload_checksum(payload)
+    assert checksum == masked_crc32c(b"payload")
+    record = bytearray(b"".join(frame(payload)))
+    assert bytes(unframe(record, checksum=checksum)) == b"payload"
+    record[13] ^= 0x40
+    with pytest.raises(RecordChecksumError) as caught:
+        unframe(record, checksum=checksum)
+    assert caught.value.expected == checksum
+    assert isinstance(caught.value, TrainprobeError)
+    # Without a checksum (smdebug's output) the constant footer lets it through unverified.
+    assert bytes(unframe(record)) == b"p!yload"
 
 
 def test_a_truncated_file_is_caught() -> None:

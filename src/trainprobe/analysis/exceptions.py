@@ -5,6 +5,7 @@
     AnalysisError (trainprobe.errors; also named TrainprobeAnalysisError)
     ├── TensorUnavailable          the tensor was never saved
     ├── TensorUnavailableForStep   saved, but not at this step (maybe only its reductions)
+    │   └── TensorRecordDamaged    saved, but its record's file is damaged (checksum, truncation)
     ├── ShapeUnavailableForStep    neither its shape nor its value was saved at this step
     ├── StepUnavailable            the step was skipped: nothing was saved at it
     ├── StepNotYetAvailable        the job is still running and has not written the step yet
@@ -27,6 +28,7 @@ __all__ = [
     "ShapeUnavailableForStep",
     "StepNotYetAvailable",
     "StepUnavailable",
+    "TensorRecordDamaged",
     "TensorUnavailable",
     "TensorUnavailableForStep",
     "TrainprobeAnalysisError",
@@ -66,6 +68,29 @@ class TensorUnavailableForStep(TrainprobeAnalysisError):
         if has_reductions:
             message += " Its reductions were saved for this step: ask for reduction_value()."
         super().__init__(message)
+
+
+class TensorRecordDamaged(TensorUnavailableForStep):
+    """The tensor was saved at this step, but its record cannot be read back as written.
+
+    Its bytes changed after writing (they fail their checksum), or its event file is truncated
+    or malformed. Only that record is lost: code that skips values unavailable at a step skips
+    it too. ``path`` is the event file, ``reason`` what is wrong with it.
+    """
+
+    def __init__(self, tname: str, step: int, mode: ModeKeys, path: str, reason: str) -> None:
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        self.has_reductions = False
+        self.path = path
+        self.reason = reason
+        TrainprobeAnalysisError.__init__(
+            self,
+            f"Tensor {tname} at step {step} with mode {mode.name} cannot be read: its record in "
+            f"{path} is damaged ({reason}). The file changed after it was written; other "
+            "steps are not affected.",
+        )
 
 
 class ShapeUnavailableForStep(TrainprobeAnalysisError):

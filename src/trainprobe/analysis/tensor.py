@@ -19,6 +19,7 @@ from trainprobe.analysis.exceptions import (
     ShapeUnavailableForStep,
     StepNotYetAvailable,
     StepUnavailable,
+    TensorRecordDamaged,
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.reductions import canonical_reduction, compute_reduction
@@ -32,11 +33,13 @@ __all__ = ["RecordRef", "Tensor"]
 
 
 class RecordRef(NamedTuple):
-    """Where one saved record lies: event file (relative to the trial), start, length."""
+    """Where one saved record lies: event file (relative to the trial), start, length, and the
+    checksum its index gives (None for output written without one)."""
 
     event_file: str
     start: int
     length: int
+    checksum: int | None = None
 
 
 @dataclass
@@ -170,14 +173,20 @@ class Tensor:
     def values(
         self, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> dict[int, np.ndarray]:
-        """The tensor's value at every complete step where it was saved, by step."""
-        wanted: list[tuple[int, RecordRef]] = []
+        """The tensor's value at every complete step where it was saved, by step.
+
+        A step whose record is damaged is left out (the trial logs it once).
+        """
+        found: dict[int, np.ndarray] = {}
         for step in self.steps(mode=mode):
             saved = self._at(step, mode, worker)
-            if saved.value is not None:
-                wanted.append((step, saved.value))
-        events = self._trial._read(self.name, -1, mode, [ref for _, ref in wanted])
-        return {step: event.value() for (step, _), event in zip(wanted, events, strict=True)}
+            if saved.value is None:
+                continue
+            try:
+                found[step] = self._trial._value(self.name, step, mode, saved.value)
+            except TensorRecordDamaged:
+                continue
+        return found
 
     def original_dtype(
         self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None

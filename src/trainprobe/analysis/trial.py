@@ -8,6 +8,13 @@ when a value is asked for, one ranged read each.
 
 Nothing waits forever: a location with no output yet is given ``timeout`` seconds (10 by
 default) to show a collections file, then MissingCollectionFiles says what was found.
+
+Damage costs only what is damaged: an index or collections file that cannot be read (truncated,
+not JSON, nested too deeply, naming a file outside the trial) is skipped with one warning, and
+its step is missing from that worker; a record that fails its checksum, or lies in a truncated
+event file, raises TensorRecordDamaged for that value (warned once per file), and the others
+read. Records are checked against the checksums their index gives; output without them
+(smdebug's, or an older trainprobe's) is read unverified, as noted once in the log.
 """
 
 from __future__ import annotations
@@ -21,11 +28,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from trainprobe.analysis.exceptions import (
-    IndexReaderException,
     MissingCollectionFiles,
     NoMoreData,
     StepNotYetAvailable,
     StepUnavailable,
+    TensorRecordDamaged,
     TensorUnavailable,
     TensorUnavailableForStep,
 )
@@ -45,7 +52,7 @@ from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["DEFAULT_TIMEOUT", "Trial", "create_trial"]
 
-log = logging.getLogger("trainprobe")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.2
@@ -77,6 +84,7 @@ class Trial:
         self._read_index_files: set[str] = set()
         self._last_step_of: dict[str, int] = {}
         self._read_collections_files: set[str] = set()
+        self._warned: set[str] = set()
         self._reader = files.RangeReader(max_open=128)
         self.read_log: ReadLog | None = None
         self._module_types = ModuleTypeIndex(self.path)
@@ -120,8 +128,13 @@ class Trial:
                 continue
             try:
                 content = step_reader.read_collections_file(self.path, name)
-            except ValueError as error:
-                raise IndexReaderException(f"{self.path}/{name}: {error}") from error
+            except (ValueError, RecursionError) as error:
+                self._read_collections_files.add(name)
+                self._warn(name, f"cannot read {self.path}/{name}, skipped: {error}")
+                continue
+            except OSError as error:
+                self._warn(name, f"cannot read {self.path}/{name} yet: {error}")
+                continue
             self._read_collections_files.add(name)
             self._workers.add(content.worker)
             self._catalog.set_num_workers(max(self._catalog.num_workers, content.num_workers))
@@ -156,8 +169,18 @@ class Trial:
                 continue
             wanted.append(name)
         for name, index in step_reader.read_step_indexes(self.path, wanted):
-            if isinstance(index, (ValueError, OSError)):
-                raise IndexReaderException(f"cannot read {self.path}/{name}: {index}") from index
+            if isinstance(index, ValueError):
+                self._read_index_files.add(name)
+                step, worker = locations.parse_index_file_name(name) or (-1, "?")
+                self._warn(
+                    name,
+                    f"the index file {self.path}/{name} is damaged, so step {step} of {worker} "
+                    f"cannot be read (the other steps can): {index}",
+                )
+                continue
+            if isinstance(index, OSError):
+                self._warn(name, f"cannot read the index file {self.path}/{name} yet: {index}")
+                continue
             self._add_index(index)
             self._read_index_files.add(name)
         if ended:
@@ -191,8 +214,15 @@ class Trial:
         self._workers.add(worker)
         names = self._step_tensors.setdefault(step, set())
         event_file = index.event_file or locations.event_file(step, worker)
+        if index.tensors and index.tensors[0].checksum is None:
+            self._warn(
+                "unverified",
+                f"the records of {self.path} carry no checksums (written by smdebug or an older "
+                "trainprobe): they are read without verification",
+                level=logging.INFO,
+            )
         for location in index.tensors:
-            ref = RecordRef(event_file, location.start, location.length)
+            ref = RecordRef(event_file, location.start, location.length, location.checksum)
             reduction = parse_reduction_tensor_name(location.name)
             if reduction is None:
                 self._tensor_for(location.name)._add_value(step, worker, ref)
@@ -206,16 +236,32 @@ class Trial:
             names.add(shape.name)
         self._mode_tensors.setdefault(index.mode, set()).update(names)
 
+    def _warn(self, key: str, message: str, *, level: int = logging.WARNING) -> None:
+        """Log ``message`` the first time something is wrong with ``key`` (a file)."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.log(level, "trainprobe: %s", message)
+
+    def _damaged(
+        self, name: str, step: int, mode: ModeKeys, event_file: str, error: Exception
+    ) -> TensorRecordDamaged:
+        path = f"{self.path}/{event_file}"
+        reason = str(error) or type(error).__name__
+        self._warn(event_file, f"{path} is damaged ({reason}); the tensors in it cannot be read")
+        return TensorRecordDamaged(name, step, mode, path, reason)
+
     def _value(self, name: str, step: int, mode: ModeKeys, ref: RecordRef) -> np.ndarray:
         """The value in the record at ``ref`` (the hot path of ``Tensor.value``)."""
         if self.read_log is not None:
             self.read_log.read(name)
         try:
             return step_reader.read_tensor_value(
-                self.path, ref.event_file, ref.start, ref.length, self._reader
+                self.path, ref.event_file, ref.start, ref.length, self._reader, ref.checksum
             )
         except FileNotFoundError:
             return self._read(name, step, mode, [ref])[0].value()
+        except (ValueError, EOFError, MemoryError) as error:  # MemoryError: an absurd length
+            raise self._damaged(name, step, mode, ref.event_file, error) from error
 
     def _read(
         self, name: str, step: int, mode: ModeKeys, refs: Sequence[RecordRef]
@@ -228,22 +274,28 @@ class Trial:
             by_file.setdefault(ref.event_file, []).append(position)
         events: list[TensorEvent | None] = [None] * len(refs)
         for event_file, positions in by_file.items():
-            ranges = [(refs[p].start, refs[p].length) for p in positions]
+            wanted = [refs[p] for p in positions]
             for position, event in zip(
-                positions, self._read_file(name, step, mode, event_file, ranges), strict=True
+                positions, self._read_file(name, step, mode, event_file, wanted), strict=True
             ):
                 events[position] = event
         return [event for event in events if event is not None]
 
     def _read_file(
-        self, name: str, step: int, mode: ModeKeys, event_file: str, ranges: list[tuple[int, int]]
+        self, name: str, step: int, mode: ModeKeys, event_file: str, refs: list[RecordRef]
     ) -> list[TensorEvent]:
         # An index can name an event file not there yet when the output is being copied to
         # object storage; give it the trial's timeout, unless the job has ended.
         deadline = time.monotonic() + self.timeout
+        ranges = [(ref.start, ref.length) for ref in refs]
+        checksums = [ref.checksum for ref in refs]
         while True:
             try:
-                return step_reader.read_tensor_records(self.path, event_file, ranges, self._reader)
+                return step_reader.read_tensor_records(
+                    self.path, event_file, ranges, self._reader, checksums
+                )
+            except (ValueError, EOFError, MemoryError) as error:  # MemoryError: an absurd length
+                raise self._damaged(name, step, mode, event_file, error) from error
             except FileNotFoundError:
                 if self.loaded_all_steps or time.monotonic() >= deadline:
                     raise TensorUnavailableForStep(name, step, mode) from None

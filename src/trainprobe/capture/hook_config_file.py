@@ -254,8 +254,8 @@ def parse_hook_config(
         found = check_collection_parameters(params)
         errors += [error.at(f"{where}.CollectionParameters") for error in found]
     out_dir = document.get("LocalPath", DEFAULT_OUT_DIR)
-    if not isinstance(out_dir, str) or not out_dir:
-        errors.append(ConfigError("LocalPath", out_dir, "a non-empty path"))
+    if not isinstance(out_dir, str) or not out_dir or "\0" in out_dir:
+        errors.append(ConfigError("LocalPath", out_dir, "a non-empty path without NUL characters"))
     if errors:
         raise ConfigErrors(errors)
 

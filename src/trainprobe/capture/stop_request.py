@@ -10,18 +10,24 @@ ignored. The hook calls, at step start and outside its own error guard::
     self._stop_watch.raise_if_requested(self.step)         # at each step start
 
 which raises ``TrainingStopRequested`` (a RuntimeError, so the training stops with a
-traceback naming the rule and its reason) once a request is there.
+traceback naming the rule and its reason) once a request is there. Nothing else ever leaves
+``check``: a request that is not valid (not JSON, too deeply nested, a ``time`` that is not a
+number) is ignored with one warning, and a watch that cannot look at all (a path with a NUL)
+turns itself off with one warning; the training goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from trainprobe.errors import CaptureError
-from trainprobe.storage.stop_request import StopRequest, read_stop_request, stop_request_path
+from trainprobe.storage.stop_request import StopRequest, load_stop_request, stop_request_path
 
 __all__ = ["StopRequestWatch", "TrainingStopRequested"]
+
+log = logging.getLogger(__name__)
 
 
 class TrainingStopRequested(CaptureError):
@@ -49,11 +55,26 @@ class StopRequestWatch:
         self._next_look = 0.0
         self._seen_mtime: int | None = None
         self._found: StopRequest | None = None
+        self._off = False
 
     def check(self) -> StopRequest | None:
-        """The stop request, once there is a new one; None otherwise."""
-        if self._found is not None:
+        """The stop request, once there is a new one; None otherwise. Never raises."""
+        if self._found is not None or self._off:
             return self._found
+        try:
+            return self._look()
+        except Exception as error:  # the training must never die of its stop watch
+            self._off = True
+            log.warning(
+                "trainprobe: cannot watch %r for stop requests (%s: %s); a rule's "
+                "StopTraining action will not stop this training",
+                self.path,
+                type(error).__name__,
+                error,
+            )
+            return None
+
+    def _look(self) -> StopRequest | None:
         now = time.monotonic()
         if now < self._next_look:
             return None
@@ -65,8 +86,14 @@ class StopRequestWatch:
         if mtime == self._seen_mtime:
             return None
         self._seen_mtime = mtime
-        request = read_stop_request(self.out_dir)
-        if request is not None and request.time >= self.since:
+        try:
+            request = load_stop_request(self.out_dir)
+        except OSError:
+            return None
+        except ValueError as error:
+            log.warning("trainprobe: ignoring the stop request %s, not valid: %s", self.path, error)
+            return None
+        if request.time >= self.since:
             self._found = request
         return self._found
 

@@ -8,17 +8,43 @@ smdebug's JSON, written once when the step's writer closes::
 
 ``start_idx`` and ``length`` cover the whole record, framing included, so one ranged read
 fetches one tensor. A step that saved only shapes has no ``event_file_name``.
+
+trainprobe adds ``"masked_crc32c"`` to each tensor entry: the masked CRC32C of the record's
+payload, which TensorFlow's framing would put in the record's footer (``tfrecord``). smdebug's
+reader ignores the key; trainprobe's checks the record against it. Entries without it (smdebug's
+output, trainprobe's before it) are read unverified.
+
+Decoding is strict: anything that is not such a document (truncated JSON, nesting too deep to
+parse, a field of the wrong type, an ``event_file_name`` that leaves the output directory)
+raises IndexFileError, so that a reader can drop that one step and read the others.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.errors import FormatError
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["ShapeEntry", "StepIndex", "TensorLocation", "decode_index", "encode_index"]
+__all__ = [
+    "CHECKSUM_KEY",
+    "IndexFileError",
+    "ShapeEntry",
+    "StepIndex",
+    "TensorLocation",
+    "check_relative_path",
+    "decode_index",
+    "encode_index",
+]
+
+CHECKSUM_KEY = "masked_crc32c"
+
+
+class IndexFileError(FormatError, ValueError):
+    """An index file that is damaged, or not an index file, or names a file outside its output."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +54,7 @@ class TensorLocation:
     name: str
     start: int
     length: int
+    checksum: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,9 +86,7 @@ def encode_index(index: StepIndex) -> bytes:
         meta["event_file_name"] = index.event_file
     document = {
         "meta": meta,
-        "tensor_payload": [
-            {"tensorname": t.name, "start_idx": t.start, "length": t.length} for t in index.tensors
-        ],
+        "tensor_payload": [_tensor_entry(t) for t in index.tensors],
         "shape_payload": [
             {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)}
             for s in index.shapes
@@ -70,32 +95,123 @@ def encode_index(index: StepIndex) -> bytes:
     return json.dumps(document).encode("utf-8")
 
 
+def _tensor_entry(location: TensorLocation) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "tensorname": location.name,
+        "start_idx": location.start,
+        "length": location.length,
+    }
+    if location.checksum is not None:
+        entry[CHECKSUM_KEY] = location.checksum
+    return entry
+
+
+def check_relative_path(path: object, what: str = "event_file_name") -> str:
+    """``path`` when it is a relative ``/``-separated path that stays inside its directory.
+
+    Refuses (IndexFileError) anything else: not a string, empty, absolute, a URL, a NUL, a
+    backslash, or ``..`` leading out. Symbolic links are the reader's to check.
+    """
+    if not isinstance(path, str) or not path:
+        raise IndexFileError(f"{what} must be a relative path, found {path!r}")
+    normal = posixpath.normpath(path)
+    if (
+        "\0" in path
+        or "\\" in path
+        or "://" in path
+        or posixpath.isabs(path)
+        or normal == ".."
+        or normal.startswith("../")
+        or normal == "."
+    ):
+        raise IndexFileError(f"{what} {path!r} is not a path inside the tensor output")
+    return normal
+
+
+def _whole_number(value: object, what: str, limit: int = 2**63) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise IndexFileError(f"{what} must be a whole number from 0, found {value!r}")
+    return value
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise IndexFileError(f"{what} must be a string, found {value!r}")
+    return value
+
+
+def _location(entry: object) -> TensorLocation:
+    # The usual entry, checked in one expression (``type(...) is int`` leaves bools out); any
+    # other goes through the checks that say what is wrong.
+    if type(entry) is dict:
+        name, start, length = entry.get("tensorname"), entry.get("start_idx"), entry.get("length")
+        checksum = entry.get(CHECKSUM_KEY)
+        if (
+            type(name) is str
+            and type(start) is int
+            and type(length) is int
+            and start >= 0
+            and length >= 0
+            and (checksum is None or (type(checksum) is int and 0 <= checksum < 2**32))
+        ):
+            return TensorLocation(name, start, length, checksum)
+    if not isinstance(entry, dict):
+        raise IndexFileError(f"a tensor_payload entry must be an object, found {entry!r}")
+    checksum = entry.get(CHECKSUM_KEY)
+    return TensorLocation(
+        _text(entry["tensorname"], "tensorname"),
+        _whole_number(entry["start_idx"], "start_idx"),
+        _whole_number(entry["length"], "length"),
+        None if checksum is None else _whole_number(checksum, CHECKSUM_KEY, 2**32),
+    )
+
+
+def _shape(entry: object) -> ShapeEntry:
+    if not isinstance(entry, dict):
+        raise IndexFileError(f"a shape_payload entry must be an object, found {entry!r}")
+    name = _text(entry["tensorname"], "tensorname")
+    shape = entry["shape"]
+    if not isinstance(shape, list):
+        raise IndexFileError(f"shape must be a list, found {shape!r}")
+    return ShapeEntry(
+        name,
+        _text(entry.get("originalname", name), "originalname"),
+        tuple(_whole_number(size, "a shape's size") for size in shape),
+    )
+
+
 def decode_index(data: bytes, step: int, worker: str) -> StepIndex:
     """An index file's content; ``step`` and ``worker`` come from its file name.
 
-    Raises ValueError (json.JSONDecodeError, KeyError wrapped) when it is not an index file.
+    Raises IndexFileError (a ValueError) when it is not a whole, well-formed index file.
     """
     try:
         document = json.loads(data)
+    except RecursionError:
+        raise IndexFileError("not an index file: JSON nested too deeply") from None
+    except ValueError as error:  # truncated or not JSON, or not UTF-8
+        raise IndexFileError(f"not an index file: {error}") from None
+    try:
+        if not isinstance(document, dict):
+            raise IndexFileError(f"an index file is a JSON object, found {type(document).__name__}")
         meta = document["meta"]
-        mode_name = meta.get("mode", "GLOBAL")
-        mode = ModeKeys[mode_name.rsplit(".", 1)[-1]]
+        if not isinstance(meta, dict):
+            raise IndexFileError(f"meta must be an object, found {meta!r}")
+        mode_name = _text(meta.get("mode", "GLOBAL"), "mode")
+        mode = ModeKeys[mode_name.strip().rsplit(".", 1)[-1]]
+        event_file = meta.get("event_file_name")
+        tensors = document.get("tensor_payload") or []
+        shapes = document.get("shape_payload") or []
+        if not isinstance(tensors, list) or not isinstance(shapes, list):
+            raise IndexFileError("tensor_payload and shape_payload must be lists")
         return StepIndex(
             step=step,
             worker=worker,
             mode=mode,
-            mode_step=int(meta.get("mode_step", step)),
-            event_file=meta.get("event_file_name"),
-            tensors=[
-                TensorLocation(t["tensorname"], int(t["start_idx"]), int(t["length"]))
-                for t in document.get("tensor_payload") or []
-            ],
-            shapes=[
-                ShapeEntry(
-                    s["tensorname"], s.get("originalname", s["tensorname"]), tuple(s["shape"])
-                )
-                for s in document.get("shape_payload") or []
-            ],
+            mode_step=_whole_number(meta.get("mode_step", step), "mode_step"),
+            event_file=None if event_file is None else check_relative_path(event_file),
+            tensors=[_location(entry) for entry in tensors],
+            shapes=[_shape(entry) for entry in shapes],
         )
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"not an index file: {error!r}") from error
+    except KeyError as error:
+        raise IndexFileError(f"not an index file: {error} is missing or unknown") from None

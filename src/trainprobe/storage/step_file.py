@@ -4,7 +4,8 @@ The hook opens a ``StepWriter`` per saved step, ``add``s each tensor (from its w
 or ``add_scalars`` a batch of scalars (its reductions) in one write, and ``close``s it. The
 event file is written under a temporary name as tensors arrive and renamed into place on close,
 then the index file appears: a reader that sees the index can always read the records it points
-to. A step that saved nothing leaves no file at all.
+to. The index also carries each record's checksum (``index_file``), computed here, on the
+thread that writes. A step that saved nothing leaves no file at all.
 
 The collections file and the end-of-training marker are written by the functions re-exported
 here, so the hook needs only this module.
@@ -28,7 +29,7 @@ from trainprobe.storage.tensor_event import (
     encode_scalar_events,
     encode_tensor_event,
 )
-from trainprobe.storage.tfrecord import frame, frame_bytes
+from trainprobe.storage.tfrecord import frame, frame_bytes, masked_crc32c, payload_checksum
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 __all__ = ["StepWriter", "training_has_ended", "write_collections_file", "write_training_end"]
@@ -111,11 +112,12 @@ class StepWriter:
             original_dtype=original_dtype,
         )
         record = frame(chunks)
+        checksum = payload_checksum(chunks)
         with self._lock:
             events = self._open_events()
             start = events.size
             events.writelines(record)
-            self._tensors.append(TensorLocation(name, start, events.size - start))
+            self._tensors.append(TensorLocation(name, start, events.size - start, checksum))
             self._first_mode(mode, mode_step)
 
     def add_scalars(
@@ -146,12 +148,13 @@ class StepWriter:
             original_dtype=original_dtype,
         )
         records = [frame_bytes(payload) for payload in payloads]
+        checksums = [masked_crc32c(payload) for payload in payloads]
         with self._lock:
             events = self._open_events()
             start = events.size
             found = []
-            for name, record in zip(names, records, strict=True):
-                found.append(TensorLocation(name, start, len(record)))
+            for name, record, checksum in zip(names, records, checksums, strict=True):
+                found.append(TensorLocation(name, start, len(record), checksum))
                 start += len(record)
             events.write(b"".join(records))
             self._tensors.extend(found)

@@ -2,21 +2,28 @@
 tensor records by (start, length).
 
 Only the records asked for are read and decoded: an index file says where each record lies,
-so one ranged read fetches one tensor.
+so one ranged read fetches one tensor, checked against the checksum the index gives for it.
+
+Nothing a file names is followed outside the output: an index whose ``event_file_name`` leaves
+``out_dir`` (``..``, an absolute path, a symbolic link pointing out) is refused as damaged.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import posixpath
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from trainprobe.storage import files, locations
 from trainprobe.storage.collections_file import CollectionsFile, read_collections_file
-from trainprobe.storage.index_file import StepIndex, decode_index
+from trainprobe.storage.index_file import (
+    IndexFileError,
+    StepIndex,
+    check_relative_path,
+    decode_index,
+)
 from trainprobe.storage.tensor_event import (
     TensorEvent,
     decode_tensor_event,
@@ -70,13 +77,17 @@ def list_collections_files(out_dir: str) -> list[str]:
 def read_step_index(out_dir: str, relative_path: str) -> StepIndex:
     """Read one index file (``relative_path`` as listed by ``list_index_files``).
 
-    Raises ValueError when the file is not a valid index file.
+    Raises IndexFileError (a ValueError) when the file is not a valid index file or names an
+    event file outside ``out_dir``.
     """
     parsed = locations.parse_index_file_name(relative_path)
     if parsed is None:
-        raise ValueError(f"{relative_path} is not named like an index file")
+        raise IndexFileError(f"{relative_path} is not named like an index file")
     step, worker = parsed
-    return decode_index(files.read_bytes(locations.join(out_dir, relative_path)), step, worker)
+    index = decode_index(files.read_bytes(locations.join(out_dir, relative_path)), step, worker)
+    if index.event_file is not None:
+        _event_path(out_dir, index.event_file)
+    return index
 
 
 def read_step_indexes(
@@ -103,9 +114,13 @@ def read_step_indexes(
             continue
         step, worker = locations.parse_index_file_name(path) or (-1, "")
         try:
-            yield path, decode_index(content, step, worker)
+            index = decode_index(content, step, worker)
+            if index.event_file is not None:
+                _event_path(out_dir, index.event_file)
         except ValueError as error:
             yield path, error
+        else:
+            yield path, index
 
 
 def read_tensor_records(
@@ -113,35 +128,53 @@ def read_tensor_records(
     event_file: str,
     ranges: Sequence[tuple[int, int]],
     reader: files.RangeReader | None = None,
+    checksums: Sequence[int | None] | None = None,
 ) -> list[TensorEvent]:
     """Decode the records at each (start, length) of an event file, reading only those bytes.
 
     ``event_file`` is relative to ``out_dir`` (as in an index file); ``reader`` keeps files
-    open between calls. Raises FileNotFoundError when the event file is missing, and
-    ValueError (RecordError, WireError) when a record is damaged.
+    open between calls; ``checksums`` (from the index, one per range, None where there is none)
+    are checked. Raises FileNotFoundError when the event file is missing, EOFError when it is
+    shorter than a range, IndexFileError when ``event_file`` leaves ``out_dir``, and ValueError
+    (RecordError, RecordChecksumError, WireError) when a record is damaged.
     """
     path = _event_path(out_dir, event_file)
     buffers = (reader or files).read_ranges(path, ranges)
-    return [decode_tensor_event(unframe(buffer)) for buffer in buffers]
+    if checksums is None:
+        checksums = [None] * len(buffers)
+    return [
+        decode_tensor_event(unframe(buffer, checksum=checksum))
+        for buffer, checksum in zip(buffers, checksums, strict=True)
+    ]
 
 
 def read_tensor_value(
-    out_dir: str, event_file: str, start: int, length: int, reader: files.RangeReader
+    out_dir: str,
+    event_file: str,
+    start: int,
+    length: int,
+    reader: files.RangeReader,
+    checksum: int | None = None,
 ) -> np.ndarray:
     """The value of the one tensor record at (start, length) of an event file.
 
     The quickest way to one value; errors as ``read_tensor_records``.
     """
     buffer = reader.read_range(_event_path(out_dir, event_file), start, length)
-    return decode_tensor_value(unframe(buffer))
+    return decode_tensor_value(unframe(buffer, checksum=checksum))
 
 
 @functools.lru_cache(maxsize=4096)
 def _event_path(out_dir: str, event_file: str) -> str:
-    # smdebug writes the relative path; accept an absolute one as well.
-    if posixpath.isabs(event_file) or "://" in event_file:
-        return event_file
-    return locations.join(out_dir, event_file)
+    """The path of ``event_file`` (relative, from an index) under ``out_dir``, once checked
+    that it stays there, symbolic links resolved."""
+    path = locations.join(out_dir, check_relative_path(event_file))
+    if files.is_url(out_dir):
+        return path  # object keys have no links; the relative path is checked above
+    root = os.path.realpath(out_dir)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise IndexFileError(f"event_file_name {event_file!r} leads outside {out_dir}")
+    return path
 
 
 def step_written_at(out_dir: str, step: int, workers: Sequence[str]) -> float | None:

@@ -19,6 +19,7 @@ from trainprobe.storage import files, locations
 __all__ = [
     "STOP_REQUEST_FILE",
     "StopRequest",
+    "load_stop_request",
     "read_stop_request",
     "stop_request_path",
     "write_stop_request",
@@ -79,10 +80,22 @@ def write_stop_request(out_dir: str, request: StopRequest) -> str:
     return path
 
 
-def read_stop_request(out_dir: str) -> StopRequest | None:
-    """The stop request at ``out_dir``, or None when there is none (or it cannot be read)."""
+def load_stop_request(out_dir: str) -> StopRequest:
+    """The stop request at ``out_dir``; OSError when there is none, ValueError (saying why)
+    when the file is not a valid request."""
+    content = files.read_bytes(stop_request_path(out_dir))
     try:
-        data = json.loads(files.read_bytes(stop_request_path(out_dir)))
+        data = json.loads(content)
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object is expected, found {type(data).__name__}")
+        return StopRequest.from_json(data)
+    except (TypeError, ValueError, RecursionError, OverflowError) as error:
+        raise ValueError(str(error) or type(error).__name__) from None
+
+
+def read_stop_request(out_dir: str) -> StopRequest | None:
+    """The stop request at ``out_dir``, or None when there is none (or it is not valid)."""
+    try:
+        return load_stop_request(out_dir)
     except (OSError, ValueError):
         return None
-    return StopRequest.from_json(data) if isinstance(data, dict) else None

@@ -1,13 +1,20 @@
-"""TFRecord framing, the envelope of every record in an event file.
+"""TFRecord framing, the envelope of every record in an event file, and its checksums.
 
 A record is ``uint64 length`` (little-endian), ``uint32 masked_crc32c(length bytes)``, the
-payload, and a ``uint32`` footer. The footer should be the masked CRC32C of the payload; smdebug
-writes its tensor files (``events/``) with a constant instead, the masked CRC of the bytes
-``b"0x12345678"``, to skip checksumming large tensors. trainprobe does the same for ``events/``
-files and writes a real CRC for TensorBoard files. Readers accept either footer.
+payload, and a ``uint32`` footer, the masked CRC32C of the payload as TensorFlow defines it.
 
-CRC32C is computed in pure Python with a table: it is only needed for 8-byte length headers and
-small TensorBoard records.
+Tensor files (``events/``) keep smdebug's footer, a constant (the masked CRC of the bytes
+``b"0x12345678"``): smdebug 1.0.34's trial refuses any other footer there, so a real one would
+make trainprobe's output unreadable to it. The payload's real masked CRC32C is written into the
+step's index file instead (``index_file``), where smdebug ignores it and trainprobe's reader
+checks it. TensorBoard files carry the real CRC in the footer, as TensorFlow's readers expect.
+
+Reading, ``unframe`` always checks the length CRC, and checks the payload against the checksum
+the caller has from the index, else against a footer that is a real CRC. A record that has
+neither (smdebug's output, trainprobe's before the index carried checksums) is read unverified.
+
+CRCs come from the ``crc32c`` package (hardware-accelerated); they are computed on the hook's
+writer thread, never on the training's.
 """
 
 from __future__ import annotations
@@ -15,24 +22,30 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
+from crc32c import crc32c as _crc32c
+
 from trainprobe.errors import FormatError
 
 __all__ = [
     "FAKE_DATA_CRC",
     "HEADER_SIZE",
     "OVERHEAD",
+    "RecordChecksumError",
     "RecordError",
     "crc32c",
     "frame",
     "frame_bytes",
     "iter_records",
     "masked_crc32c",
+    "payload_checksum",
     "unframe",
 ]
 
 HEADER_SIZE = 12
 FOOTER_SIZE = 4
 OVERHEAD = HEADER_SIZE + FOOTER_SIZE
+
+Buffer = bytes | bytearray | memoryview
 
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -44,54 +57,57 @@ _HEADERS: dict[int, bytes] = {}
 _CACHE_LIMIT = 4096
 
 
-def _make_table() -> tuple[int, ...]:
-    polynomial = 0x82F63B78  # Castagnoli, reflected
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ polynomial if crc & 1 else crc >> 1
-        table.append(crc)
-    return tuple(table)
-
-
-_TABLE = _make_table()
-
-
-class RecordError(FormatError):
+class RecordError(FormatError, ValueError):
     """A record whose framing is damaged: bad length CRC, bad footer, or truncated."""
 
 
-def crc32c(data: bytes | bytearray | memoryview) -> int:
+class RecordChecksumError(RecordError):
+    """A record whose payload does not match its checksum: its bytes changed after writing."""
+
+    def __init__(self, expected: int, found: int) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"the record's data does not match its checksum "
+            f"(masked CRC32C {found:#010x}, expected {expected:#010x})"
+        )
+
+
+def crc32c(data: Buffer) -> int:
     """The CRC32C (Castagnoli) checksum of ``data``."""
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in bytes(data):
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    return int(_crc32c(data))
 
 
-def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
-    """TFRecord's masked CRC: rotated right by 15 bits plus a constant, modulo 2**32."""
-    crc = crc32c(data)
+def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def masked_crc32c(data: Buffer) -> int:
+    """TFRecord's masked CRC: rotated right by 15 bits plus a constant, modulo 2**32."""
+    return _mask(_crc32c(data))
+
+
+def payload_checksum(payload: Sequence[Buffer]) -> int:
+    """The masked CRC32C of a payload given as chunks, as if they were joined (no copy)."""
+    crc = 0
+    for chunk in payload:
+        crc = _crc32c(chunk, crc)
+    return _mask(crc)
 
 
 FAKE_DATA_CRC = masked_crc32c(b"0x12345678")
 _FAKE_FOOTER = _CRC.pack(FAKE_DATA_CRC)
 
 
-def frame(
-    payload: Sequence[bytes | memoryview], *, real_crc: bool = False
-) -> list[bytes | memoryview]:
+def frame(payload: Sequence[Buffer], *, real_crc: bool = False) -> list[Buffer]:
     """The record around ``payload`` (given as chunks), as chunks: header, payload..., footer.
 
     The payload chunks are passed through untouched so that large buffers are never copied.
-    ``real_crc`` computes the payload's CRC (for TensorBoard); otherwise the footer is smdebug's
-    constant.
+    ``real_crc`` puts the payload's CRC in the footer (TensorBoard); otherwise the footer is
+    smdebug's constant.
     """
     length = sum(len(chunk) for chunk in payload)
-    footer = _CRC.pack(masked_crc32c(b"".join(payload))) if real_crc else _FAKE_FOOTER
+    footer = _CRC.pack(payload_checksum(payload)) if real_crc else _FAKE_FOOTER
     return [_header(length), *payload, footer]
 
 
@@ -115,17 +131,12 @@ def _header(length: int) -> bytes:
     return header
 
 
-def _check_footer(payload: memoryview, footer: int, *, verify_data: bool) -> None:
-    if footer == FAKE_DATA_CRC:
-        return
-    if verify_data and footer != masked_crc32c(payload):
-        raise RecordError("the record's data CRC does not match its payload")
+def unframe(record: Buffer, *, checksum: int | None = None) -> memoryview:
+    """The payload of one whole record (framing included), checked.
 
-
-def unframe(record: bytes | bytearray | memoryview, *, verify_data: bool = False) -> memoryview:
-    """The payload of one whole record (framing included), checking the length CRC.
-
-    The footer may be smdebug's constant or a real CRC; ``verify_data`` checks a real one.
+    The length CRC is always checked. The payload is checked against ``checksum`` (its masked
+    CRC32C, from the index) when given, else against the footer unless that is smdebug's
+    constant. Raises RecordError (RecordChecksumError for a payload that changed).
     """
     view = memoryview(record)
     if len(view) < OVERHEAD:
@@ -140,15 +151,22 @@ def unframe(record: bytes | bytearray | memoryview, *, verify_data: bool = False
     if len(view) != length + OVERHEAD:
         raise RecordError(f"the record says {length} payload bytes, found {len(view) - OVERHEAD}")
     payload = view[HEADER_SIZE : HEADER_SIZE + length]
-    (footer,) = _CRC.unpack(view[HEADER_SIZE + length :])
-    _check_footer(payload, footer, verify_data=verify_data)
+    if checksum is None:
+        (footer,) = _CRC.unpack_from(view, HEADER_SIZE + length)
+        if footer == FAKE_DATA_CRC:
+            return payload
+        checksum = footer
+    found = masked_crc32c(payload)
+    if found != checksum:
+        raise RecordChecksumError(checksum, found)
     return payload
 
 
-def iter_records(
-    data: bytes | bytearray | memoryview, *, verify_data: bool = False
-) -> Iterator[tuple[int, int, memoryview]]:
-    """Each record in a whole file's bytes, as (start, length including framing, payload)."""
+def iter_records(data: Buffer) -> Iterator[tuple[int, int, memoryview]]:
+    """Each record in a whole file's bytes, as (start, length including framing, payload).
+
+    Each is checked as ``unframe`` checks it (a real footer is verified).
+    """
     view = memoryview(data)
     position = 0
     while position < len(view):
@@ -158,5 +176,5 @@ def iter_records(
         end = position + length + OVERHEAD
         if end > len(view):
             raise RecordError(f"truncated record at byte {position}")
-        yield position, end - position, unframe(view[position:end], verify_data=verify_data)
+        yield position, end - position, unframe(view[position:end])
         position = end

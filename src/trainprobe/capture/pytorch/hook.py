@@ -30,7 +30,10 @@ reductions are saved, which is the export's one cost on the training thread).
 
 Failures: an error inside the hook (a full disk, an unwritable directory, a tensor it cannot
 encode) is logged once, saving stops, and the training goes on; files already written stay
-intact. With ``strict=True`` (or ``TRAINPROBE_STRICT=1``) the error is raised instead.
+intact. The same holds for what the hook reads while the training runs: a configuration file it
+cannot use (``create_from_json_file``: the hook saves nothing), a ProfilerConfig it cannot use
+(no framework profiling), a stop request that is not valid (ignored). With ``strict=True`` (or
+``TRAINPROBE_STRICT=1``) the error is raised instead.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import torch
 
 from trainprobe import settings
 from trainprobe.capture.collections import Collection, CollectionSet
-from trainprobe.capture.hook_config_file import read_hook_config
+from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
 from trainprobe.capture.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.functional_activations import (
@@ -66,7 +69,7 @@ from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.save_plan import SavePlan
 from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.capture.writer_thread import SideJob
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.module_types_file import write_module_types
 from trainprobe.storage.nonfinite_file import write_nonfinite_origin
@@ -263,16 +266,7 @@ class Hook(SmdebugSurface):
         self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
-        self.profiler: FrameworkProfiler | None = None
-        try:
-            self.profiler = FrameworkProfiler.from_environment()
-        except (ConfigError, ConfigErrors, OSError) as error:
-            # smdebug logs a profiler config it cannot use and trains on: so does trainprobe.
-            log.error(
-                "trainprobe: the profiler configuration file cannot be used (%s); framework "
-                "profiling is off, the training and the tensors go on",
-                error,
-            )
+        self.profiler = self._framework_profiler()
         _singleton = self
         reference = weakref.ref(self)
         atexit.register(_close_at_exit, reference)
@@ -288,12 +282,55 @@ class Hook(SmdebugSurface):
         export is on when its hook parameters say so (``export_tensorboard``,
         ``tensorboard_dir``) or when SageMaker's TensorBoard output file is present
         (``$TENSORBOARD_CONFIG_FILE_PATH``; its ``LocalPath`` is the directory).
+
+        A file that is there but cannot be used (not JSON, a bad value, a ``LocalPath`` with a
+        NUL) does not stop the training: the error is logged once and the hook returned saves
+        nothing. With ``TRAINPROBE_STRICT=1`` the error is raised.
         """
-        arguments = read_hook_config(path)
-        hook = cls(**arguments.hook_kwargs())
-        for collection_settings in arguments.collections:
-            collection_settings.apply(hook.collections)
+        try:
+            arguments = read_hook_config(path)
+            hook = cls(**arguments.hook_kwargs())
+        except FileNotFoundError:
+            raise
+        except Exception as error:
+            if _strict_from_environment():
+                raise
+            return cls._turned_off(error)
+        try:
+            for collection_settings in arguments.collections:
+                collection_settings.apply(hook.collections)
+        except Exception as error:
+            hook._fail(error)
         return hook
+
+    @classmethod
+    def _turned_off(cls, error: Exception) -> Hook:
+        """A hook that saves nothing, standing in for one whose configuration is unusable."""
+        log.error(
+            "trainprobe: the hook configuration cannot be used (%s: %s); the training goes on "
+            "without saving tensors. Set %s=1 to stop the training on such errors instead.",
+            type(error).__name__,
+            error,
+            settings.STRICT.name,
+        )
+        hook = cls(DEFAULT_OUT_DIR, dry_run=True, strict=False)
+        hook._failed = True
+        return hook
+
+    def _framework_profiler(self) -> FrameworkProfiler | None:
+        """The framework profiler a ProfilerConfig file asks for; None (logged) if unusable."""
+        try:
+            return FrameworkProfiler.from_environment()
+        except Exception as error:
+            if self.strict:
+                raise
+            log.error(
+                "trainprobe: framework profiling is off for this run: its configuration cannot "
+                "be used (%s: %s). Training and saving tensors go on.",
+                type(error).__name__,
+                error,
+            )
+            return None
 
     # ----- registration -----
 
@@ -746,7 +783,10 @@ class Hook(SmdebugSurface):
         self._closed = True
         self._functional.stop()
         if self.profiler is not None:
-            self.profiler.close()
+            try:
+                self.profiler.close()
+            except Exception:
+                log.warning("trainprobe: closing the framework profiler failed", exc_info=True)
         try:
             if not self._failed:
                 if self._capture.current is not None and self._capture.writes:
@@ -760,11 +800,14 @@ class Hook(SmdebugSurface):
         self._handles.clear()
         if self.dry_run or not self._capture.writes:
             return
-        worker = self._capture.resolve_worker()
-        self._capture.close(training_end=worker.is_chief)
-        # The writer thread has stopped: the count of bytes is final.
-        self._overhead_file.write(worker.name)
-        self._overhead_file.release(worker.name)
+        try:
+            worker = self._capture.resolve_worker()
+            self._capture.close(training_end=worker.is_chief)
+            # The writer thread has stopped: the count of bytes is final.
+            self._overhead_file.write(worker.name)
+            self._overhead_file.release(worker.name)
+        except Exception as error:
+            self._fail(error)
         self._raise_writer_error_if_strict()
 
     def __repr__(self) -> str:
