@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from trainprobe import settings
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.framework_profile import PARAMETER_KEYS
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.storage import files
@@ -66,10 +66,19 @@ def _known_keys(entries: Any, names: dict[str, str], where: str, left_out: list[
     for key, value in entries.items():
         name = names.get(str(key).lower())
         if name is None:
-            left_out.append(where + str(key))
+            suggestion = closest(str(key), names.values())
+            hint = f" (did you mean {suggestion!r}?)" if suggestion else ""
+            left_out.append(f"{where}{key}{hint}")
         else:
             kept[name] = value
     return kept
+
+
+def _is_no(value: object) -> bool:
+    try:
+        return not settings.parse_flag(str(value))
+    except ValueError:
+        return False
 
 
 def as_smdebug_reads_it(request: Any) -> tuple[Any, list[str]]:
@@ -83,7 +92,7 @@ def as_smdebug_reads_it(request: Any) -> tuple[Any, list[str]]:
         {k: v for k, v in request.items() if str(k).lower() != _ENABLED}, _TOP, "", left_out
     )
     if enabled is not None and "DisableProfiler" not in request:
-        request["DisableProfiler"] = str(enabled).strip().lower() in ("false", "0", "no")
+        request["DisableProfiler"] = _is_no(enabled)
     if "ProfilingParameters" in request:
         request["ProfilingParameters"] = _known_keys(
             request["ProfilingParameters"], _PARAMETERS, "ProfilingParameters.", left_out
@@ -138,7 +147,7 @@ class ProfilerConfigFile(Generic[Settings]):
             ) from None
         request, left_out = as_smdebug_reads_it(request)
         if left_out:
-            log.info(
+            log.warning(
                 "trainprobe: %s: leaving out what smdebug ignores too: %s",
                 self.path,
                 ", ".join(left_out),
