@@ -362,6 +362,19 @@ def _check_collections(collections: object, field: str) -> list[ConfigError]:
     ]
 
 
+def _custom_parameters(
+    source: str | None, rule_to_invoke: str | None, rule_parameters: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A custom rule's parameters: where its class lives, which class, then the user's own."""
+    parameters: dict[str, Any] = {}
+    if source:
+        parameters["source_s3_uri"] = source
+    if rule_to_invoke:
+        parameters["rule_to_invoke"] = rule_to_invoke
+    parameters.update(rule_parameters or {})
+    return parameters
+
+
 def _other_trials(paths: object, field: str) -> dict[str, Any]:
     if paths is None:
         return {}
@@ -543,11 +556,7 @@ class Rule(RuleBase):
         errors += _check_actions(actions, "actions")
         raise_if_any(errors)
         merged = _other_trials(other_trials_s3_input_paths, "other_trials_s3_input_paths")
-        if source:
-            merged["source_s3_uri"] = source
-        if rule_to_invoke:
-            merged["rule_to_invoke"] = rule_to_invoke
-        merged.update(rule_parameters or {})
+        merged.update(_custom_parameters(source, rule_to_invoke, rule_parameters))
         return cls(
             name=name,
             image_uri=image_uri,
@@ -664,12 +673,6 @@ class ProfilerRule(RuleBase):
         """Your own profiler rule: ``rule_to_invoke``, a rule class in ``source`` (a file path
         or URL); give both or neither."""
         raise_if_any(_check_custom(source, rule_to_invoke, "source", "rule_to_invoke"))
-        merged: dict[str, Any] = {}
-        if source:
-            merged["source_s3_uri"] = source
-        if rule_to_invoke:
-            merged["rule_to_invoke"] = rule_to_invoke
-        merged.update(rule_parameters or {})
         return cls(
             name=name,
             image_uri=image_uri,
@@ -677,7 +680,7 @@ class ProfilerRule(RuleBase):
             container_local_output_path=container_local_output_path,
             s3_output_path=s3_output_path,
             volume_size_in_gb=volume_size_in_gb,
-            rule_parameters=merged,
+            rule_parameters=_custom_parameters(source, rule_to_invoke, rule_parameters),
         )
 
     def to_profiler_rule_config_dict(self) -> dict[str, Any]:
