@@ -119,12 +119,13 @@ class _Problems:
 
 def _check_request(
     request: object, allowed: tuple[str, ...], problems: _Problems
-) -> Mapping[str, Any]:
-    """The request's members, each one SageMaker's request has; a problem for each other one,
-    for a request nested too deep and for one without a TrainingJobName."""
+) -> tuple[Mapping[str, Any], str | None]:
+    """The request's members, each one SageMaker's request has, and the job it names (None when
+    that name is missing or wrong); a problem for each other member, for a request nested too
+    deep and for a missing or wrong TrainingJobName."""
     if not isinstance(request, Mapping):
         problems.add(ConfigError("request", type(request).__name__, "a JSON object"))
-        return {}
+        return {}, None
     too_deep = json_depth_problem(request)
     if too_deep is not None:
         problems.add(too_deep)
@@ -140,7 +141,10 @@ def _check_request(
                     suggestion=closest(str(key), allowed),
                 )
             )
-    return request
+    name = None
+    if "TrainingJobName" in request:
+        name = problems.check("", lambda: validate_training_job_name(request["TrainingJobName"]))
+    return request, name
 
 
 def _check_shapes(request: Mapping[str, Any], problems: _Problems) -> None:
@@ -246,12 +250,7 @@ class TrainingJobRequest:
     def from_request_dict(cls, request: Mapping[str, Any]) -> TrainingJobRequest:
         """Parse and validate a CreateTrainingJob request; every problem is raised together."""
         problems = _Problems()
-        request = _check_request(request, _CREATE_FIELDS, problems)
-        name = None
-        if "TrainingJobName" in request:
-            name = problems.check(
-                "", lambda: validate_training_job_name(request["TrainingJobName"])
-            )
+        request, name = _check_request(request, _CREATE_FIELDS, problems)
         _check_shapes(request, problems)
         _check_channel_names(request, problems)
 
@@ -323,10 +322,7 @@ def training_job_name_of(request: object) -> str:
     """The job a DescribeTrainingJob or StopTrainingJob request names (its one member), checked
     before anything is looked up by it; ConfigErrors naming each problem."""
     problems = _Problems()
-    members = _check_request(request, ("TrainingJobName",), problems)
-    name = None
-    if "TrainingJobName" in members:
-        name = problems.check("", lambda: validate_training_job_name(members["TrainingJobName"]))
+    _, name = _check_request(request, ("TrainingJobName",), problems)
     problems.raise_if_any()
     assert name is not None
     return name
@@ -345,12 +341,7 @@ class UpdateTrainingJobRequest:
     def from_request_dict(cls, request: Mapping[str, Any]) -> UpdateTrainingJobRequest:
         """Parse and validate an UpdateTrainingJob request; every problem is raised together."""
         problems = _Problems()
-        request = _check_request(request, _UPDATE_FIELDS, problems)
-        name = None
-        if "TrainingJobName" in request:
-            name = problems.check(
-                "", lambda: validate_training_job_name(request["TrainingJobName"])
-            )
+        request, name = _check_request(request, _UPDATE_FIELDS, problems)
         profiler = None
         if request.get("ProfilerConfig") is not None:
             profiler = problems.check(
