@@ -242,22 +242,11 @@ class Overfit(_LossRule):
             validation = float(np.mean(phases.validation))
             if train <= 0:
                 continue
-            ratio = (validation - train) / train
-            phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
-            if phases.strikes >= self.patience:
-                fired = True
-                self.record(
-                    message=(
-                        f"{name}: (mean validation loss {number(validation)} - mean training "
-                        f"loss {number(train)}) / mean training loss = {number(ratio)} > "
-                        f"ratio_threshold {number(self.ratio_threshold)} at step {step}, "
-                        f"{phases.strikes} evaluation(s) in a row (patience {self.patience})"
-                    ),
-                    tensor=name,
-                    step=step,
-                    value=ratio,
-                    threshold=self.ratio_threshold,
-                )
+            difference = (
+                f"(mean validation loss {number(validation)} - mean training loss "
+                f"{number(train)}) / mean training loss"
+            )
+            fired |= self._judge(phases, name, step, train, validation, difference)
         return fired
 
     def _compare_sets(self, step: int, losses: dict[str, float], pairs: list[MetricPair]) -> bool:
@@ -268,23 +257,38 @@ class Overfit(_LossRule):
             train, validation = losses[pair.training], losses[pair.validation]
             if step < self.start_step or train <= 0:
                 continue
-            ratio = (validation - train) / train
-            phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
-            if phases.strikes >= self.patience:
-                fired = True
-                self.record(
-                    message=(
-                        f"{pair.validation}: ({number(validation)} - {pair.training} "
-                        f"{number(train)}) / {number(train)} = {number(ratio)} > ratio_threshold "
-                        f"{number(self.ratio_threshold)} at step {step}, {phases.strikes} "
-                        f"evaluation(s) in a row (patience {self.patience})"
-                    ),
-                    tensor=pair.validation,
-                    step=step,
-                    value=ratio,
-                    threshold=self.ratio_threshold,
-                )
+            shown = number(train)
+            difference = f"({number(validation)} - {pair.training} {shown}) / {shown}"
+            fired |= self._judge(phases, pair.validation, step, train, validation, difference)
         return fired
+
+    def _judge(
+        self,
+        phases: _Phases,
+        tensor: str,
+        step: int,
+        train: float,
+        validation: float,
+        difference: str,
+    ) -> bool:
+        """Count one evaluation whose validation loss is ``ratio_threshold`` above the training
+        loss; fire, with ``difference`` showing the sum, after ``patience`` in a row."""
+        ratio = (validation - train) / train
+        phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
+        if phases.strikes < self.patience:
+            return False
+        self.record(
+            message=(
+                f"{tensor}: {difference} = {number(ratio)} > ratio_threshold "
+                f"{number(self.ratio_threshold)} at step {step}, {phases.strikes} "
+                f"evaluation(s) in a row (patience {self.patience})"
+            ),
+            tensor=tensor,
+            step=step,
+            value=ratio,
+            threshold=self.ratio_threshold,
+        )
+        return True
 
 
 @dataclass
