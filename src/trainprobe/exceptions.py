@@ -1,35 +1,12 @@
 """The errors a trial raises, importable as smdebug users import ``smdebug.exceptions``.
 
-See ``trainprobe.analysis.exceptions`` for the hierarchy; configuration errors are
-``trainprobe.config.errors.ConfigError``.
+See ``trainprobe.analysis.exceptions`` for the hierarchy and the list of names, kept there
+alone; configuration errors are ``trainprobe.config.errors.ConfigError``.
 """
 
 from __future__ import annotations
 
-from trainprobe.analysis.exceptions import (
-    IndexReaderException,
-    InvalidWorker,
-    MissingCollectionFiles,
-    NoMoreData,
-    ShapeUnavailableForStep,
-    StepNotYetAvailable,
-    StepUnavailable,
-    TensorRecordDamaged,
-    TensorUnavailable,
-    TensorUnavailableForStep,
-    TrainprobeAnalysisError,
-)
+from trainprobe.analysis import exceptions as _analysis_exceptions
+from trainprobe.analysis.exceptions import *  # noqa: F403
 
-__all__ = [
-    "IndexReaderException",
-    "InvalidWorker",
-    "MissingCollectionFiles",
-    "NoMoreData",
-    "ShapeUnavailableForStep",
-    "StepNotYetAvailable",
-    "StepUnavailable",
-    "TensorRecordDamaged",
-    "TensorUnavailable",
-    "TensorUnavailableForStep",
-    "TrainprobeAnalysisError",
-]
+__all__ = list(_analysis_exceptions.__all__)

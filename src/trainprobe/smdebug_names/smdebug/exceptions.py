@@ -1,20 +1,11 @@
 """``smdebug.exceptions``: the errors a trial or a rule raises, by smdebug's names.
 
-``SMDebugError`` is trainprobe's root, ``TrainprobeError``: ``except SMDebugError`` catches what
-trainprobe raises on purpose.
+The trial's errors are ``trainprobe.analysis.exceptions``'s; ``SMDebugError`` is trainprobe's root,
+``TrainprobeError``: ``except SMDebugError`` catches what trainprobe raises on purpose.
 """
 
-from trainprobe.analysis.exceptions import (
-    IndexReaderException,
-    InvalidWorker,
-    MissingCollectionFiles,
-    NoMoreData,
-    ShapeUnavailableForStep,
-    StepNotYetAvailable,
-    StepUnavailable,
-    TensorUnavailable,
-    TensorUnavailableForStep,
-)
+from trainprobe.analysis import exceptions as _trial_exceptions
+from trainprobe.analysis.exceptions import *  # noqa: F403
 from trainprobe.errors import TrainprobeError
 from trainprobe.rules.rule import (
     InsufficientInformationForRuleInvocation,
@@ -24,16 +15,8 @@ from trainprobe.rules.rule import (
 SMDebugError = TrainprobeError
 
 __all__ = [
-    "IndexReaderException",
+    *_trial_exceptions.__all__,
     "InsufficientInformationForRuleInvocation",
-    "InvalidWorker",
-    "MissingCollectionFiles",
-    "NoMoreData",
     "RuleEvaluationConditionMet",
     "SMDebugError",
-    "ShapeUnavailableForStep",
-    "StepNotYetAvailable",
-    "StepUnavailable",
-    "TensorUnavailable",
-    "TensorUnavailableForStep",
 ]
