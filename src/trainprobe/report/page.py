@@ -82,6 +82,7 @@ def render_page(content: dict[str, Any]) -> str:
         f"{text(content['GeneratedAt'])} by trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
         f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
+        f"<script>{_asset('plots.js')}</script>"
         f"<script>{_asset('report.js')}</script>"
         "</body></html>\n"
     )

@@ -2,7 +2,6 @@
 "use strict";
 (function () {
   const report = JSON.parse(document.getElementById("report-data").textContent);
-  const config = { responsive: true, displaylogo: false };
   const colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                   "#7f7f7f", "#bcbd22", "#17becf"];
   const evaluation = report.Evaluation;
@@ -81,20 +80,5 @@
     },
   };
 
-  let drawn = 0;
-  const elements = document.querySelectorAll("[data-plot]");
-  const pending = [];
-  elements.forEach((element) => {
-    const [kind, ...indices] = element.dataset.plot.split(":");
-    try {
-      const [traces, plotLayout] = plots[kind](...indices.map(Number));
-      pending.push(Plotly.newPlot(element, traces, plotLayout, config).then(() => { drawn += 1; }));
-    } catch (error) {
-      console.error("trainprobe report: could not draw " + element.dataset.plot + ": " + error);
-    }
-  });
-  Promise.all(pending).then(() => {
-    document.body.dataset.plotsDrawn = String(drawn);
-    document.body.dataset.plots = String(elements.length);
-  }, (error) => console.error("trainprobe report: " + error));
+  drawReportPlots(plots);
 })();

@@ -69,6 +69,7 @@ def render_xgboost_page(content: dict[str, Any]) -> str:
         f"trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
         f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
+        f"<script>{_asset('plots.js')}</script>"
         f"<script>{_asset('xgboost_report.js')}</script>"
         "</body></html>\n"
     )
