@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_helpers import request, rule
+from job_helpers import FINAL, request, rule, wait_for
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.jobs import (
@@ -264,3 +264,18 @@ def test_a_job_whose_runner_stopped_beating_is_failed(store: JobStore, tmp_path:
     assert list_training_jobs({"StatusEquals": "InProgress"}, store=store) == {
         "TrainingJobSummaries": []
     }
+
+
+@pytest.mark.slow
+def test_a_job_stopped_right_after_its_creation_ends_stopped(
+    store: JobStore, tmp_path: Path
+) -> None:
+    # The stop wakes the runner with a signal, which may come before the runner is ready for it.
+    for attempt in range(3):
+        name = f"stopped-at-once-{attempt}"
+        create_training_job(request(name, tmp_path / "out", "--steps", "500"), store=store)
+        stop_training_job({"TrainingJobName": name}, store=store)
+        description = wait_for(
+            store, name, lambda d: d["TrainingJobStatus"] in FINAL, "the job to end", 120.0
+        )
+        assert description["TrainingJobStatus"] == "Stopped", description

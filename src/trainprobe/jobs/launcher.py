@@ -26,6 +26,7 @@ from trainprobe.jobs.arns import training_job_arn
 from trainprobe.jobs.errors import JobStartError
 from trainprobe.jobs.launch_plan import plan_launch, write_config_files
 from trainprobe.jobs.liveness import process_start_time
+from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 
@@ -118,7 +119,13 @@ _runners: list[subprocess.Popen[bytes]] = []
 def _start_runner(store: JobStore, name: str, layout: JobLayout) -> subprocess.Popen[bytes]:
     _runners[:] = [runner for runner in _runners if runner.poll() is None]
     os.makedirs(layout.logs_dir, exist_ok=True)
-    command = [sys.executable, "-m", "trainprobe.jobs.supervisor"]
+    # The runner starts with the wake signal ignored (an ignored signal stays ignored across
+    # exec) until it installs its handler: a StopTrainingJob right after the create must not
+    # kill it with the signal's default action.
+    command = [
+        *("/bin/sh", "-c", f"trap '' {WAKE_SIGNAL.name.removeprefix('SIG')}; exec \"$@\"", "sh"),
+        *(sys.executable, "-m", "trainprobe.jobs.supervisor"),
+    ]
     with open(layout.runner_log, "ab") as log:
         runner = subprocess.Popen(
             [*command, "--store", store.path, "--job", name],
