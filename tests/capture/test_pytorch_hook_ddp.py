@@ -36,7 +36,8 @@ def test_every_rank_writes_its_own_worker_files(tmp_path: Path) -> None:
     assert "gradient/Sequential_0.weight" in trial.tensor_names()
     rank = trial.tensor("scalar/rank")
     assert rank.workers(1) == ["worker_0", "worker_1"]
-    assert [float(rank.value(1, worker=w)) for w in ("worker_0", "worker_1")] == [0.0, 1.0]
+    # a scalar is saved as smdebug saves it: a one-element vector
+    assert [rank.value(1, worker=w).item() for w in ("worker_0", "worker_1")] == [0.0, 1.0]
     # both ranks start every step from the same (all-reduced) weights, from different data
     weight = trial.tensor("Sequential_0.weight")
     np.testing.assert_array_equal(

@@ -268,15 +268,22 @@ def test_sagemakers_tensorboard_output_file_turns_the_export_on(
 
 
 def test_a_broken_tensorboard_output_file_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = write_json(tmp_path / "debughookconfig.json", {"LocalPath": str(tmp_path / "t")})
     broken = write_json(tmp_path / "tensorboardoutputconfig.json", {"LocalPath": 7})
     monkeypatch.setenv("TENSORBOARD_CONFIG_FILE_PATH", str(broken))
+    # The training goes on: the error is logged once and the hook saves nothing ...
+    hook = smd.Hook.create_from_json_file(str(config))
+    hook.close()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "LocalPath" in logged and str(broken) in logged
+    assert not (tmp_path / "t").exists()
+    # ... unless the user asked for errors to stop it.
+    monkeypatch.setenv("TRAINPROBE_STRICT", "1")
     with pytest.raises(ConfigError) as raised:
         smd.Hook.create_from_json_file(str(config))
     assert "LocalPath" in str(raised.value) and str(broken) in str(raised.value)
-    assert not (tmp_path / "t").exists()
 
 
 DDP_SCRIPT = """

@@ -394,8 +394,13 @@ class WriterThread:
     def _run_side_job(job: SideJob) -> None:
         try:
             job.run()
-        except Exception:
-            log.warning("trainprobe: a side job of the writer thread failed", exc_info=True)
+        except Exception as error:
+            log.warning(
+                "trainprobe: a side job of the writer thread failed (%s: %s)",
+                type(error).__name__,
+                error,
+            )
+            log.debug("trainprobe: the side job's traceback", exc_info=True)
 
     @staticmethod
     def _export_scalars(export: TensorBoardExport, batch: ScalarBatch, values: np.ndarray) -> None:

@@ -150,6 +150,8 @@ class CreateXgboostReport(BuiltinRule):
     (``trainprobe.report.xgboost``).
     """
 
+    reads_tensors = False  # the report reads them; the rule has nothing to judge
+
     def __init__(
         self,
         base_trial: Trial,
