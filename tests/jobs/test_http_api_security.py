@@ -186,16 +186,21 @@ def test_serve_listens_on_the_loopback_address_by_default(api_server: JobApiServ
     assert api_server.url == f"http://127.0.0.1:{api_server.port}"
 
 
-def test_serve_refuses_a_key_file_others_can_read(store: JobStore) -> None:
-    load_or_create()
-    os.chmod(default_path(), 0o644)
-    ran = subprocess.run(
+def _serve_once() -> subprocess.CompletedProcess[str]:
+    """``trainprobe serve`` run as a user would, for the tests where it must refuse to start."""
+    return subprocess.run(
         [sys.executable, "-m", "trainprobe.cli.main", "serve", "--port", "0"],
         capture_output=True,
         text=True,
         timeout=60,
         env=dict(os.environ),
     )
+
+
+def test_serve_refuses_a_key_file_others_can_read(store: JobStore) -> None:
+    load_or_create()
+    os.chmod(default_path(), 0o644)
+    ran = _serve_once()
     assert ran.returncode == 1
     assert "can be read by others" in ran.stderr
     assert "Traceback" not in ran.stderr
@@ -204,13 +209,7 @@ def test_serve_refuses_a_key_file_others_can_read(store: JobStore) -> None:
 def test_serve_refuses_a_key_file_it_cannot_read_with_a_message(store: JobStore) -> None:
     load_or_create()
     Path(default_path()).write_text("[default]\naws_access_key_id = x\n")
-    ran = subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", "serve", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-    )
+    ran = _serve_once()
     assert ran.returncode == 1
     assert "[trainprobe] section" in ran.stderr
     assert "Traceback" not in ran.stderr
