@@ -127,7 +127,7 @@ def _issue_cases(sandbox: Path) -> list[Case]:
     ("seed", "count"),
     [
         pytest.param(31, 60, id="seed-31"),
-        pytest.param(32, 400, id="seed-32", marks=pytest.mark.slow),
+        pytest.param(32, 160, id="seed-32", marks=pytest.mark.slow),
     ],
 )
 def test_the_server_and_validate_agree_on_malformed_create_requests(

@@ -48,11 +48,13 @@ PROFILER_RULE = {
 }
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+def wait_until(
+    condition: Callable[[], bool], what: str | Callable[[], str], timeout: float = 120.0
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
+            raise AssertionError(f"gave up waiting for {what if isinstance(what, str) else what()}")
         time.sleep(0.2)
 
 
@@ -115,6 +117,17 @@ def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return living
 
 
+def described_processes(processes: list[psutil.Process]) -> list[str]:
+    """Each process's id, status and command line, for a failure message."""
+    described = []
+    for process in processes:
+        try:
+            described.append(f"{process.pid} {process.status()}: {' '.join(process.cmdline())}")
+        except psutil.Error:
+            continue
+    return described
+
+
 def statuses(description: dict[str, Any]) -> dict[str, dict[str, Any]]:
     rules = [
         *description.get("DebugRuleEvaluationStatuses", []),
@@ -172,7 +185,7 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
     described = wait_for(store, "faulty", timeout=FINAL_WITHIN_SECONDS)
     wait_until(
         lambda: not alive(everything),
-        f"every process of the job to end: {alive(everything)}",
+        lambda: f"every process of the job to end: {described_processes(alive(everything))}",
         timeout=GONE_WITHIN_SECONDS,
     )
     if kind == "training":

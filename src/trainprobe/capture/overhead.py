@@ -31,6 +31,7 @@ from trainprobe.storage.hook_overhead import (
     hook_overhead_file,
     write_hook_overhead,
 )
+from trainprobe.storage.object_store import is_url
 
 __all__ = ["RESERVE_BYTES", "HookOverhead", "OverheadFile"]
 
@@ -138,7 +139,10 @@ class OverheadFile:
 
     def reserve(self, worker: str) -> None:
         """Hold ``RESERVE_BYTES`` of disk for the file's last write (see the module docstring);
-        quietly nothing when they cannot be held."""
+        quietly nothing when they cannot be held, or when ``out_dir`` is an object store (no
+        local disk fills up)."""
+        if is_url(self.out_dir):
+            return
         self.reserved = True
         path = self._reserve_path(worker)
         try:

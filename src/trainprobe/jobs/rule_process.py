@@ -29,7 +29,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
@@ -38,7 +37,7 @@ from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL, watch_runner
+from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, watch_runner
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
@@ -120,10 +119,11 @@ def follow_for_runner(
     rules on the tensors at ``debug_output``, up to which step they had data when the hook
     stopped saving. Their verdicts."""
 
-    def stop(signum: int, frame: FrameType | None) -> None:
+    def stop() -> None:
         runner.stop()
+        end_within()
 
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop())
     limit = _memory_limit_mb()
     for evaluator in runner.evaluators:
         if limit is not None:
@@ -131,7 +131,7 @@ def follow_for_runner(
         if debug_output is not None:
             _amend_finish(evaluator, _data_until(debug_output))
     if runner_pid is not None:
-        watch_runner(runner_pid, runner.stop)
+        watch_runner(runner_pid, stop)
     if heartbeat_path is not None:
         runner.on_progress = Heartbeat(heartbeat_path).beat
     try:

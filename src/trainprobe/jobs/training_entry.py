@@ -30,19 +30,17 @@ import os
 import runpy
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
 
 from trainprobe import settings
-from trainprobe.jobs.runner_watch import watch_runner
+from trainprobe.jobs.runner_watch import end_within, watch_runner
 from trainprobe.smdebug_names import install as install_smdebug_names
 
 __all__ = ["main"]
 
 log = logging.getLogger("trainprobe")
 
-_KILL_AFTER_SECONDS = 30.0
 _TERMINATED_STATUS = 128 + signal.SIGTERM
 
 
@@ -61,10 +59,7 @@ def _interrupt_when_runner_is_gone() -> None:
 
     def on_gone() -> None:
         _thread.interrupt_main(signal.SIGINT)
-        # A training stuck in native code may never see the interrupt.
-        timer = threading.Timer(_KILL_AFTER_SECONDS, os.kill, (os.getpid(), signal.SIGKILL))
-        timer.daemon = True
-        timer.start()
+        end_within()  # a training stuck in native code may never see the interrupt
         # The runner read this process's output: there may be no one left to write to.
         with contextlib.suppress(OSError):
             print(

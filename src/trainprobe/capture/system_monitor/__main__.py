@@ -29,6 +29,7 @@ from trainprobe.storage.system_metrics import check_node_id
 __all__ = ["main"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_DEADLINE_SECONDS = 30.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,6 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
         stop.set()
+        # Finishing the current files takes a moment; a write that hangs must not keep the
+        # monitor alive once its job has ended.
+        timer = threading.Timer(STOP_DEADLINE_SECONDS, os._exit, (1,))
+        timer.daemon = True
+        timer.start()
 
     previous = {number: signal.signal(number, request_stop) for number in STOP_SIGNALS}
     outcome: list[Outcome] = []
