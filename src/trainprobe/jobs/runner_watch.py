@@ -14,21 +14,27 @@ import signal
 import threading
 from collections.abc import Callable
 
+from trainprobe import settings
+
 __all__ = ["END_WITHIN_SECONDS", "WAKE_SIGNAL", "end_within", "process_exists", "watch_runner"]
 
 WAKE_SIGNAL = signal.SIGUSR1
 """What wakes a job's runner to look at once (a rule asked to stop, a StopTrainingJob)."""
 
 END_WITHIN_SECONDS = 30.0
-"""How long a job's process asked to stop may take to end before it kills itself."""
+"""How long a job's process asked to stop may take to end before it kills itself (longer when
+the job's stop grace, ``TRAINPROBE_STOP_GRACE_SECONDS``, is longer)."""
 
 
-def end_within(seconds: float = END_WITHIN_SECONDS) -> None:
-    """Kill this process (SIGKILL) if it still runs ``seconds`` from now.
+def end_within(seconds: float | None = None) -> None:
+    """Kill this process (SIGKILL) if it still runs ``seconds`` from now (default: the longer of
+    ``END_WITHIN_SECONDS`` and the stop grace plus as much again).
 
     Armed when a job's process is asked to stop: unwinding can hang (a native call that never
     returns, a write to a pipe no one reads), and with the runner gone no one else would end it.
     """
+    if seconds is None:
+        seconds = max(END_WITHIN_SECONDS, 2 * settings.STOP_GRACE_SECONDS.get())
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
     timer.daemon = True
     timer.start()
