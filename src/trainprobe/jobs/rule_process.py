@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
@@ -119,11 +120,14 @@ def follow_for_runner(
     rules on the tensors at ``debug_output``, up to which step they had data when the hook
     stopped saving. Their verdicts."""
 
-    def stop() -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         runner.stop()
-        end_within()
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+    def stop_without_runner() -> None:
+        runner.stop()
+        end_within(before=lambda: runner.finish_unfinished("the job runner is gone"))
+
+    signal.signal(signal.SIGTERM, stop)
     limit = _memory_limit_mb()
     for evaluator in runner.evaluators:
         if limit is not None:
@@ -131,7 +135,7 @@ def follow_for_runner(
         if debug_output is not None:
             _amend_finish(evaluator, _data_until(debug_output))
     if runner_pid is not None:
-        watch_runner(runner_pid, stop)
+        watch_runner(runner_pid, stop_without_runner)
     if heartbeat_path is not None:
         runner.on_progress = Heartbeat(heartbeat_path).beat
     try:

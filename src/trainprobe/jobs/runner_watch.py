@@ -26,16 +26,25 @@ END_WITHIN_SECONDS = 30.0
 the job's stop grace, ``TRAINPROBE_STOP_GRACE_SECONDS``, is longer)."""
 
 
-def end_within(seconds: float | None = None) -> None:
+def end_within(seconds: float | None = None, before: Callable[[], None] | None = None) -> None:
     """Kill this process (SIGKILL) if it still runs ``seconds`` from now (default: the longer of
     ``END_WITHIN_SECONDS`` and the stop grace plus as much again).
 
     Armed when a job's process is asked to stop: unwinding can hang (a native call that never
     returns, a write to a pipe no one reads), and with the runner gone no one else would end it.
+    ``before`` runs first (say what became of the work), whatever it raises.
     """
     if seconds is None:
         seconds = max(END_WITHIN_SECONDS, 2 * settings.STOP_GRACE_SECONDS.get())
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGKILL))
+
+    def end() -> None:
+        try:
+            if before is not None:
+                before()
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    timer = threading.Timer(seconds, end)
     timer.daemon = True
     timer.start()
 

@@ -48,6 +48,12 @@ class RuleFollowing(Generic[Run]):
         for evaluator in self._active():
             evaluator.stop()
 
+    def finish_unfinished(self, why: str) -> None:
+        """End every rule still running as Stopped, saying ``why`` (callable from another
+        thread: the last word of a process about to end)."""
+        for evaluator in self._active():
+            evaluator.finish_stopped(why)
+
     def run(self) -> list[Verdict]:
         """Follow the job until every rule's verdict is known; the verdicts, in order."""
         for evaluator in self.evaluators:
