@@ -21,9 +21,11 @@ from job_helpers import request, wait_for
 
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.debugger import DebuggerHookConfig
 from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job
 from trainprobe.jobs.hosts import Rendezvous
+from trainprobe.pytorch_estimator import PyTorch
 from trainprobe.storage.job_layout import launch_file_of
 from trainprobe.trials import create_trial
 
@@ -113,6 +115,31 @@ def test_a_create_training_job_of_two_instances_runs_two_hosts(
     assert described["TrainingJobStatus"] == "Completed", described.get("FailureReason")
     assert described["ResourceConfig"]["InstanceCount"] == 2
     assert_both_hosts_trained(output / "two-instances")
+
+
+@pytest.mark.slow
+def test_the_estimators_instance_count_runs_that_many_hosts(
+    store: JobStore, tmp_path: Path
+) -> None:
+    estimator = PyTorch(
+        entry_point=TRAINING.name,
+        source_dir=str(TRAINING.parent),
+        hyperparameters={"steps": 6},
+        instance_count=2,
+        debugger_hook_config=DebuggerHookConfig(
+            hook_parameters={"save_interval": "1", "include_workers": "all"}
+        ),
+        output_path=str(tmp_path / "out"),
+        base_job_name="estimator-hosts",
+        store=store,
+    )
+    estimator.fit(logs=False)
+    job = estimator.latest_training_job
+    assert job is not None
+    assert job.describe()["TrainingJobStatus"] == "Completed"
+    tensors = estimator.latest_job_debugger_artifacts_path()
+    assert tensors is not None
+    assert_both_hosts_trained(Path(tensors).parent)
 
 
 @pytest.mark.slow
