@@ -27,8 +27,9 @@ on this machine (``trainprobe.jobs``).
 
 Every argument the SDK's estimators accept is accepted: those that mean nothing on one machine
 (``role``, ``image_uri``, ``volume_size``, ``subnets``, ...) are kept as attributes and logged
-once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 starts that many workers with
-torchrun. ``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
+once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as that many hosts
+(``algo-1`` ...), each a torchrun node with its own system monitor (``trainprobe.jobs.hosts``).
+``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
 ``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``.
 ``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
 (``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
@@ -47,6 +48,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
 from trainprobe.config.profiler_config import ProfilerConfig
+from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.errors import JobError
 from trainprobe.jobs import (
@@ -172,8 +174,17 @@ class Estimator:
         """As the SDK's; ``store`` is the job store to use (default: the user's)."""
         for name, value in accept_sdk_arguments(type(self).__name__, sdk_arguments).items():
             setattr(self, name, value)
-        if not isinstance(instance_count, int) or isinstance(instance_count, bool):
-            raise ConfigError("instance_count", instance_count, "a whole number from 1")
+        if (
+            not isinstance(instance_count, int)
+            or isinstance(instance_count, bool)
+            or not 1 <= instance_count <= MAX_INSTANCE_COUNT
+        ):
+            raise ConfigError(
+                "instance_count",
+                instance_count,
+                f"a whole number from 1 to {MAX_INSTANCE_COUNT} (the hosts algo-1 ... on this "
+                "machine)",
+            )
         self.entry_point = entry_point
         self.source_dir = source_dir
         self._hyperparameters = dict(hyperparameters or {})

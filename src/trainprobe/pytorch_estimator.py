@@ -11,7 +11,7 @@
 
 ``framework_version``, ``py_version``, ``image_uri`` and ``distribution`` name an image and a
 cluster that do not exist here: the installed PyTorch runs the script, and ``instance_count``
-workers are started with torchrun. They are accepted and logged once (``trainprobe.sdk_arguments``).
+hosts are started with torchrun. They are accepted and logged once (``trainprobe.sdk_arguments``).
 """
 
 from __future__ import annotations

@@ -101,19 +101,13 @@ def test_the_container_entrypoint_shorthand(tmp_path: Path) -> None:
             unpack_to=str(tmp_path / "code"),
         )
         assert entry == EntryPoint(str(tmp_path / "train.py"), ("--epochs", "3"), str(tmp_path))
-    assert entry.command(sys.executable, instance_count=2)[1:13] == [
+    assert entry.command(sys.executable) == [
+        sys.executable,
         "-m",
-        "trainprobe.jobs.local_torchrun",
-        "--nnodes",
-        "1",
-        "--nproc_per_node",
-        "2",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        "127.0.0.1:0",
-        "--local-addr",
-        "127.0.0.1",
+        "trainprobe.jobs.training_entry",
+        str(tmp_path / "train.py"),
+        "--epochs",
+        "3",
     ]
 
 

@@ -33,6 +33,7 @@ from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import StopTraining
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs import (
     JobStore,
@@ -124,11 +125,13 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--name", help="the job's name (default: <script>-<time>)")
     parser.add_argument(
-        "--instance-count",
+        "--hosts",
         type=int,
         default=1,
         metavar="N",
-        help="training processes; more than 1 runs the script with torchrun",
+        help="hosts algo-1 ... algo-N on this machine (InstanceCount), each a torchrun node "
+        "with its own system monitor; more than 1 runs the script with torch.distributed "
+        "across them, and every host's worker saves tensors",
     )
     parser.add_argument(
         "--max-run",
@@ -266,6 +269,11 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         if args.save_interval < 1:
             raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
         hook["HookParameters"] = {"save_interval": str(args.save_interval)}
+    if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
+        raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
+    if args.hosts > 1:
+        # Every host's worker saves its tensors, so the trial shows each host.
+        hook["HookParameters"] = {**hook.get("HookParameters", {}), "include_workers": "all"}
     request: dict[str, Any] = {
         "TrainingJobName": name,
         "AlgorithmSpecification": {
@@ -273,7 +281,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
             "ContainerEntrypoint": [os.path.abspath(args.script)],
             "ContainerArguments": list(args.script_args),
         },
-        "ResourceConfig": {"InstanceCount": args.instance_count, "InstanceType": "local"},
+        "ResourceConfig": {"InstanceCount": args.hosts, "InstanceType": "local"},
         "DebugHookConfig": hook,
     }
     if args.output:

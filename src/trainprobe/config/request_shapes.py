@@ -38,8 +38,9 @@ __all__ = [
     "json_depth_problem",
 ]
 
-MAX_INSTANCE_COUNT = 64
-"""The most training processes one local job starts (ResourceConfig.InstanceCount)."""
+MAX_INSTANCE_COUNT = 16
+"""The most hosts one local job starts (ResourceConfig.InstanceCount): each is a torchrun node
+and a system monitor on this machine."""
 
 MAX_JSON_DEPTH = 32
 """The deepest nesting a request may have; SageMaker's deepest member is 6 levels down."""
@@ -300,7 +301,7 @@ _RESOURCE_CONFIG = Members(
     {
         "InstanceType": Text(1, 64),
         "InstanceCount": Whole(
-            1, MAX_INSTANCE_COUNT, "each instance is a training process on this machine"
+            1, MAX_INSTANCE_COUNT, "each instance is a host algo-<n> on this machine"
         ),
         "VolumeSizeInGB": Whole(0),
         "VolumeKmsKeyId": Text(0, 2048),

@@ -14,8 +14,9 @@
    algorithm: trainprobe's (``trainprobe.jobs.xgboost_algorithm``) runs on the job's channels.
 
 A Python script runs through ``trainprobe.jobs.training_entry``, which installs the hook
-automatically; ``ResourceConfig.InstanceCount`` > 1 starts that many processes with ``torchrun``,
-every port they open bound to 127.0.0.1 (``trainprobe.jobs.local_torchrun``).
+automatically; ``ResourceConfig.InstanceCount`` > 1 runs it as that many hosts, each a torchrun
+node (``trainprobe.jobs.hosts``), every port they open bound to 127.0.0.1
+(``trainprobe.jobs.local_torchrun``).
 """
 
 from __future__ import annotations
@@ -93,30 +94,12 @@ class EntryPoint:
     working_dir: str
     python: bool = True
 
-    def command(self, python: str, instance_count: int = 1) -> list[str]:
-        """The command line that starts the training with ``python`` (an interpreter path)."""
+    def command(self, python: str) -> list[str]:
+        """The command line that starts the training with ``python`` (an interpreter path), as
+        one process; a job of several hosts runs it under torchrun (``trainprobe.jobs.hosts``)."""
         if not self.python:
             return [self.program, *self.arguments]
-        entry = [TRAINING_ENTRY_MODULE, self.program, *self.arguments]
-        if instance_count == 1:
-            return [python, "-m", *entry]
-        return [
-            python,
-            "-m",
-            LOCAL_TORCHRUN_MODULE,
-            "--nnodes",
-            "1",
-            "--nproc_per_node",
-            str(instance_count),
-            "--rdzv-backend",
-            "c10d",
-            "--rdzv-endpoint",
-            f"{LOOPBACK}:0",
-            "--local-addr",
-            LOOPBACK,
-            "-m",
-            *entry,
-        ]
+        return [python, "-m", TRAINING_ENTRY_MODULE, self.program, *self.arguments]
 
 
 def _json_string(hyperparameters: Mapping[str, str], key: str) -> str:

@@ -1,7 +1,7 @@
 """The launch plan: everything a job's runner needs to start its processes, decided at creation.
 
 ``plan_launch`` checks what only this machine can say about a valid request (the entry point
-exists, input channels are local directories, several instances need a Python script), so a bad
+exists, input channels are local directories, several hosts need a Python script), so a bad
 request is refused before anything starts; the request's content was checked by
 ``TrainingJobRequest``. ``write_config_files`` writes what the training, the
 system monitor and the rules read:
@@ -66,8 +66,10 @@ class LaunchPlan:
     command: list[str]
     working_dir: str
     environment: dict[str, str]
-    """Variables set for the training, over the runner's own environment."""
+    """Variables set for the training, over the runner's own environment (each host adds its
+    own: ``trainprobe.jobs.hosts``)."""
     instance_count: int = 1
+    """The job's hosts (``ResourceConfig.InstanceCount``)."""
     max_runtime_seconds: int | None = None
     debug_rules: list[dict[str, Any]] = field(default_factory=list)
     """The DebugRuleConfigurations entries, one evaluator process each."""
@@ -169,7 +171,7 @@ def plan_launch(
         raise ConfigError(
             "ResourceConfig.InstanceCount",
             count,
-            "1 for an entry point that is not a Python script (several processes are started "
+            "1 for an entry point that is not a Python script (several hosts are started "
             "with torchrun, which runs Python scripts)",
         )
     environment = {
@@ -177,8 +179,6 @@ def plan_launch(
         JOB_NAME_VARIABLE: request.training_job_name,
         "SM_MODEL_DIR": layout.model_dir,
         "SM_OUTPUT_DATA_DIR": layout.output_data_dir,
-        "SM_CURRENT_HOST": "algo-1",
-        "SM_HOSTS": json.dumps(["algo-1"]),
         "SM_HPS": json.dumps(
             {
                 key: value
@@ -196,11 +196,6 @@ def plan_launch(
         environment[settings.HOOK_CONFIG.name] = layout.hook_config_file
         environment[settings.SMDEBUG_CONFIG_FILE_PATH.name] = layout.hook_config_file
         environment[AUTO_HOOK_VARIABLE] = "1"
-    if count > 1:
-        # The processes talk over the loopback interface only.
-        loopback = "lo" if sys.platform.startswith("linux") else "lo0"
-        environment["GLOO_SOCKET_IFNAME"] = loopback
-        environment["NCCL_SOCKET_IFNAME"] = loopback
     if request.tensorboard_output_config is not None:
         environment[settings.TENSORBOARD_CONFIG_FILE_PATH.name] = layout.tensorboard_config_file
     environment.update(request.environment)
@@ -211,7 +206,7 @@ def plan_launch(
     return LaunchPlan(
         job_name=request.training_job_name,
         layout=layout,
-        command=entry.command(sys.executable, count),
+        command=entry.command(sys.executable),
         working_dir=entry.working_dir,
         environment=environment,
         instance_count=count,

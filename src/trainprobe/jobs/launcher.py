@@ -30,7 +30,7 @@ from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 
-__all__ = ["create_training_job", "default_output_root"]
+__all__ = ["create_training_job", "default_output_root", "lay_out_job"]
 
 
 def create_training_job(
@@ -71,7 +71,7 @@ def create_training_job(
     made: list[str] = []
     try:
         with store.inserting(record):
-            made = _lay_out(admission, cwd)
+            made = lay_out_job(admission, cwd)
     except OSError as error:
         JobLayout.remove(made)
         raise JobStartError(
@@ -96,7 +96,7 @@ def create_training_job(
     return {"TrainingJobArn": arn}
 
 
-def _lay_out(admission: Admission, cwd: str) -> list[str]:
+def lay_out_job(admission: Admission, cwd: str) -> list[str]:
     """Make the job's directories and files; the directories made (see ``JobLayout.create``).
     On an error, what was made is removed before it is raised."""
     layout = admission.layout

@@ -1,6 +1,6 @@
 """``python -m trainprobe.jobs.local_torchrun ARGS``: torchrun, with every store on 127.0.0.1.
 
-A job with ``ResourceConfig.InstanceCount`` > 1 runs its processes on this one machine, so
+A job with ``ResourceConfig.InstanceCount`` > 1 runs its hosts on this one machine, so
 nothing it opens needs to be reached from elsewhere. torchrun's key-value stores (the rendezvous
 store and the agent's store the workers share) listen on every interface, whatever address they
 are given; here each store server is handed a socket already bound to ``127.0.0.1``
@@ -35,7 +35,7 @@ def _loopback_store_class() -> type:
         _trainprobe_loopback = True
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            names = ("host_name", "port", "world_size", "is_master")
+            names = ("host_name", "port", "world_size", "is_master", "timeout")
             given = dict(zip(names, args, strict=False))
             given.update({key: kwargs[key] for key in names if key in kwargs})
             if given.get("is_master") and kwargs.get("master_listen_fd") is None:
@@ -49,8 +49,9 @@ def _loopback_store_class() -> type:
                 kwargs["is_master"] = True
                 kwargs["port"] = listener.getsockname()[1]
                 kwargs["host_name"] = LOOPBACK
-                if "world_size" in given:
-                    kwargs["world_size"] = given["world_size"]
+                for name in ("world_size", "timeout"):
+                    if name in given:
+                        kwargs[name] = given[name]
                 args = ()
             super().__init__(*args, **kwargs)
 

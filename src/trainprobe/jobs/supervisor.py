@@ -5,8 +5,10 @@ The launcher starts one per job. It follows the job's launch plan:
 1. starts the rule evaluators (``trainprobe.jobs.job_rules``): one process per debugging rule and
    one for all the profiler rules, at a lower CPU priority, with a memory limit and a share of
    the cores (``trainprobe.jobs.process_settings``);
-2. starts the training (``trainprobe.jobs.training_process``) and the system monitor watching
-   it, and says the job is Training;
+2. starts the training of each of the job's hosts (``trainprobe.jobs.host_trainings``: one
+   host, or ``algo-1`` ... ``algo-N`` as torchrun nodes, ``trainprobe.jobs.hosts``) and a system
+   monitor watching each, and says the job is Training; a host whose training ends badly ends
+   the training of every host;
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
    at the job store: for profiler rules added by UpdateTrainingJob, which it starts in one more
    profiler rules process per update (the process reads the profiler data from the job's
@@ -46,6 +48,8 @@ from types import FrameType
 
 from trainprobe import settings
 from trainprobe.jobs.child_process import ChildProcess, describe_exit
+from trainprobe.jobs.host_trainings import HostTrainings
+from trainprobe.jobs.hosts import Rendezvous, host_launch, monitor_command
 from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
@@ -54,7 +58,6 @@ from trainprobe.jobs.rule_executor import LocalRuleExecutor
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.saving_watch import SavingWatch
 from trainprobe.jobs.store import JobRecord, JobStore
-from trainprobe.jobs.training_process import TrainingProcess
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
@@ -99,8 +102,8 @@ class JobRunner:
         self.rules: JobRules | None = None
         self.reports: list[ChildProcess] = []
         self._reported_at = time.monotonic()
-        self.monitor: ChildProcess | None = None
-        self.training: TrainingProcess | None = None
+        self.monitors: list[ChildProcess] = []
+        self.training: HostTrainings | None = None
         self.saving = SavingWatch(self.layout.debug_output)
 
     # ----- the run ----------------------------------------------------------------------
@@ -121,7 +124,7 @@ class JobRunner:
             self._run()
         except Exception as error:
             log.exception("the job runner failed")
-            if self.training is not None and self.training.poll() is None:
+            if self.training is not None:
                 self.training.stop(self.settings.stop_grace_seconds)
             self.store.transition(
                 self.name,
@@ -155,10 +158,14 @@ class JobRunner:
             **self.plan.environment,
             settings.RUNNER_PID.name: str(os.getpid()),
         }
-        log.info("starting the training: %s", " ".join(self.plan.command))
+        count = self.plan.instance_count
+        rendezvous = Rendezvous.on_loopback() if count > 1 else None
+        launches = [host_launch(self.plan, rank, rendezvous) for rank in range(count)]
+        for launch in launches:
+            log.info("starting the training on %s: %s", launch.name, " ".join(launch.command))
         try:
-            self.training = TrainingProcess(
-                self.plan.command,
+            self.training = HostTrainings(
+                launches,
                 cwd=self.plan.working_dir,
                 environment=environment,
                 log_path=self.layout.training_log,
@@ -176,7 +183,8 @@ class JobRunner:
             only_if_status=("InProgress",),
             training_start_time=self.training.started,
         )
-        self._start_monitor(self.training.pid)
+        for host, pid in self.training.pids().items():
+            self._start_monitor(host, pid)
         stop = self._follow(self.training)
         returncode = self.training.poll()
         if stop is not None:
@@ -199,7 +207,7 @@ class JobRunner:
             self._finish_training("Failed", "Failed", self._failure_reason(returncode))
         self._wind_down()
 
-    def _follow(self, training: TrainingProcess) -> _Stop | None:
+    def _follow(self, training: HostTrainings) -> _Stop | None:
         deadline = None
         if self.plan.max_runtime_seconds is not None:
             deadline = time.monotonic() + self.plan.max_runtime_seconds
@@ -252,7 +260,9 @@ class JobRunner:
 
     def _failure_reason(self, returncode: int) -> str:
         assert self.training is not None
-        text = f"AlgorithmError: the training {describe_exit(returncode)}"
+        host = self.training.failed_host
+        where = f" on host {host}" if host is not None and self.plan.instance_count > 1 else ""
+        text = f"AlgorithmError: the training{where} {describe_exit(returncode)}"
         tail = self.training.error_tail()
         if tail:
             text += ". The last lines of its error output:\n" + "\n".join(tail)
@@ -301,10 +311,10 @@ class JobRunner:
             # The training could not say it ended (a crash, a kill): say it for it, so the
             # rules conclude on the steps it saved.
             write_training_end(self.layout.debug_output)
-        if self.monitor is not None:
-            # The monitor ends with the training it watches; then the profiler data is whole,
+        for monitor in self.monitors:
+            # A monitor ends with the training it watches; then the profiler data is whole,
             # and the profiler rules may conclude.
-            self.monitor.finish(MONITOR_GRACE_SECONDS, self.settings.stop_grace_seconds)
+            monitor.finish(MONITOR_GRACE_SECONDS, self.settings.stop_grace_seconds)
         write_training_end(self.layout.profiler_output)
         deadline = time.monotonic() + RULES_GRACE_SECONDS
         why = f"the job ended {RULES_GRACE_SECONDS:g} s ago"
@@ -397,25 +407,15 @@ class JobRunner:
         assert self.rules is not None
         self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=True)
 
-    def _start_monitor(self, training_pid: int) -> None:
+    def _start_monitor(self, host: str, training_pid: int) -> None:
         try:
-            self.monitor = ChildProcess(
-                "system monitor",
-                [
-                    self.plan.python,
-                    "-m",
-                    "trainprobe.capture.system_monitor",
-                    "--out",
-                    self.layout.profiler_output,
-                    "--interval-ms",
-                    str(self.plan.monitor_interval_ms),
-                    "--pid",
-                    str(training_pid),
-                    "--config",
-                    self.layout.profiler_config_file,
-                ],
-                cwd=self.layout.job_dir,
-                log_path=self.layout.monitor_log,
+            self.monitors.append(
+                ChildProcess(
+                    f"system monitor of {host}",
+                    monitor_command(self.plan, host, training_pid),
+                    cwd=self.layout.job_dir,
+                    log_path=self.layout.monitor_log,
+                )
             )
         except OSError:
             # The job goes on without system metrics; the profiler rules say there are none.
