@@ -6,9 +6,9 @@ and the Estimator run before a job exists, so they accept and refuse the same re
 1. the request's content (``TrainingJobRequest``: shapes, names, rules, profiling), every problem
    at once;
 2. what only this machine can say, once the content is valid: the job's name is free in the job
-   store, the outputs are local directories this user can write (not a file, no NUL), the job's
-   output directories hold no other run's files, the entry point exists (a source archive holds
-   the script), input channels are local directories.
+   store, the outputs are local directories this user can write (not a file, no NUL) or ``s3://``
+   URLs whose bucket answers, the job's output directories hold no other run's files, the entry
+   point exists (a source archive holds the script), input channels are local directories.
 
 It reads the disk and the job store but writes nothing; ``trainprobe.jobs.launcher`` creates the
 job from its answer.
@@ -26,7 +26,9 @@ from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
 from trainprobe.jobs.store import JobStore, trainprobe_home
+from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, writable_directory
+from trainprobe.storage.object_store import ObjectStoreUnreachable, check_reachable
 
 __all__ = ["Admission", "admit_training_job", "default_output_root"]
 
@@ -59,8 +61,8 @@ def _check_fresh(layout: JobLayout) -> list[ConfigError]:
                 "(it is not a directory); choose another job name or output path",
             )
         ]
-    for directory in (layout.job_dir, layout.debug_output, layout.profiler_output):
-        if os.path.isdir(directory) and os.listdir(directory):
+    for directory in (layout.job_dir, *layout.outputs()):
+        if files.holds_files(directory):
             return [
                 ConfigError(
                     "TrainingJobName",
@@ -78,6 +80,23 @@ _ROOT_FIELDS = {
     "profiler_root": "ProfilerConfig.S3OutputPath",
     "tensorboard_root": "TensorBoardOutputConfig.S3OutputPath",
 }
+
+
+def _check_root(root: str, field: str, checked: dict[str, str | None]) -> None:
+    """ConfigError unless the output root ``root`` can be written: a local directory this user
+    can make or write in, or object storage that answers (asked once per URL in ``checked``)."""
+    if not files.is_url(root):
+        writable_directory(root, field, root)
+        return
+    if root not in checked:
+        try:
+            check_reachable(root)
+            checked[root] = None
+        except ObjectStoreUnreachable as error:
+            checked[root] = str(error)
+    problem = checked[root]
+    if problem is not None:
+        raise ConfigError(field, root, f"an object storage location that answers: {problem}")
 
 
 def _errors_of(error: ConfigError | ConfigErrors) -> list[ConfigError]:
@@ -104,10 +123,11 @@ def admit_training_job(
     cwd = os.path.abspath(cwd or os.getcwd())
     errors: list[ConfigError] = []
     roots = output_roots(request, cwd, output_root or default_output_root())
+    checked: dict[str, str | None] = {}
     for key, root in roots.items():
         if root is not None:
             try:
-                writable_directory(root, _ROOT_FIELDS[key], root)
+                _check_root(root, _ROOT_FIELDS[key], checked)
             except ConfigError as error:
                 errors.append(error)
     layout = JobLayout.for_job(
@@ -116,8 +136,10 @@ def admit_training_job(
         debug_root=roots["debug_root"],
         profiler_root=roots["profiler_root"],
         tensorboard_root=roots["tensorboard_root"],
+        local_root=default_output_root(),
     )
-    errors += _check_fresh(layout)
+    if all(problem is None for problem in checked.values()):
+        errors += _check_fresh(layout)
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
     except ConfigError as error:

@@ -256,13 +256,24 @@ def write_config_files(
 
 def output_roots(raw: Mapping[str, Any], cwd: str, default_root: str) -> dict[str, str | None]:
     """The output roots a request names (OutputDataConfig's, and those of the hook, profiler
-    and TensorBoard configs), as local directories; ConfigError for other URLs."""
+    and TensorBoard configs), as local directories or ``s3://`` URLs; ConfigError for other
+    URLs."""
 
     def root(section: str, key: str = "S3OutputPath") -> str | None:
         value = raw.get(section)
         if not isinstance(value, Mapping) or value.get(key) is None:
             return None
-        return local_directory(value[key], f"{section}.{key}", cwd=cwd)
+        given = value[key]
+        if isinstance(given, str) and files.is_url(given.strip()):
+            url = given.strip().rstrip("/")
+            if not url.startswith("s3://") or len(url) == len("s3://"):
+                raise ConfigError(
+                    f"{section}.{key}",
+                    given,
+                    "a local directory, a file:// URL or an s3://bucket/prefix URL",
+                )
+            return url
+        return local_directory(given, f"{section}.{key}", cwd=cwd)
 
     return {
         "output_root": root("OutputDataConfig") or os.path.abspath(default_root),

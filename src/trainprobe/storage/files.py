@@ -29,7 +29,10 @@ __all__ = [
     "TEMP_SUFFIX",
     "AtomicFile",
     "RangeReader",
+    "absolute",
+    "child_names",
     "exists",
+    "holds_files",
     "is_dir",
     "is_url",
     "list_files",
@@ -175,6 +178,43 @@ def is_dir(path: str) -> bool:
     if is_url(path):
         return bool(object_store.filesystem(path).isdir(path))
     return os.path.isdir(path)
+
+
+def absolute(path: str) -> str:
+    """``path`` made absolute: from the current directory for a local path; a URL as it is."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def holds_files(directory: str) -> bool:
+    """Whether anything is under ``directory`` (False when it is missing). On object storage
+    one listing request answers, however many objects there are."""
+    if is_url(directory):
+        return next(iter(object_store.list_keys_after(directory, None)), None) is not None
+    try:
+        return bool(os.listdir(directory))
+    except OSError:
+        return False
+
+
+def child_names(directory: str) -> list[str]:
+    """The names of the directories directly under ``directory`` (for a URL: the prefixes
+    holding objects), sorted; none for a missing directory."""
+    if is_url(directory):
+        fs = object_store.filesystem(directory)
+        try:
+            entries = fs.ls(directory.rstrip("/"), detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(
+            entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            for entry in entries
+            if entry["type"] == "directory"
+        )
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entry.name for entry in entries if entry.is_dir())
+    except OSError:
+        return []
 
 
 def list_files(directory: str, suffix: str = "") -> list[str]:
