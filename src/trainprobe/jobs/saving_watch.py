@@ -3,7 +3,8 @@
 The hook writes where and why it stopped saving (a full disk: ``Debugger stopped saving at step
 41: No space left on device``) into its overhead file (``trainprobe.storage.hook_overhead``).
 ``SavingWatch.check`` reads those files again only when one of them changed, and at most every
-``CHECK_SECONDS``, and returns the message once when it is new, for the job's description.
+``CHECK_SECONDS``, and returns the message once when it is new, for the job's description. On
+object storage, where a change costs a listing to see, it reads them at each check.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 
+from trainprobe.storage import files
 from trainprobe.storage.hook_overhead import (
     HOOK_OVERHEAD_DIR,
     read_hook_overhead,
@@ -31,7 +33,11 @@ class SavingWatch:
         self._stamp: tuple[tuple[str, int, int], ...] = ()
         self._checked = float("-inf")
 
-    def _files(self) -> tuple[tuple[str, int, int], ...]:
+    def _files(self) -> tuple[tuple[str, int, int], ...] | None:
+        """What the overhead files look like (name, time, size), to tell whether they changed;
+        None on object storage, where only reading them says (once per check)."""
+        if files.is_url(self.debug_output):
+            return None
         try:
             with os.scandir(os.path.join(self.debug_output, HOOK_OVERHEAD_DIR)) as entries:
                 found = [
@@ -51,10 +57,13 @@ class SavingWatch:
             return None
         self._checked = moment
         stamp = self._files()
-        if stamp == self._stamp:
+        if stamp is not None and stamp == self._stamp:
             return None
-        self._stamp = stamp
-        message = saving_stopped_message(read_hook_overhead(self.debug_output))
+        self._stamp = stamp or ()
+        try:
+            message = saving_stopped_message(read_hook_overhead(self.debug_output))
+        except OSError:  # storage out of reach for now: the next check tries again
+            return None
         if message is None or message == self.message:
             return None
         self.message = message
