@@ -32,9 +32,9 @@ PYTORCH_TRAINING = HERE / "plain_training.py"
 XGBOOST_TRAINING = HERE.parent / "capture" / "xgboost_training.py"
 
 
-def trainprobe_run(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+def trainprobe(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", "run", *arguments],
+        [sys.executable, "-m", "trainprobe.cli.main", *arguments],
         env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
         cwd=tmp_path,
         capture_output=True,
@@ -54,8 +54,9 @@ def matching(keys: list[str], start: str, end: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url: str) -> None:
-    finished = trainprobe_run(
+    finished = trainprobe(
         tmp_path,
+        "run",
         str(PYTORCH_TRAINING),
         "--rule", "LossNotDecreasing:num_steps=2",
         "--save-interval", "1",
@@ -92,6 +93,11 @@ def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url:
     [row] = content["DebuggingRules"]["Rules"]
     assert (row["Rule"], row["Status"]) == ("LossNotDecreasing", "NoIssuesFound")
 
+    # `trainprobe report` finds the job's outputs in the bucket and writes the report there.
+    again = trainprobe(tmp_path, "report", "to-s3")
+    assert again.returncode == 0, again.stderr
+    assert f"report: {report}" in again.stdout.splitlines()
+
     # The job's working files are local; its outputs are not.
     local = tmp_path / "home" / "output" / "to-s3"
     assert "finished" in (local / "logs" / "training.log").read_text()
@@ -117,8 +123,9 @@ def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url:
 def test_an_xgboost_run_writes_its_tensors_rules_and_report_to_the_bucket(
     tmp_path: Path, s3_url: str
 ) -> None:
-    finished = trainprobe_run(
+    finished = trainprobe(
         tmp_path,
+        "run",
         str(XGBOOST_TRAINING),
         "--rule", "LossNotDecreasing",
         "--rule", "CreateXgboostReport",

@@ -27,8 +27,7 @@ from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
 from trainprobe.jobs.store import JobStore, trainprobe_home
 from trainprobe.storage import files
-from trainprobe.storage.job_layout import JobLayout, writable_directory
-from trainprobe.storage.object_store import ObjectStoreUnreachable, check_reachable
+from trainprobe.storage.job_layout import JobLayout, check_output_root
 
 __all__ = ["Admission", "admit_training_job", "default_output_root"]
 
@@ -82,23 +81,6 @@ _ROOT_FIELDS = {
 }
 
 
-def _check_root(root: str, field: str, checked: dict[str, str | None]) -> None:
-    """ConfigError unless the output root ``root`` can be written: a local directory this user
-    can make or write in, or object storage that answers (asked once per URL in ``checked``)."""
-    if not files.is_url(root):
-        writable_directory(root, field, root)
-        return
-    if root not in checked:
-        try:
-            check_reachable(root)
-            checked[root] = None
-        except ObjectStoreUnreachable as error:
-            checked[root] = str(error)
-    problem = checked[root]
-    if problem is not None:
-        raise ConfigError(field, root, f"an object storage location that answers: {problem}")
-
-
 def _errors_of(error: ConfigError | ConfigErrors) -> list[ConfigError]:
     return list(error) if isinstance(error, ConfigErrors) else [error]
 
@@ -123,11 +105,12 @@ def admit_training_job(
     cwd = os.path.abspath(cwd or os.getcwd())
     errors: list[ConfigError] = []
     roots = output_roots(request, cwd, output_root or default_output_root())
-    checked: dict[str, str | None] = {}
+    checked: set[str] = set()
     for key, root in roots.items():
-        if root is not None:
+        if root is not None and root not in checked:
+            checked.add(root)
             try:
-                _check_root(root, _ROOT_FIELDS[key], checked)
+                check_output_root(root, _ROOT_FIELDS[key])
             except ConfigError as error:
                 errors.append(error)
     layout = JobLayout.for_job(
@@ -138,7 +121,7 @@ def admit_training_job(
         tensorboard_root=roots["tensorboard_root"],
         local_root=default_output_root(),
     )
-    if all(problem is None for problem in checked.values()):
+    if not errors:  # what is in an output that cannot be used does not matter
         errors += _check_fresh(layout)
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)

@@ -34,7 +34,7 @@ from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.entry_point import decode_hyperparameters, entry_point_from_request
 from trainprobe.storage import files
-from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory
+from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory, output_root
 
 __all__ = [
     "AUTO_HOOK_VARIABLE",
@@ -263,17 +263,7 @@ def output_roots(raw: Mapping[str, Any], cwd: str, default_root: str) -> dict[st
         value = raw.get(section)
         if not isinstance(value, Mapping) or value.get(key) is None:
             return None
-        given = value[key]
-        if isinstance(given, str) and files.is_url(given.strip()):
-            url = given.strip().rstrip("/")
-            if not url.startswith("s3://") or len(url) == len("s3://"):
-                raise ConfigError(
-                    f"{section}.{key}",
-                    given,
-                    "a local directory, a file:// URL or an s3://bucket/prefix URL",
-                )
-            return url
-        return local_directory(given, f"{section}.{key}", cwd=cwd)
+        return output_root(value[key], f"{section}.{key}", cwd=cwd)
 
     return {
         "output_root": root("OutputDataConfig") or os.path.abspath(default_root),

@@ -7,8 +7,6 @@ store.
 
 from __future__ import annotations
 
-import os
-
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.describe import find_job, layout_at, layout_of
 from trainprobe.jobs.store import JobStore
@@ -31,7 +29,7 @@ def locate_job(name_or_path: str, store: JobStore | None = None) -> JobLayout:
     parent. Anything else is a job's name in ``store`` (default: the user's job store):
     JobNotFound, a ConfigError, when there is none.
     """
-    if files.is_url(name_or_path) or os.path.exists(name_or_path):
+    if files.exists(name_or_path):
         found = job_dir_of(name_or_path)
         if found is None:
             raise ConfigError("path", files.absolute(name_or_path), _WHAT)

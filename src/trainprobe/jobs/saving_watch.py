@@ -33,22 +33,6 @@ class SavingWatch:
         self._stamp: tuple[tuple[str, int, int], ...] = ()
         self._checked = float("-inf")
 
-    def _files(self) -> tuple[tuple[str, int, int], ...] | None:
-        """What the overhead files look like (name, time, size), to tell whether they changed;
-        None on object storage, where only reading them says (once per check)."""
-        if files.is_url(self.debug_output):
-            return None
-        try:
-            with os.scandir(os.path.join(self.debug_output, HOOK_OVERHEAD_DIR)) as entries:
-                found = [
-                    (entry.name, entry.stat().st_mtime_ns, entry.stat().st_size)
-                    for entry in entries
-                    if entry.is_file()
-                ]
-        except OSError:
-            return ()
-        return tuple(sorted(found))
-
     def check(self, *, now: bool = False) -> str | None:
         """The message when the hook has newly stopped saving, else None; ``now`` looks even if
         it looked less than ``CHECK_SECONDS`` ago."""
@@ -56,7 +40,7 @@ class SavingWatch:
         if not now and moment - self._checked < CHECK_SECONDS:
             return None
         self._checked = moment
-        stamp = self._files()
+        stamp = files.listing_stamp(os.path.join(self.debug_output, HOOK_OVERHEAD_DIR))
         if stamp is not None and stamp == self._stamp:
             return None
         self._stamp = stamp or ()

@@ -72,7 +72,7 @@ class JobFiles:
             raise ConfigError(
                 "path", text, f"a job with profiler output ({layout.profiler_output} is missing)"
             )
-        found = job_dir_of(text) if files.is_url(text) or os.path.exists(text) else None
+        found = job_dir_of(text) if files.exists(text) else None
         return cls.of(
             layout.output_dir,
             layout.profiler_output,
@@ -106,7 +106,5 @@ def _profiler_report_output(job_dir: str) -> str | None:
     for name in files.child_names(root):
         reports = os.path.join(root, name, RULE_REPORTS_DIR)
         if files.is_dir(reports) and len(files.list_files(reports, ".json")) > 1:
-            # Objects keep no folder times: there, the last by name.
-            written = 0.0 if files.is_url(reports) else os.path.getmtime(reports)
-            found.append((written, os.path.join(root, name)))
+            found.append((files.modified_time(reports), os.path.join(root, name)))
     return max(found)[1] if found else None

@@ -37,6 +37,9 @@ __all__ = [
     "is_url",
     "list_files",
     "list_files_after",
+    "listing_stamp",
+    "modified_time",
+    "prepare_directory",
     "read_bytes",
     "read_many",
     "read_ranges",
@@ -194,6 +197,48 @@ def holds_files(directory: str) -> bool:
         return bool(os.listdir(directory))
     except OSError:
         return False
+
+
+def prepare_directory(directory: str) -> None:
+    """Make ``directory`` if missing; PermissionError when this user cannot write in it. In
+    object storage there is nothing to make: a prefix appears with its first object."""
+    if is_url(directory):
+        return
+    os.makedirs(directory, exist_ok=True)
+    if not os.access(directory, os.W_OK):
+        raise PermissionError(f"{directory} is not writable")
+
+
+def listing_stamp(directory: str) -> tuple[tuple[str, int, int], ...] | None:
+    """(name, modification time in ns, size) of each file directly under ``directory``, sorted:
+    it changes when one of them does, at the cost of one listing (empty for a missing
+    directory). None in object storage, where seeing a change costs about what reading the
+    files does."""
+    if is_url(directory):
+        return None
+    try:
+        with os.scandir(directory) as entries:
+            found = [
+                (entry.name, entry.stat().st_mtime_ns, entry.stat().st_size)
+                for entry in entries
+                if entry.is_file()
+            ]
+    except OSError:
+        return ()
+    return tuple(sorted(found))
+
+
+def modified_time(path: str) -> float:
+    """When ``path`` last changed, in seconds since the epoch. For a URL naming a prefix (a
+    directory): when its newest object was written."""
+    if not is_url(path):
+        return os.path.getmtime(path)
+    fs = object_store.filesystem(path)
+    found = fs.find(path.rstrip("/"), detail=True)
+    times = [entry["LastModified"].timestamp() for entry in found.values()]
+    if not times:
+        raise FileNotFoundError(path)
+    return float(max(times))
 
 
 def child_names(directory: str) -> list[str]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.files import is_url
+from trainprobe.storage.object_store import ObjectStoreUnreachable, check_reachable
 
 __all__ = [
     "ACTIONS_FILE",
@@ -54,9 +55,11 @@ __all__ = [
     "SYSTEM_METRICS_DIR",
     "TENSORBOARD_OUTPUT",
     "JobLayout",
+    "check_output_root",
     "job_dir_of",
     "launch_file_of",
     "local_directory",
+    "output_root",
     "rule_output_dir",
     "rule_report_file",
 ]
@@ -202,6 +205,33 @@ def writable_directory(path: str, field: str, url: object) -> None:
     existing = _nearest_existing(path)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(field, url, f"a directory this user can write in: {existing} is not")
+
+
+def output_root(value: object, field: str, *, cwd: str | None = None) -> str:
+    """The output root that ``value`` names: an ``s3://bucket/prefix`` URL (without a trailing
+    ``/``), else the local directory ``local_directory`` reads; ConfigError for other URLs."""
+    if isinstance(value, str) and is_url(value.strip()):
+        url = value.strip().rstrip("/")
+        if not url.startswith("s3://"):
+            raise ConfigError(
+                field, value, "a local directory, a file:// URL or an s3://bucket/prefix URL"
+            )
+        return url
+    return local_directory(value, field, cwd=cwd)
+
+
+def check_output_root(root: str, field: str) -> None:
+    """ConfigError unless the output root ``root`` can be written: a local directory this user
+    can make or write in, or object storage whose bucket answers (asked within seconds)."""
+    if not is_url(root):
+        writable_directory(root, field, root)
+        return
+    try:
+        check_reachable(root)
+    except ObjectStoreUnreachable as error:
+        raise ConfigError(
+            field, root, f"an object storage location that answers: {error}"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ def check_reachable(url: str) -> None:
     if not bucket:
         raise ObjectStoreUnreachable("it names no bucket (s3://bucket/prefix)")
     probe = fsspec.filesystem("s3", skip_instance_cache=True, config_kwargs=_PROBE_CONFIG)
+    probe.retries = 1  # s3fs's own retries, on top of botocore's
     try:
         probe.call_s3("head_bucket", Bucket=bucket)
     except FileNotFoundError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -72,10 +71,7 @@ def _monitor(arguments: argparse.Namespace) -> SystemMonitor:
         except OSError as error:
             raise ConfigError("--config", arguments.config, f"a readable file ({error})") from None
     try:
-        if not files.is_url(arguments.out):  # objects need no directory made first
-            os.makedirs(arguments.out, exist_ok=True)
-            if not os.access(arguments.out, os.W_OK):
-                raise PermissionError("not writable")
+        files.prepare_directory(arguments.out)
     except OSError as error:
         raise ConfigError(
             "--out", arguments.out, f"a directory this user can write ({error})"
