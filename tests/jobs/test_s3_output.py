@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from job_helpers import request
+from job_helpers import finished, request, rule, rule_statuses, wait_for
 
 from smdebug_s3 import read_with_smdebug
 from trainprobe.config.errors import ConfigError
@@ -146,6 +146,43 @@ def test_an_xgboost_run_writes_its_tensors_rules_and_report_to_the_bucket(
     trial = create_trial(f"{job}/debug-output")
     assert trial.steps() == list(range(6))
     assert described(tmp_path, "xgboost-to-s3")["DebugHookConfig"]["S3OutputPath"] == s3_url
+
+
+@pytest.mark.slow
+def test_a_create_training_job_request_writes_each_output_under_its_own_s3_root(
+    store: JobStore, s3_url: str
+) -> None:
+    roots = {key: f"{s3_url}/{key}" for key in ("out", "tensors", "profiler", "tensorboard")}
+    body = to(roots["out"], "api-to-s3")
+    body["AlgorithmSpecification"]["ContainerArguments"] = ["--steps", "4"]
+    body["DebugHookConfig"]["S3OutputPath"] = roots["tensors"]
+    body["DebugRuleConfigurations"] = [rule("ExplodingTensor")]
+    body["ProfilerConfig"] = {
+        "S3OutputPath": roots["profiler"],
+        "ProfilingIntervalInMilliseconds": 500,
+    }
+    body["TensorBoardOutputConfig"] = {"S3OutputPath": roots["tensorboard"]}
+    create_training_job(body, store=store)
+    # The runner finishes the monitor's last minute after the job's status is final.
+    description = wait_for(
+        store,
+        "api-to-s3",
+        lambda found: finished(found) and getattr(store.get("api-to-s3"), "runner_done", False),
+        "the job's runner to end",
+    )
+    assert description["TrainingJobStatus"] == "Completed", description.get("FailureReason")
+    assert rule_statuses(description) == {"ExplodingTensor": "NoIssuesFound"}
+    assert description["OutputDataConfig"]["S3OutputPath"] == roots["out"]
+    assert description["DebugHookConfig"]["S3OutputPath"] == roots["tensors"]
+    assert description["ProfilerConfig"]["S3OutputPath"] == roots["profiler"]
+
+    assert create_trial(f"{roots['tensors']}/api-to-s3/debug-output").steps() == [0, 1, 2, 3]
+    system = files.list_files(f"{roots['profiler']}/api-to-s3/profiler-output/system")
+    assert system and all(name.endswith(".algo-1.json") for name in system)
+    status = files.read_bytes(f"{roots['out']}/api-to-s3/rule-output/ExplodingTensor/status.json")
+    assert json.loads(status)["RuleEvaluationStatus"] == "NoIssuesFound"
+    tensorboard = files.list_files(f"{roots['tensorboard']}/api-to-s3/tensorboard-output")
+    assert any(name.startswith("GLOBAL/events.out.tfevents.") for name in tensorboard)
 
 
 def closed_port() -> int:
