@@ -16,7 +16,7 @@ import torch
 from hook_training import Net, run
 
 import trainprobe.pytorch as smd
-from reference_envs import run_reference
+from smdebug_s3 import read_with_smdebug
 from trainprobe.trials import create_trial
 
 TRAIN, EVAL = smd.modes.TRAIN, smd.modes.EVAL
@@ -50,38 +50,11 @@ def test_the_hook_writes_to_a_bucket_what_it_writes_to_disk(tmp_path: Path, s3_u
             )
 
 
-# smdebug lists a prefix with StartAfter set to the prefix itself ("<out>/index"). On AWS S3
-# every key under "<out>/index/" sorts after it, so that StartAfter skips nothing; SeaweedFS 4.48
-# takes it for the folder "index" and skips the whole folder. Dropping exactly that StartAfter
-# gives smdebug, on SeaweedFS, the listing it gets from AWS S3.
-READ_WITH_SMDEBUG = """
-import json, os
-os.environ["SMDEBUG_TRAINING_END_DELAY_REFRESH"] = "0"
-from smdebug.core.access_layer import s3handler
-from smdebug.trials import create_trial
-
-_init = s3handler.ListRequest.__init__
-def _listing_as_on_aws(self, Bucket, Prefix="", Delimiter="", StartAfter=""):
-    _init(self, Bucket, Prefix, Delimiter, "" if StartAfter == Prefix else StartAfter)
-s3handler.ListRequest.__init__ = _listing_as_on_aws
-trial = create_trial(URL)
-print(json.dumps({
-    "steps": trial.steps(),
-    "values": {
-        name: {str(step): trial.tensor(name).value(step).tolist()
-               for step in trial.tensor(name).steps()}
-        for name in trial.tensor_names()
-    },
-}))
-"""
-
-
 @pytest.mark.slow
 def test_smdebug_reads_the_hooks_tensors_from_the_bucket(s3_url: str) -> None:
     _train(s3_url)
     ours = create_trial(s3_url)
-    read = run_reference("smdebug", f"URL = {s3_url!r}\n" + READ_WITH_SMDEBUG)
-    assert isinstance(read, dict)
+    read = read_with_smdebug(s3_url)
     assert read["steps"] == ours.steps()
     assert sorted(read["values"]) == ours.tensor_names()
     for name, steps in read["values"].items():

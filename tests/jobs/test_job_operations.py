@@ -64,7 +64,7 @@ def problems(error: ConfigError | ConfigErrors) -> list[ConfigError]:
             "entry point",
         ),
         (
-            {"OutputDataConfig": {"S3OutputPath": "s3://bucket/out"}},
+            {"OutputDataConfig": {"S3OutputPath": "gs://bucket/out"}},
             "OutputDataConfig.S3OutputPath",
             "local",
         ),

@@ -1,13 +1,20 @@
 """The profiler's and the rules' outputs on S3 (a real SeaweedFS server, tests/seaweedfs.py).
 
 System metrics (a file per host per minute), framework trace files (uploaded when each one is
-finished) and a rule's output directory are written to ``s3://bucket/prefix`` by the same
-writers that write local directories, and read back by the same readers.
+finished), TensorBoard event files (uploaded when closed) and a rule's output directory are
+written to ``s3://bucket/prefix`` by the same writers that write local directories, and read
+back by the same readers.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+from tensorboard.backend.event_processing import event_accumulator
+
 from trainprobe.storage import files
+from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.rule_output import (
     RuleOutputWriter,
     RuleStatus,
@@ -15,6 +22,7 @@ from trainprobe.storage.rule_output import (
     read_status,
 )
 from trainprobe.storage.system_metrics import MetricKey, SystemMetricsReader, SystemMetricsWriter
+from trainprobe.storage.tensorboard_events import TensorBoardWriter
 from trainprobe.storage.trace_file import TraceFileReader, TraceFileWriter
 
 MINUTE = 1591160640  # the start of a minute
@@ -69,3 +77,25 @@ def test_a_rules_evaluations_and_status_land_in_the_bucket(s3_url: str) -> None:
     ]
     status = read_status(directory)
     assert status is not None and status.rule_evaluation_status == "IssuesFound"
+
+
+def test_a_tensorboard_file_is_uploaded_when_it_is_closed(s3_url: str, tmp_path: Path) -> None:
+    out = f"{s3_url}/tensorboard-output"
+    writer = TensorBoardWriter(out)
+    for step in range(3):
+        writer.add_scalar(ModeKeys.TRAIN, "loss", 1.0 / (step + 1), step=step)
+    writer.flush()
+    assert files.list_files(out) == []  # an object appears whole, at the end
+    writer.close()
+    [name] = files.list_files(out)
+    assert name.startswith("TRAIN/events.out.tfevents.")
+    local = tmp_path / "TRAIN"
+    local.mkdir()
+    (local / "events.out.tfevents.copy").write_bytes(files.read_bytes(f"{out}/{name}"))
+    run = event_accumulator.EventAccumulator(str(local))
+    run.Reload()
+    assert [(event.step, event.value) for event in run.Scalars("loss")] == [
+        (0, 1.0),
+        (1, 0.5),
+        (2, float(np.float32(1 / 3))),
+    ]

@@ -51,6 +51,7 @@ from trainprobe.jobs.progress import (
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.storage import files
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
 
 __all__ = ["build_request", "register", "run"]
@@ -121,7 +122,10 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="system monitoring interval: 100, 200, 500, 1000, 5000 or 60000 (default 500)",
     )
     parser.add_argument(
-        "--output", metavar="DIR", help="output root (default: $TRAINPROBE_HOME/output)"
+        "--output",
+        "--output-path",
+        metavar="DIR",
+        help="output root: a directory or s3://bucket/prefix (default: $TRAINPROBE_HOME/output)",
     )
     parser.add_argument("--name", help="the job's name (default: <script>-<time>)")
     parser.add_argument(
@@ -285,7 +289,7 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         "DebugHookConfig": hook,
     }
     if args.output:
-        request["OutputDataConfig"] = {"S3OutputPath": os.path.abspath(args.output)}
+        request["OutputDataConfig"] = {"S3OutputPath": files.absolute(args.output)}
     if args.max_run is not None:
         request["StoppingCondition"] = {"MaxRuntimeInSeconds": args.max_run}
     if debugging:
@@ -332,9 +336,8 @@ def _runner_done(store: JobStore, name: str) -> bool:
 
 
 def _report_path(layout: JobLayout) -> str | None:
-    for directory, _, names in os.walk(layout.rule_output):
-        if PROFILER_REPORT_HTML in names:
-            return os.path.join(directory, PROFILER_REPORT_HTML)
+    for relative in files.list_files(layout.rule_output, "/" + PROFILER_REPORT_HTML):
+        return f"{layout.rule_output}/{relative}"
     return None
 
 

@@ -6,9 +6,9 @@ and the Estimator run before a job exists, so they accept and refuse the same re
 1. the request's content (``TrainingJobRequest``: shapes, names, rules, profiling), every problem
    at once;
 2. what only this machine can say, once the content is valid: the job's name is free in the job
-   store, the outputs are local directories this user can write (not a file, no NUL), the job's
-   output directories hold no other run's files, the entry point exists (a source archive holds
-   the script), input channels are local directories.
+   store, the outputs are local directories this user can write (not a file, no NUL) or ``s3://``
+   URLs whose bucket answers, the job's output directories hold no other run's files, the entry
+   point exists (a source archive holds the script), input channels are local directories.
 
 It reads the disk and the job store but writes nothing; ``trainprobe.jobs.launcher`` creates the
 job from its answer.
@@ -26,7 +26,8 @@ from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
 from trainprobe.jobs.store import JobStore, trainprobe_home
-from trainprobe.storage.job_layout import JobLayout, writable_directory
+from trainprobe.storage import files
+from trainprobe.storage.job_layout import JobLayout, check_output_root
 
 __all__ = ["Admission", "admit_training_job", "default_output_root"]
 
@@ -59,8 +60,8 @@ def _check_fresh(layout: JobLayout) -> list[ConfigError]:
                 "(it is not a directory); choose another job name or output path",
             )
         ]
-    for directory in (layout.job_dir, layout.debug_output, layout.profiler_output):
-        if os.path.isdir(directory) and os.listdir(directory):
+    for directory in (layout.job_dir, *layout.outputs()):
+        if files.holds_files(directory):
             return [
                 ConfigError(
                     "TrainingJobName",
@@ -104,10 +105,12 @@ def admit_training_job(
     cwd = os.path.abspath(cwd or os.getcwd())
     errors: list[ConfigError] = []
     roots = output_roots(request, cwd, output_root or default_output_root())
+    checked: set[str] = set()
     for key, root in roots.items():
-        if root is not None:
+        if root is not None and root not in checked:
+            checked.add(root)
             try:
-                writable_directory(root, _ROOT_FIELDS[key], root)
+                check_output_root(root, _ROOT_FIELDS[key])
             except ConfigError as error:
                 errors.append(error)
     layout = JobLayout.for_job(
@@ -116,8 +119,10 @@ def admit_training_job(
         debug_root=roots["debug_root"],
         profiler_root=roots["profiler_root"],
         tensorboard_root=roots["tensorboard_root"],
+        local_root=default_output_root(),
     )
-    errors += _check_fresh(layout)
+    if not errors:  # what is in an output that cannot be used does not matter
+        errors += _check_fresh(layout)
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
     except ConfigError as error:

@@ -87,7 +87,7 @@ def _output_configs(record: JobRecord, layout: JobLayout) -> dict[str, Any]:
     outputs: dict[str, Any] = {
         "OutputDataConfig": {
             **(request.get("OutputDataConfig") or {}),
-            "S3OutputPath": os.path.dirname(layout.job_dir),
+            "S3OutputPath": os.path.dirname(layout.output_dir),
         },
         "ModelArtifacts": {"S3ModelArtifacts": layout.model_dir},
     }

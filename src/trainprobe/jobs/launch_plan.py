@@ -34,7 +34,7 @@ from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.entry_point import decode_hyperparameters, entry_point_from_request
 from trainprobe.storage import files
-from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory
+from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory, output_root
 
 __all__ = [
     "AUTO_HOOK_VARIABLE",
@@ -251,13 +251,14 @@ def write_config_files(
 
 def output_roots(raw: Mapping[str, Any], cwd: str, default_root: str) -> dict[str, str | None]:
     """The output roots a request names (OutputDataConfig's, and those of the hook, profiler
-    and TensorBoard configs), as local directories; ConfigError for other URLs."""
+    and TensorBoard configs), as local directories or ``s3://`` URLs; ConfigError for other
+    URLs."""
 
     def root(section: str, key: str = "S3OutputPath") -> str | None:
         value = raw.get(section)
         if not isinstance(value, Mapping) or value.get(key) is None:
             return None
-        return local_directory(value[key], f"{section}.{key}", cwd=cwd)
+        return output_root(value[key], f"{section}.{key}", cwd=cwd)
 
     return {
         "output_root": root("OutputDataConfig") or os.path.abspath(default_root),

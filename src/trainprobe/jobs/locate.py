@@ -7,11 +7,10 @@ store.
 
 from __future__ import annotations
 
-import os
-
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.describe import find_job, layout_at, layout_of
 from trainprobe.jobs.store import JobStore
+from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, job_dir_of
 
 __all__ = ["locate_job"]
@@ -30,9 +29,9 @@ def locate_job(name_or_path: str, store: JobStore | None = None) -> JobLayout:
     parent. Anything else is a job's name in ``store`` (default: the user's job store):
     JobNotFound, a ConfigError, when there is none.
     """
-    if os.path.exists(name_or_path):
+    if files.exists(name_or_path):
         found = job_dir_of(name_or_path)
         if found is None:
-            raise ConfigError("path", os.path.abspath(name_or_path), _WHAT)
+            raise ConfigError("path", files.absolute(name_or_path), _WHAT)
         return layout_at(found[0])
     return layout_of(find_job(store or JobStore(), {"TrainingJobName": name_or_path}))

@@ -12,7 +12,6 @@ the evidence of its first issue.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +21,7 @@ from trainprobe.analysis.trial import create_trial
 from trainprobe.capture.collections import CollectionKeys
 from trainprobe.rules.rule import Evidence
 from trainprobe.rules.verdict import ISSUES_FOUND
-from trainprobe.storage import locations
+from trainprobe.storage import files, locations
 from trainprobe.storage import system_metrics as metrics
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import read_evaluations, read_status
@@ -42,23 +41,18 @@ __all__ = [
 
 def latest_saved_step(debug_output: str) -> int | None:
     """The highest step with a saved index file under ``debug_output``, or None."""
-    index = os.path.join(debug_output, "index")
+    index = locations.join(debug_output, locations.INDEX_DIR)
     try:
-        directories = sorted(os.listdir(index))
+        for directory in reversed(files.child_names(index)):
+            steps = [
+                parsed[0]
+                for name in files.list_files(locations.join(index, directory), ".json")
+                if (parsed := locations.parse_index_file_name(name))
+            ]
+            if steps:
+                return max(steps)
     except OSError:
-        return None
-    for directory in reversed(directories):
-        try:
-            names = os.listdir(os.path.join(index, directory))
-        except OSError:
-            continue
-        steps = [
-            parsed[0]
-            for name in names
-            if (parsed := locations.parse_index_file_name(os.path.join(index, directory, name)))
-        ]
-        if steps:
-            return max(steps)
+        pass
     return None
 
 

@@ -3,7 +3,8 @@
 The hook writes where and why it stopped saving (a full disk: ``Debugger stopped saving at step
 41: No space left on device``) into its overhead file (``trainprobe.storage.hook_overhead``).
 ``SavingWatch.check`` reads those files again only when one of them changed, and at most every
-``CHECK_SECONDS``, and returns the message once when it is new, for the job's description.
+``CHECK_SECONDS``, and returns the message once when it is new, for the job's description. On
+object storage, where a change costs a listing to see, it reads them at each check.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 
+from trainprobe.storage import files
 from trainprobe.storage.hook_overhead import (
     HOOK_OVERHEAD_DIR,
     read_hook_overhead,
@@ -31,18 +33,6 @@ class SavingWatch:
         self._stamp: tuple[tuple[str, int, int], ...] = ()
         self._checked = float("-inf")
 
-    def _files(self) -> tuple[tuple[str, int, int], ...]:
-        try:
-            with os.scandir(os.path.join(self.debug_output, HOOK_OVERHEAD_DIR)) as entries:
-                found = [
-                    (entry.name, entry.stat().st_mtime_ns, entry.stat().st_size)
-                    for entry in entries
-                    if entry.is_file()
-                ]
-        except OSError:
-            return ()
-        return tuple(sorted(found))
-
     def check(self, *, now: bool = False) -> str | None:
         """The message when the hook has newly stopped saving, else None; ``now`` looks even if
         it looked less than ``CHECK_SECONDS`` ago."""
@@ -50,11 +40,14 @@ class SavingWatch:
         if not now and moment - self._checked < CHECK_SECONDS:
             return None
         self._checked = moment
-        stamp = self._files()
-        if stamp == self._stamp:
+        stamp = files.listing_stamp(os.path.join(self.debug_output, HOOK_OVERHEAD_DIR))
+        if stamp is not None and stamp == self._stamp:
             return None
-        self._stamp = stamp
-        message = saving_stopped_message(read_hook_overhead(self.debug_output))
+        self._stamp = stamp or ()
+        try:
+            message = saving_stopped_message(read_hook_overhead(self.debug_output))
+        except OSError:  # storage out of reach for now: the next check tries again
+            return None
         if message is None or message == self.message:
             return None
         self.message = message

@@ -9,7 +9,6 @@ report's path; exits 2 for a path that is not a job's output.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +16,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.describe import layout_at
 from trainprobe.report.build import build_report
 from trainprobe.report.job_files import JobFiles
+from trainprobe.storage import files
 from trainprobe.storage.job_layout import job_dir_of
 
 __all__ = ["main"]
@@ -59,8 +59,8 @@ def _elsewhere(rule_output: str, profiler_output: str, debug_output: str | None)
     job_dir = found[0]
     return JobFiles.of(
         job_dir,
-        os.path.abspath(profiler_output),
-        os.path.abspath(debug_output or layout_at(job_dir).debug_output),
+        files.absolute(profiler_output),
+        files.absolute(debug_output or layout_at(job_dir).debug_output),
         rule_output=found[1],
     )
 

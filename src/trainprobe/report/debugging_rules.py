@@ -34,10 +34,9 @@ def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[s
     ``skip`` is the ProfilerReport rule's output directory (reported in its own section)."""
     root = os.path.join(job_dir, RULE_OUTPUT)
     rows = []
-    names = sorted(os.listdir(root)) if files.is_dir(root) else []
-    for name in names:
+    for name in files.child_names(root):
         directory = os.path.join(root, name)
-        if skip is not None and os.path.abspath(directory) == os.path.abspath(skip):
+        if skip is not None and files.absolute(directory) == files.absolute(skip):
             continue
         status = read_status(directory)
         if status is None or _is_profiler_rule(name):

@@ -72,9 +72,9 @@ class JobFiles:
             raise ConfigError(
                 "path", text, f"a job with profiler output ({layout.profiler_output} is missing)"
             )
-        found = job_dir_of(text) if os.path.exists(text) else None
+        found = job_dir_of(text) if files.exists(text) else None
         return cls.of(
-            layout.job_dir,
+            layout.output_dir,
             layout.profiler_output,
             layout.debug_output,
             rule_output=found[1] if found is not None else None,
@@ -103,8 +103,8 @@ def _profiler_report_output(job_dir: str) -> str | None:
     """The newest rule output under the job that holds profiler rules' report data."""
     root = os.path.join(job_dir, RULE_OUTPUT)
     found = []
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    for name in files.child_names(root):
         reports = os.path.join(root, name, RULE_REPORTS_DIR)
         if files.is_dir(reports) and len(files.list_files(reports, ".json")) > 1:
-            found.append((os.path.getmtime(reports), os.path.join(root, name)))
+            found.append((files.modified_time(reports), os.path.join(root, name)))
     return max(found)[1] if found else None

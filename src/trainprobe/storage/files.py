@@ -29,11 +29,17 @@ __all__ = [
     "TEMP_SUFFIX",
     "AtomicFile",
     "RangeReader",
+    "absolute",
+    "child_names",
     "exists",
+    "holds_files",
     "is_dir",
     "is_url",
     "list_files",
     "list_files_after",
+    "listing_stamp",
+    "modified_time",
+    "prepare_directory",
     "read_bytes",
     "read_many",
     "read_ranges",
@@ -175,6 +181,85 @@ def is_dir(path: str) -> bool:
     if is_url(path):
         return bool(object_store.filesystem(path).isdir(path))
     return os.path.isdir(path)
+
+
+def absolute(path: str) -> str:
+    """``path`` made absolute: from the current directory for a local path; a URL as it is."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def holds_files(directory: str) -> bool:
+    """Whether anything is under ``directory`` (False when it is missing). On object storage
+    one listing request answers, however many objects there are."""
+    if is_url(directory):
+        return next(iter(object_store.list_keys_after(directory, None)), None) is not None
+    try:
+        return bool(os.listdir(directory))
+    except OSError:
+        return False
+
+
+def prepare_directory(directory: str) -> None:
+    """Make ``directory`` if missing; PermissionError when this user cannot write in it. In
+    object storage there is nothing to make: a prefix appears with its first object."""
+    if is_url(directory):
+        return
+    os.makedirs(directory, exist_ok=True)
+    if not os.access(directory, os.W_OK):
+        raise PermissionError(f"{directory} is not writable")
+
+
+def listing_stamp(directory: str) -> tuple[tuple[str, int, int], ...] | None:
+    """(name, modification time in ns, size) of each file directly under ``directory``, sorted:
+    it changes when one of them does, at the cost of one listing (empty for a missing
+    directory). None in object storage, where seeing a change costs about what reading the
+    files does."""
+    if is_url(directory):
+        return None
+    try:
+        with os.scandir(directory) as entries:
+            found = [
+                (entry.name, entry.stat().st_mtime_ns, entry.stat().st_size)
+                for entry in entries
+                if entry.is_file()
+            ]
+    except OSError:
+        return ()
+    return tuple(sorted(found))
+
+
+def modified_time(path: str) -> float:
+    """When ``path`` last changed, in seconds since the epoch. For a URL naming a prefix (a
+    directory): when its newest object was written."""
+    if not is_url(path):
+        return os.path.getmtime(path)
+    fs = object_store.filesystem(path)
+    found = fs.find(path.rstrip("/"), detail=True)
+    times = [entry["LastModified"].timestamp() for entry in found.values()]
+    if not times:
+        raise FileNotFoundError(path)
+    return float(max(times))
+
+
+def child_names(directory: str) -> list[str]:
+    """The names of the directories directly under ``directory`` (for a URL: the prefixes
+    holding objects), sorted; none for a missing directory."""
+    if is_url(directory):
+        fs = object_store.filesystem(directory)
+        try:
+            entries = fs.ls(directory.rstrip("/"), detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(
+            entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            for entry in entries
+            if entry["type"] == "directory"
+        )
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entry.name for entry in entries if entry.is_dir())
+    except OSError:
+        return []
 
 
 def list_files(directory: str, suffix: str = "") -> list[str]:

@@ -21,8 +21,11 @@
 
 ``<output>`` is OutputDataConfig's S3OutputPath; the hook, profiler and TensorBoard configs may
 each name their own root (their S3OutputPath), under which the job's directory is made the same
-way. The job runner's roots are local directories or ``file://`` URLs; the names below also
-serve object-storage URLs, joined with ``/``.
+way. A root is a local directory, a ``file://`` URL or an object storage URL
+(``s3://bucket/prefix``). The job's own working files (``code/``, ``config/``, ``logs/``,
+``output/``) always stay on this machine: with an object storage output root they go under a
+local root instead (``JobLayout.for_job``'s ``local_root``), and only the outputs above (tensors,
+metrics, rule output, the report) go to the bucket.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.storage.files import is_url
+from trainprobe.storage.object_store import ObjectStoreUnreachable, check_reachable
 
 __all__ = [
     "ACTIONS_FILE",
@@ -50,9 +55,11 @@ __all__ = [
     "SYSTEM_METRICS_DIR",
     "TENSORBOARD_OUTPUT",
     "JobLayout",
+    "check_output_root",
     "job_dir_of",
     "launch_file_of",
     "local_directory",
+    "output_root",
     "rule_output_dir",
     "rule_report_file",
 ]
@@ -85,9 +92,10 @@ _LOGS_DIR = "logs"
 _LAUNCH_FILE = "launch.json"
 
 
-def rule_output_dir(job_dir: str, rule_name: str) -> str:
-    """Where the rule called ``rule_name`` (its RuleConfigurationName) writes, under a job."""
-    return f"{job_dir.rstrip('/')}/{RULE_OUTPUT}/{rule_name}"
+def rule_output_dir(output_dir: str, rule_name: str) -> str:
+    """Where the rule called ``rule_name`` (its RuleConfigurationName) writes, under a job's
+    output directory."""
+    return f"{output_dir.rstrip('/')}/{RULE_OUTPUT}/{rule_name}"
 
 
 def rule_report_file(rule_output: str, rule: str) -> str:
@@ -105,8 +113,17 @@ def job_dir_of(path: str) -> tuple[str, str | None] | None:
 
     ``path`` may be the job's directory (holding one of its outputs or its launch plan), its
     ``debug-output`` or ``profiler-output``, or one rule's output (``rule-output/<rule>``,
-    returned as the second item). None when ``path`` is none of these.
+    returned as the second item). None when ``path`` is none of these. An object storage URL is
+    read by its shape only: its job's output directory, and its rule output if it names one.
     """
+    if is_url(path):
+        path = path.rstrip("/")
+        parent, base = path.rsplit("/", 1)
+        if parent.rsplit("/", 1)[-1] == RULE_OUTPUT:
+            return parent.rsplit("/", 1)[0], path
+        if base in (DEBUG_OUTPUT, PROFILER_OUTPUT):
+            return parent, None
+        return None
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     if os.path.basename(parent) == RULE_OUTPUT:
@@ -137,8 +154,8 @@ def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:
         raise ConfigError(
             field,
             url,
-            "a local directory or a file:// URL: the local job runner writes its outputs to "
-            "this machine's disk (object storage outputs are not supported yet)",
+            "a local directory or a file:// URL: the local job runner reads it from this "
+            "machine's disk",
         )
     text = os.path.expanduser(text)
     path = os.path.normpath(os.path.join(cwd or os.getcwd(), text))
@@ -147,6 +164,13 @@ def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:
         where = "is" if existing == path else f"lies under {existing}, which is"
         raise ConfigError(field, url, f"a directory: {path} {where} not a directory")
     return path
+
+
+def _under(root: str, *names: str) -> str:
+    """``names`` joined under ``root``, a local directory or an object storage URL."""
+    if is_url(root):
+        return "/".join((root.rstrip("/"), *names))
+    return os.path.join(root, *names)
 
 
 def _is_path_text(text: str) -> bool:
@@ -183,14 +207,51 @@ def writable_directory(path: str, field: str, url: object) -> None:
         raise ConfigError(field, url, f"a directory this user can write in: {existing} is not")
 
 
+def output_root(value: object, field: str, *, cwd: str | None = None) -> str:
+    """The output root that ``value`` names: an ``s3://bucket/prefix`` URL (without a trailing
+    ``/``), else the local directory ``local_directory`` reads; ConfigError for other URLs."""
+    if isinstance(value, str) and is_url(value.strip()):
+        url = value.strip().rstrip("/")
+        if not url.startswith("s3://"):
+            raise ConfigError(
+                field, value, "a local directory, a file:// URL or an s3://bucket/prefix URL"
+            )
+        return url
+    return local_directory(value, field, cwd=cwd)
+
+
+def check_output_root(root: str, field: str) -> None:
+    """ConfigError unless the output root ``root`` can be written: a local directory this user
+    can make or write in, or object storage whose bucket answers (asked within seconds)."""
+    if not is_url(root):
+        writable_directory(root, field, root)
+        return
+    try:
+        check_reachable(root)
+    except ObjectStoreUnreachable as error:
+        raise ConfigError(
+            field, root, f"an object storage location that answers: {error}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class JobLayout:
-    """The directories and files of one job."""
+    """The directories and files of one job.
+
+    ``job_dir`` is the job's local working directory (its config, logs, code and model);
+    ``output_dir`` is ``<output>/<job>``, where its rule outputs go. They are the same directory
+    unless the output root is object storage.
+    """
 
     job_dir: str
     debug_output: str
     profiler_output: str
     tensorboard_output: str
+    output_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.output_dir:
+            object.__setattr__(self, "output_dir", self.job_dir)
 
     @classmethod
     def for_job(
@@ -201,16 +262,22 @@ class JobLayout:
         debug_root: str | None = None,
         profiler_root: str | None = None,
         tensorboard_root: str | None = None,
+        local_root: str | None = None,
     ) -> JobLayout:
-        """The layout of job ``name`` under ``output_root`` (and the other roots, if given)."""
-        job_dir = os.path.join(output_root, name)
+        """The layout of job ``name`` under ``output_root`` (and the other roots, if given).
+
+        When ``output_root`` is object storage, the job's working files go under ``local_root``
+        (a local directory; without one, the layout only serves to read the job's outputs)."""
+        output_dir = _under(output_root, name)
+        job_dir = output_dir
+        if is_url(output_root) and local_root is not None:
+            job_dir = os.path.join(local_root, name)
         return cls(
             job_dir=job_dir,
-            debug_output=os.path.join(debug_root or output_root, name, DEBUG_OUTPUT),
-            profiler_output=os.path.join(profiler_root or output_root, name, PROFILER_OUTPUT),
-            tensorboard_output=os.path.join(
-                tensorboard_root or output_root, name, TENSORBOARD_OUTPUT
-            ),
+            debug_output=_under(debug_root or output_root, name, DEBUG_OUTPUT),
+            profiler_output=_under(profiler_root or output_root, name, PROFILER_OUTPUT),
+            tensorboard_output=_under(tensorboard_root or output_root, name, TENSORBOARD_OUTPUT),
+            output_dir=output_dir,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -221,18 +288,24 @@ class JobLayout:
     def from_json(cls, data: dict[str, Any]) -> JobLayout:
         """Read ``to_json``'s form back."""
         keys = ("job_dir", "debug_output", "profiler_output", "tensorboard_output")
-        return cls(**{key: str(data[key]) for key in keys})
+        return cls(
+            **{key: str(data[key]) for key in keys}, output_dir=str(data.get("output_dir", ""))
+        )
+
+    def outputs(self) -> tuple[str, ...]:
+        """The directories (or object storage prefixes) that hold the job's outputs."""
+        return (self.debug_output, self.profiler_output, self.rule_output)
 
     # ----- directories --------------------------------------------------------------------
 
     @property
     def rule_output(self) -> str:
         """The parent of every rule's output directory."""
-        return os.path.join(self.job_dir, RULE_OUTPUT)
+        return _under(self.output_dir, RULE_OUTPUT)
 
     def rule_output_dir(self, rule_name: str) -> str:
         """Where the rule configured as ``rule_name`` writes."""
-        return rule_output_dir(self.job_dir, rule_name)
+        return rule_output_dir(self.output_dir, rule_name)
 
     @property
     def config_dir(self) -> str:
@@ -311,8 +384,9 @@ class JobLayout:
         return os.path.join(self.logs_dir, "rules", f"{rule_name}.heartbeat")
 
     def directories(self) -> tuple[str, ...]:
-        """Every directory the job has from its start."""
-        return (
+        """Every local directory the job has from its start (object storage has no
+        directories to make: its outputs appear with their first object)."""
+        local = (
             self.job_dir,
             self.debug_output,
             self.profiler_output,
@@ -322,6 +396,7 @@ class JobLayout:
             self.model_dir,
             self.output_data_dir,
         )
+        return tuple(directory for directory in local if not is_url(directory))
 
     def blocked(self) -> str | None:
         """A path that is in the way of one of the job's directories (a file where a

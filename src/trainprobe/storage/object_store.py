@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = [
     "PART_SIZE",
     "ObjectStoreUnavailable",
+    "ObjectStoreUnreachable",
+    "check_reachable",
     "filesystem",
     "is_url",
     "list_keys_after",
@@ -42,6 +44,14 @@ _lock = threading.Lock()
 
 class ObjectStoreUnavailable(TrainprobeError):
     """An object storage URL was given but its fsspec backend is not installed."""
+
+
+class ObjectStoreUnreachable(TrainprobeError):
+    """An object storage URL whose bucket cannot be reached, does not exist, or refuses us."""
+
+
+_PROBE_CONFIG = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 1}}
+"""botocore's settings for ``check_reachable``: an answer in seconds, not after retries."""
 
 
 def is_url(path: str) -> bool:
@@ -92,6 +102,36 @@ def _bucket_and_prefix(url: str) -> tuple[str, str]:
     path = url.split("://", 1)[1]
     bucket, _, prefix = path.partition("/")
     return bucket, prefix
+
+
+def check_reachable(url: str) -> None:
+    """Return once ``url``'s bucket answers (it exists, and these credentials may use it);
+    else ObjectStoreUnreachable saying why, within seconds: asked before a job starts, so
+    that a wrong endpoint or bucket is an error at once, not a training whose outputs vanish.
+    """
+    filesystem(url)  # the backend is installed
+    if _scheme(url) not in ("s3", "s3a"):
+        return
+    import fsspec
+
+    bucket, _ = _bucket_and_prefix(url)
+    if not bucket:
+        raise ObjectStoreUnreachable("it names no bucket (s3://bucket/prefix)")
+    probe = fsspec.filesystem("s3", skip_instance_cache=True, config_kwargs=_PROBE_CONFIG)
+    probe.retries = 1  # s3fs's own retries, on top of botocore's
+    try:
+        probe.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        raise ObjectStoreUnreachable(f"there is no bucket {bucket!r} at this endpoint") from None
+    except PermissionError as error:
+        raise ObjectStoreUnreachable(
+            f"access to bucket {bucket!r} is denied with these credentials ({error})"
+        ) from None
+    except Exception as error:  # s3fs's OSErrors and botocore's own (no endpoint, no keys)
+        raise ObjectStoreUnreachable(
+            f"it cannot be reached ({error}); the endpoint and credentials come from "
+            "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+        ) from None
 
 
 def list_keys_after(directory: str, start_after: str | None) -> Iterator[str]:

@@ -216,7 +216,11 @@ def event_file_name(wall_time: float, hostname: str, pid: int) -> str:
 
 
 class _ModeFile:
-    """One mode's event file: created on the first record, then appended one step at a time."""
+    """One mode's event file: created on the first record, then appended one step at a time.
+
+    Objects cannot be appended to: in object storage the file grows in a local scratch file and
+    is uploaded whole when it is closed.
+    """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -225,6 +229,7 @@ class _ModeFile:
         self.pending_bytes = 0
         self.pending_step: int | None = None
         self._file: BinaryIO | None = None
+        self._scratch: str | None = None
 
     def _open(self) -> tuple[BinaryIO, int]:
         """The open file, created with its header record if need be, and the header's size."""
@@ -237,8 +242,9 @@ class _ModeFile:
         while files.exists(path):
             copy += 1
             path = os.path.join(self.directory, f"{name}.{copy}")
-        header = files.write_atomic(path, _record(encode_file_version_event(wall_time)))
-        self._file = open(path, "ab", buffering=0)  # noqa: SIM115
+        self._scratch = files.scratch_path(path)
+        header = files.write_atomic(self._scratch, _record(encode_file_version_event(wall_time)))
+        self._file = open(self._scratch, "ab", buffering=0)  # noqa: SIM115
         self.path = path
         return self._file, header
 
@@ -284,6 +290,8 @@ class _ModeFile:
             file, self._file = self._file, None
             if file is not None:
                 file.close()
+                if self.path is not None and self._scratch != self.path:
+                    files.rename(self._scratch or "", self.path)  # uploads it
         return written
 
 

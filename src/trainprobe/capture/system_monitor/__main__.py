@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
@@ -24,6 +23,7 @@ from trainprobe.capture.system_monitor.settings import (
 )
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
+from trainprobe.storage import files
 from trainprobe.storage.system_metrics import check_node_id
 
 __all__ = ["main"]
@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m trainprobe.capture.system_monitor",
         description="Sample this host into smdebug's system-metrics files until stopped.",
     )
-    parser.add_argument("--out", required=True, help="the profiler output directory")
+    parser.add_argument(
+        "--out", required=True, help="the profiler output directory (or s3://bucket/prefix)"
+    )
     parser.add_argument(
         "--interval-ms",
         type=int,
@@ -70,9 +72,7 @@ def _monitor(arguments: argparse.Namespace) -> SystemMonitor:
         except OSError as error:
             raise ConfigError("--config", arguments.config, f"a readable file ({error})") from None
     try:
-        os.makedirs(arguments.out, exist_ok=True)
-        if not os.access(arguments.out, os.W_OK):
-            raise PermissionError("not writable")
+        files.prepare_directory(arguments.out)
     except OSError as error:
         raise ConfigError(
             "--out", arguments.out, f"a directory this user can write ({error})"

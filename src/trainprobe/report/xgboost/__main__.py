@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.report.xgboost.build import build_xgboost_report
+from trainprobe.storage import files
 from trainprobe.storage.job_layout import DEBUG_OUTPUT
 
 __all__ = ["main"]
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", help="where to write the report (default: the rule's output)")
     arguments = parser.parse_args(argv)
-    rule_output = os.path.abspath(arguments.rule_output)
+    rule_output = files.absolute(arguments.rule_output)
     job_dir = os.path.dirname(os.path.dirname(rule_output))
     debug_output = arguments.debug_output or os.path.join(job_dir, DEBUG_OUTPUT)
     try:

@@ -57,7 +57,7 @@ def build_xgboost_report(
     """Write the report of the XGBoost job whose tensors are at ``debug_output``, as the rule
     whose output directory is ``rule_output`` (``<job>/rule-output/<rule>``); into ``out_dir``
     when given. ConfigError when there are no tensors to report on."""
-    debug_output, rule_output = os.fspath(debug_output), os.path.abspath(os.fspath(rule_output))
+    debug_output, rule_output = os.fspath(debug_output), files.absolute(os.fspath(rule_output))
     try:
         trial = create_trial(debug_output, timeout=0)
     except Exception as error:

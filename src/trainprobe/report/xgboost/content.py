@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from trainprobe.analysis.trial import Trial
+from trainprobe.storage import files
 from trainprobe.storage.rule_output import read_status
 
 __all__ = ["METRIC_NAME", "xgboost_report_content"]
@@ -211,10 +212,10 @@ def _evaluation(
 
 
 def _rules(rule_output_root: str | None, own_rule: str | None) -> list[dict[str, Any]]:
-    if rule_output_root is None or not os.path.isdir(rule_output_root):
+    if rule_output_root is None:
         return []
     found = []
-    for name in sorted(os.listdir(rule_output_root)):
+    for name in files.child_names(rule_output_root):
         if name == own_rule:
             continue
         status = read_status(os.path.join(rule_output_root, name))
