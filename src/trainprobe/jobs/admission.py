@@ -91,8 +91,12 @@ def admit_training_job(
     store: JobStore | None = None,
     cwd: str | None = None,
     output_root: str | None = None,
+    fresh: bool = True,
 ) -> Admission:
     """The checked request and its plan, or ConfigErrors (JobNameInUse for a name in use).
+
+    With ``fresh`` (the default) outputs that already hold files are refused; a host joining a
+    job another machine started (``trainprobe.jobs.host_runner``) writes beside them.
 
     Relative paths are taken from ``cwd`` (default: the current directory); outputs go under
     OutputDataConfig's S3OutputPath, else ``output_root``, else ``$TRAINPROBE_HOME/output``.
@@ -121,7 +125,7 @@ def admit_training_job(
         tensorboard_root=roots["tensorboard_root"],
         local_root=default_output_root(),
     )
-    if not errors:  # what is in an output that cannot be used does not matter
+    if fresh and not errors:  # what is in an output that cannot be used does not matter
         errors += _check_fresh(layout)
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)

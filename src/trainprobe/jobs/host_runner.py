@@ -91,10 +91,11 @@ def lay_out(request_file: str, cwd: str) -> LaunchPlan:
     name = TrainingJobRequest.from_request_dict(request).training_job_name
     root = output_roots(request, cwd, default_output_root())["output_root"]
     assert root is not None
-    job_dir = JobLayout.for_job(name, root).job_dir
+    job_dir = JobLayout.for_job(name, root, local_root=default_output_root()).job_dir
     if os.path.isfile(launch_file_of(job_dir)):
         return LaunchPlan.read(job_dir)
-    admission = admit_training_job(request, cwd=cwd)
+    # Another machine's host may have written the job's outputs (to a bucket) already.
+    admission = admit_training_job(request, cwd=cwd, fresh=False)
     lay_out_job(admission, cwd)
     return LaunchPlan.read(admission.layout.job_dir)
 
