@@ -12,22 +12,26 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import distributed
 import pytest
-from job_helpers import request, rule, rule_statuses, wait_for
+from job_helpers import PLAIN_TRAINING, request, rule, rule_statuses, wait_for
 
 from timing import wait_until
+from trainprobe import debugger
 from trainprobe.config.errors import ConfigError
+from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job, stop_training_job
+from trainprobe.jobs.admission import admit_training_job
+from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
+from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.progress import latest_saved_step
-from trainprobe.storage.rule_output import read_evaluations
-
-distributed = pytest.importorskip("distributed")
-
-pytestmark = pytest.mark.slow
+from trainprobe.storage.rule_output import read_evaluations, read_status
 
 PROFILER_STATUSES = "ProfilerRuleEvaluationStatuses"
 STOP_TRAINING = json.dumps({"name": "StopTraining"})
@@ -74,6 +78,7 @@ def worker_of(job: Path, rule_name: str) -> str | None:
     return found.group(1) if found else None
 
 
+@pytest.mark.slow
 def test_rules_on_dask_give_the_verdicts_they_give_locally(
     store: JobStore, tmp_path: Path, cluster: Any, client: Any
 ) -> None:
@@ -109,6 +114,7 @@ def test_rules_on_dask_give_the_verdicts_they_give_locally(
         assert len(evaluations) == 12, job
 
 
+@pytest.mark.slow
 def test_a_rule_on_dask_stops_the_training_with_its_stoptraining_action(
     store: JobStore, tmp_path: Path, cluster: Any
 ) -> None:
@@ -155,6 +161,49 @@ def test_a_job_naming_a_cluster_that_does_not_answer_is_refused(
     assert store.get("nowhere") is None
 
 
+def test_trainprobe_run_refuses_a_rule_executor_that_does_not_answer(tmp_path: Path) -> None:
+    finished = subprocess.run(
+        [
+            *(sys.executable, "-m", "trainprobe.cli.main", "run", str(PLAIN_TRAINING)),
+            *("--rule", "LossNotDecreasing", "--rule-executor", "dask://127.0.0.1:9", "--plain"),
+        ],
+        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 2
+    assert "TRAINPROBE_RULE_EXECUTOR: 'dask://127.0.0.1:9' is not valid" in finished.stderr
+    assert "Dask scheduler that answers" in finished.stderr
+
+
+@pytest.mark.slow
+def test_the_estimator_runs_its_rules_on_the_cluster_it_names(
+    store: JobStore, tmp_path: Path, cluster: Any, client: Any
+) -> None:
+    estimator = Estimator(
+        entry_point=PLAIN_TRAINING.name,
+        source_dir=str(PLAIN_TRAINING.parent),
+        hyperparameters={"steps": 8},
+        rules=[debugger.Rule.sagemaker(debugger.rule_configs.loss_not_decreasing())],
+        debugger_hook_config=debugger.DebuggerHookConfig(hook_parameters={"save_interval": "1"}),
+        output_path=str(tmp_path / "out"),
+        rule_executor=on_dask(cluster)["TRAINPROBE_RULE_EXECUTOR"],
+        store=store,
+    )
+    estimator.fit(logs=False)
+    summary = estimator.rule_job_summary()
+    assert [(s["RuleConfigurationName"], s["RuleEvaluationStatus"]) for s in summary] == [
+        ("LossNotDecreasing", "NoIssuesFound")
+    ]
+    job = estimator.latest_training_job
+    assert job is not None
+    workers = set(client.scheduler_info(n_workers=-1)["workers"])
+    assert worker_of(tmp_path / "out" / job.name, "LossNotDecreasing") in workers
+
+
+@pytest.mark.slow
 def test_killing_the_worker_running_a_rule_ends_that_rule_in_error(
     store: JobStore, tmp_path: Path, cluster: Any, client: Any
 ) -> None:
@@ -205,3 +254,68 @@ def test_killing_the_worker_running_a_rule_ends_that_rule_in_error(
     if other != victim:
         # The other rule, on the worker that lives, concludes on the steps saved.
         assert statuses["AllZero"] == "NoIssuesFound"
+
+
+@pytest.mark.slow
+def test_a_runner_stopped_by_sigterm_stops_its_rules_on_the_cluster(
+    store: JobStore, tmp_path: Path, cluster: Any, client: Any
+) -> None:
+    output = tmp_path / "out"
+    create_training_job(
+        request(
+            "terminated",
+            output,
+            *("--steps", "100000", "--sleep", "0.05"),
+            DebugRuleConfigurations=[rule("LossNotDecreasing")],
+            Environment=on_dask(cluster),
+        ),
+        store=store,
+    )
+    job = output / "terminated"
+    wait_until(lambda: worker_of(job, "LossNotDecreasing"), "the rule to run on a worker")
+    wait_until(lambda: (latest_saved_step(str(job / "debug-output")) or 0) >= 5, "5 saved steps")
+    record = store.get("terminated")
+    assert record is not None and record.runner_pid is not None
+    os.kill(record.runner_pid, signal.SIGTERM)
+
+    described = wait_for(store, "terminated")
+    assert described["TrainingJobStatus"] == "Stopped"
+    assert described["FailureReason"] == "The job runner received SIGTERM"
+    # The rule concluded on the steps saved, or heard the runner's stop before it could: either
+    # way its task has ended, and nothing is left running on the cluster.
+    assert rule_statuses(described)["LossNotDecreasing"] in ("NoIssuesFound", "Stopped")
+    wait_until(
+        lambda: not any(keys for keys in client.processing().values()),
+        "the cluster to run no task",
+        timeout=30,
+    )
+
+
+@pytest.mark.slow
+def test_a_rule_task_told_to_stop_ends_stopped(tmp_path: Path, cluster: Any, client: Any) -> None:
+    # A job whose training never starts: its rule waits for tensors until it is told to stop.
+    admission = admit_training_job(
+        request("waiting", tmp_path / "out", DebugRuleConfigurations=[rule("LossNotDecreasing")])
+    )
+    admission.layout.create()
+    admission.plan.write()
+    executor = DaskRuleExecutor(
+        cluster.scheduler_address, job_name="waiting", progress_timeout_seconds=120
+    )
+    rules = JobRules(admission.plan, executor, os.getpid())
+    try:
+        rules.start_debugging_rules()
+        job = tmp_path / "out" / "waiting"
+        wait_until(lambda: worker_of(job, "LossNotDecreasing"), "the rule to run on a worker")
+        status = job / "rule-output" / "LossNotDecreasing" / "status.json"
+        wait_until(status.exists, "the rule's first status")
+        assert rules.running()
+
+        rules.stop(30, "the test stopped it")
+    finally:
+        executor.close()
+    assert not rules.running()
+    final = read_status(str(status.parent))
+    assert final is not None and final.rule_evaluation_status == "Stopped"
+    assert final.status_details == "stopped on request after 0 evaluated step(s)"
+    assert not any(keys for keys in client.processing().values())

@@ -241,12 +241,16 @@ class DaskRuleExecution:
         self._watch.join(grace_seconds)
         if self._ending is not None:
             return
+        deadline = time.monotonic() + grace_seconds
         try:
             self._say_stop()
-            distributed.wait(self.future, timeout=grace_seconds)
-        except (OSError, TimeoutError) as error:
-            label = self.launch.label
-            log.warning("the %s did not stop within %g s: %s", label, grace_seconds, error)
+        except OSError as error:
+            log.warning("could not tell the %s to stop: %s", self.launch.label, error)
+            deadline = time.monotonic()
+        while not self.future.done() and time.monotonic() < deadline:
+            time.sleep(WATCH_SECONDS / 5)
+        if not self.future.done():
+            log.warning("the %s did not stop within %g s", self.launch.label, grace_seconds)
         self._end("the rule task was stopped")
 
     def _renew(self) -> None:
