@@ -161,6 +161,20 @@ def test_a_job_naming_a_cluster_that_does_not_answer_is_refused(
     assert store.get("nowhere") is None
 
 
+@pytest.mark.parametrize("value", ["dask:/127.0.0.1:8786", "dask://127.0.0.1", "tcp://h:1", "yes"])
+def test_a_rule_executor_that_is_not_one_is_refused(
+    store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # Set in the environment that creates the job, not in the request.
+    monkeypatch.setenv("TRAINPROBE_RULE_EXECUTOR", value)
+    with pytest.raises(ConfigError) as raised:
+        create_training_job(request("malformed", tmp_path / "out"), store=store)
+    assert raised.value.field == "$TRAINPROBE_RULE_EXECUTOR"
+    assert raised.value.value == value
+    assert raised.value.allowed == "local, or dask://HOST:PORT (a Dask distributed scheduler)"
+    assert store.get("malformed") is None
+
+
 def test_trainprobe_run_refuses_a_rule_executor_that_does_not_answer(tmp_path: Path) -> None:
     finished = subprocess.run(
         [

@@ -7,7 +7,8 @@ module the local process would run (``trainprobe.jobs.rule_process``, one debugg
 ``trainprobe.jobs.profiler_rules_process``, the profiler rules) with the same arguments, in a
 worker: it reads the job's storage, writes the rules' statuses and output there
 (``rule-output/<rule>/``) and beats the evaluator's heartbeat, so a worker must see the job's
-storage as the runner does (the same disk, or the same bucket).
+storage, and a custom rule's source, where the runner does (the same disk, or the same bucket).
+The local rule limits (niceness, memory, cores) do not apply there: the workers' own do.
 
 A task cannot signal the runner, and nothing can signal a task, so the two talk through the
 scheduler and the job's storage:
@@ -47,7 +48,7 @@ __all__ = [
     "reach_cluster",
 ]
 
-log = logging.getLogger("trainprobe.jobs.runner")
+log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 10.0
 REACH_SECONDS = 5.0
@@ -70,8 +71,8 @@ def reach_cluster(address: str, timeout: float = REACH_SECONDS) -> str | None:
     """None when a Dask scheduler answers at ``address``; else what went wrong."""
     try:
         client = distributed.Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, ValueError) as error:
-        return f"no answer from {address} within {timeout:g} s: {error}"
+    except Exception as error:  # refused, timed out, or something else answered
+        return f"{address} did not answer as a Dask scheduler within {timeout:g} s: {error}"
     client.close()
     return None
 

@@ -98,36 +98,6 @@ class RuleExecutor(Protocol):
         ...
 
 
-def dask_scheduler_address(environment: Mapping[str, str]) -> str | None:
-    """The Dask scheduler (``tcp://HOST:PORT``) a job whose environment is ``environment`` runs
-    its rules on; None for local processes. ConfigError for a value that is neither."""
-    value = settings.RULE_EXECUTOR.get(environment)
-    if value == "local":
-        return None
-    return "tcp://" + value.removeprefix("dask://")
-
-
-def check_rule_executor(environment: Mapping[str, str], field: str) -> None:
-    """ConfigError naming ``field`` and the value when the rule executor ``environment`` names
-    cannot run the job's rules: a malformed value, or a Dask cluster that does not answer."""
-    try:
-        address = dask_scheduler_address(environment)
-    except ConfigError as error:
-        raise ConfigError(field, error.value, error.allowed) from None
-    if address is None:
-        return
-    value = settings.RULE_EXECUTOR.get(environment)
-    try:
-        from trainprobe.jobs.dask_rule_executor import reach_cluster
-    except ImportError:
-        raise ConfigError(
-            field, value, "local, as Dask is not installed here (pip install 'trainprobe[dask]')"
-        ) from None
-    problem = reach_cluster(address)
-    if problem is not None:
-        raise ConfigError(field, value, f"the address of a Dask scheduler that answers ({problem})")
-
-
 class ProgressWatch:
     """Whether a rule evaluator is stuck, from its heartbeat at ``heartbeat_path`` (created
     now): no beat for ``timeout_seconds``, or ``START_SECONDS`` before its first beat."""
@@ -268,3 +238,33 @@ def rule_executor_for(plan: LaunchPlan, process: ProcessSettings) -> RuleExecuto
         environment={**os.environ, **process.rule_environment()},
         progress_timeout_seconds=process.rule_progress_timeout_seconds,
     )
+
+
+def dask_scheduler_address(environment: Mapping[str, str]) -> str | None:
+    """The Dask scheduler (``tcp://HOST:PORT``) a job whose environment is ``environment`` runs
+    its rules on; None for local processes. ConfigError for a value that is neither."""
+    value = settings.RULE_EXECUTOR.get(environment)
+    if value == "local":
+        return None
+    return "tcp://" + value.removeprefix("dask://")
+
+
+def check_rule_executor(environment: Mapping[str, str], field: str) -> None:
+    """ConfigError naming ``field`` and the value when the rule executor ``environment`` names
+    cannot run the job's rules: a malformed value, or a Dask cluster that does not answer."""
+    try:
+        address = dask_scheduler_address(environment)
+    except ConfigError as error:
+        raise ConfigError(field, error.value, error.allowed) from None
+    if address is None:
+        return
+    value = settings.RULE_EXECUTOR.get(environment)
+    try:
+        from trainprobe.jobs.dask_rule_executor import reach_cluster
+    except ImportError:
+        raise ConfigError(
+            field, value, "local, as Dask is not installed here (pip install 'trainprobe[dask]')"
+        ) from None
+    problem = reach_cluster(address)
+    if problem is not None:
+        raise ConfigError(field, value, f"the address of a Dask scheduler that answers ({problem})")
