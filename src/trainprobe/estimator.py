@@ -30,7 +30,9 @@ Every argument the SDK's estimators accept is accepted: those that mean nothing 
 once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as that many hosts
 (``algo-1`` ...), each a torchrun node with its own system monitor (``trainprobe.jobs.hosts``).
 ``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
-``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``.
+``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``. ``rule_executor``
+(trainprobe's own: ``"dask://HOST:PORT"``) runs the rules on a Dask cluster, as
+``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
 ``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
 (``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
 """
@@ -44,6 +46,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from trainprobe import settings
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
@@ -168,6 +171,7 @@ class Estimator:
         environment: Mapping[str, str] | None = None,
         max_run: int = MAX_RUN_DEFAULT,
         base_job_name: str | None = None,
+        rule_executor: str | None = None,
         store: JobStore | None = None,
         **sdk_arguments: Any,
     ) -> None:
@@ -197,6 +201,8 @@ class Estimator:
         self.tensorboard_output_config = tensorboard_output_config
         self.output_path = output_path or os.path.join(default_output_root(), "")
         self.environment = dict(environment or {})
+        if rule_executor is not None:
+            self.environment[settings.RULE_EXECUTOR.name] = rule_executor
         self.max_run = max_run
         self.base_job_name = base_job_name
         self.store = store if store is not None else JobStore()

@@ -31,6 +31,7 @@ __all__ = [
     "RANK",
     "REPORT_EVERY_SECONDS",
     "RULE_CPUS",
+    "RULE_EXECUTOR",
     "RULE_MEMORY_LIMIT_MB",
     "RULE_NICENESS",
     "RULE_PROGRESS_TIMEOUT_SECONDS",
@@ -96,6 +97,16 @@ def _port(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise ValueError("a port number (1-65535)")
     return int(text)
+
+
+def _rule_executor(text: str) -> str:
+    scheme, _, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if text == "local" or (
+        scheme == "dask" and colon and host and "/" not in address and port.isdigit()
+    ):
+        return text
+    raise ValueError("local, or dask://HOST:PORT (a Dask distributed scheduler)")
 
 
 def _seconds(text: str, *, least: float = 0.0) -> float:
@@ -202,6 +213,15 @@ RULE_PROGRESS_TIMEOUT_SECONDS: Variable[float] = Variable(
     120.0,
     "A rule process that shows no progress for this long is ended and its rules end in Error.",
     lambda text: _seconds(text, least=1e-9),
+)
+RULE_EXECUTOR: Variable[str] = Variable(
+    "TRAINPROBE_RULE_EXECUTOR",
+    "URL",
+    "local",
+    "Where a job's rules run: `local` (processes of the job's runner) or `dask://HOST:PORT`, "
+    "a long-running task each on that Dask distributed cluster; read from the job request's "
+    "Environment, else from the environment of the process that creates the job.",
+    _rule_executor,
 )
 TERM: Variable[str | None] = Variable(
     "TERM",

@@ -147,6 +147,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="set for the training"
     )
     parser.add_argument(
+        "--rule-executor",
+        metavar="URL",
+        help="where the rules run: local (processes beside the training, the default) or "
+        "dask://HOST:PORT, a task each on that Dask cluster ($TRAINPROBE_RULE_EXECUTOR)",
+    )
+    parser.add_argument(
         "--fail-on-issue",
         action="store_true",
         help="exit with status 1 when a rule found an issue",
@@ -305,6 +311,8 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     elif args.framework_profile:
         raise ConfigError("--framework-profile", True, "absent with --no-profiler")
     environment = _environment(args.env)
+    if args.rule_executor is not None:
+        environment[settings.RULE_EXECUTOR.name] = args.rule_executor
     if environment:
         request["Environment"] = environment
     request = with_default_profiler_rule(with_rule_collections(request))

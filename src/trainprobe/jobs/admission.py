@@ -8,7 +8,8 @@ and the Estimator run before a job exists, so they accept and refuse the same re
 2. what only this machine can say, once the content is valid: the job's name is free in the job
    store, the outputs are local directories this user can write (not a file, no NUL) or ``s3://``
    URLs whose bucket answers, the job's output directories hold no other run's files, the entry
-   point exists (a source archive holds the script), input channels are local directories.
+   point exists (a source archive holds the script), input channels are local directories, the
+   rule executor (``TRAINPROBE_RULE_EXECUTOR``) is local or a Dask cluster that answers.
 
 It reads the disk and the job store but writes nothing; ``trainprobe.jobs.launcher`` creates the
 job from its answer.
@@ -21,10 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainprobe import settings
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
+from trainprobe.jobs.rule_executor import check_rule_executor
 from trainprobe.jobs.store import JobStore, trainprobe_home
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, check_output_root
@@ -81,6 +84,17 @@ _ROOT_FIELDS = {
 }
 
 
+def _check_rule_executor(request: TrainingJobRequest) -> list[ConfigError]:
+    """The rule executor the request's Environment (else this process's) names, checked."""
+    name = settings.RULE_EXECUTOR.name
+    field = f"Environment.{name}" if name in request.environment else f"${name}"
+    try:
+        check_rule_executor({**os.environ, **request.environment}, field)
+    except ConfigError as error:
+        return [error]
+    return []
+
+
 def _errors_of(error: ConfigError | ConfigErrors) -> list[ConfigError]:
     return list(error) if isinstance(error, ConfigErrors) else [error]
 
@@ -131,6 +145,7 @@ def admit_training_job(
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
     except ConfigError as error:
         errors += _errors_of(error)
+    errors += _check_rule_executor(parsed)
     if len(errors) == 1:
         raise errors[0]
     if errors:

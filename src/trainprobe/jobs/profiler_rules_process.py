@@ -21,14 +21,15 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.rule_process import follow_for_runner
+from trainprobe.jobs.rule_process import StopWatch, follow_for_runner
 from trainprobe.rules.profiler_rules.__main__ import conclude, runner_from_arguments
 
 __all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the profiler rules from the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> int:
+    """Run the profiler rules from the command line (stopped by ``watch`` when given, as in a
+    Dask task); returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.profiler_rules_process")
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     parser.add_argument("--heartbeat", help="the file to touch while the rules make progress")
@@ -44,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainprobe profiler rules: {error}", file=sys.stderr)
         return 2
     verdicts = follow_for_runner(
-        runner, runner_pid=arguments.runner_pid, heartbeat_path=arguments.heartbeat
+        runner, runner_pid=arguments.runner_pid, heartbeat_path=arguments.heartbeat, watch=watch
     )
     return conclude(runner, verdicts)
 

@@ -13,6 +13,10 @@ memory limit, a share of the cores), and watches its heartbeat (``trainprobe.job
   starting: importing, reading its configuration) it has ``START_SECONDS`` at least.
 
 The runner then records the rules the evaluator left unfinished as Error with that reason.
+
+Which executor a job uses is ``TRAINPROBE_RULE_EXECUTOR`` (``trainprobe.settings``), read from the
+job request's Environment, else from the environment that creates the job: ``local`` (the
+default) or ``dask://HOST:PORT``, ``trainprobe.jobs.dask_rule_executor``, imported only then.
 """
 
 from __future__ import annotations
@@ -23,15 +27,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from trainprobe import settings
+from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit
+from trainprobe.jobs.launch_plan import LaunchPlan
+from trainprobe.jobs.process_settings import ProcessSettings
 from trainprobe.jobs.rule_heartbeat import create_heartbeat, seconds_since_beat
 
 __all__ = [
     "LocalRuleExecution",
     "LocalRuleExecutor",
+    "ProgressWatch",
     "RuleExecution",
     "RuleExecutor",
     "RuleLaunch",
+    "check_rule_executor",
+    "dask_scheduler_address",
+    "rule_executor_for",
 ]
 
 START_SECONDS = 120.0
@@ -81,6 +93,40 @@ class RuleExecutor(Protocol):
         """Start ``launch``; OSError when it cannot be started."""
         ...
 
+    def close(self) -> None:
+        """Let go of what it holds, once its evaluators have ended."""
+        ...
+
+
+class ProgressWatch:
+    """Whether a rule evaluator is stuck, from its heartbeat at ``heartbeat_path`` (created
+    now): no beat for ``timeout_seconds``, or ``START_SECONDS`` before its first beat."""
+
+    def __init__(self, heartbeat_path: str, timeout_seconds: float) -> None:
+        self.heartbeat_path = heartbeat_path
+        self.timeout_seconds = timeout_seconds
+        create_heartbeat(heartbeat_path)
+        self._first_beat: float | None = os.stat(heartbeat_path).st_mtime
+
+    def stuck(self) -> bool:
+        """Whether it has shown no progress for longer than it is allowed."""
+        quiet = seconds_since_beat(self.heartbeat_path)
+        allowed = self.timeout_seconds
+        if self._starting():
+            allowed = max(allowed, START_SECONDS)
+        return quiet is not None and quiet > allowed
+
+    def _starting(self) -> bool:
+        if self._first_beat is None:
+            return False
+        try:
+            beaten = os.stat(self.heartbeat_path).st_mtime != self._first_beat
+        except OSError:
+            return False
+        if beaten:
+            self._first_beat = None
+        return not beaten
+
 
 class LocalRuleExecution:
     """A rule evaluator running as a child process of the runner (see the module docstring)."""
@@ -96,8 +142,7 @@ class LocalRuleExecution:
         self.launch = launch
         self.limits = limits
         self.progress_timeout_seconds = progress_timeout_seconds
-        create_heartbeat(launch.heartbeat_path)
-        self._first_beat: float | None = os.stat(launch.heartbeat_path).st_mtime
+        self.progress = ProgressWatch(launch.heartbeat_path, progress_timeout_seconds)
         self.child = ChildProcess(
             launch.label,
             launch.command,
@@ -114,11 +159,7 @@ class LocalRuleExecution:
             return self._ending
         returncode = self.child.poll()
         if returncode is None:
-            quiet = seconds_since_beat(self.launch.heartbeat_path)
-            allowed = self.progress_timeout_seconds
-            if self._starting():
-                allowed = max(allowed, START_SECONDS)
-            if quiet is None or quiet <= allowed:
+            if not self.progress.stuck():
                 return None
             self.child.stop(0)
             self._ending = (
@@ -128,17 +169,6 @@ class LocalRuleExecution:
         self.child.stop(0)  # whatever it started
         self._ending = self._explain(returncode)
         return self._ending
-
-    def _starting(self) -> bool:
-        if self._first_beat is None:
-            return False
-        try:
-            beaten = os.stat(self.launch.heartbeat_path).st_mtime != self._first_beat
-        except OSError:
-            return False
-        if beaten:
-            self._first_beat = None
-        return not beaten
 
     def _explain(self, returncode: int) -> str:
         limit = self.limits.memory_limit_mb
@@ -186,3 +216,55 @@ class LocalRuleExecutor:
             environment=self.environment,
             progress_timeout_seconds=self.progress_timeout_seconds,
         )
+
+    def close(self) -> None:
+        """Nothing to let go of: each child process ends with its execution."""
+
+
+def rule_executor_for(plan: LaunchPlan, process: ProcessSettings) -> RuleExecutor:
+    """The executor of the job ``plan`` launches (see the module docstring), run with the
+    runner's ``process`` settings."""
+    address = dask_scheduler_address({**os.environ, **plan.environment})
+    if address is not None:
+        from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
+
+        return DaskRuleExecutor(
+            address,
+            job_name=plan.job_name,
+            progress_timeout_seconds=process.rule_progress_timeout_seconds,
+        )
+    return LocalRuleExecutor(
+        limits=process.rule_limits(),
+        environment={**os.environ, **process.rule_environment()},
+        progress_timeout_seconds=process.rule_progress_timeout_seconds,
+    )
+
+
+def dask_scheduler_address(environment: Mapping[str, str]) -> str | None:
+    """The Dask scheduler (``tcp://HOST:PORT``) a job whose environment is ``environment`` runs
+    its rules on; None for local processes. ConfigError for a value that is neither."""
+    value = settings.RULE_EXECUTOR.get(environment)
+    if value == "local":
+        return None
+    return "tcp://" + value.removeprefix("dask://")
+
+
+def check_rule_executor(environment: Mapping[str, str], field: str) -> None:
+    """ConfigError naming ``field`` and the value when the rule executor ``environment`` names
+    cannot run the job's rules: a malformed value, or a Dask cluster that does not answer."""
+    try:
+        address = dask_scheduler_address(environment)
+    except ConfigError as error:
+        raise ConfigError(field, error.value, error.allowed) from None
+    if address is None:
+        return
+    value = settings.RULE_EXECUTOR.get(environment)
+    try:
+        from trainprobe.jobs.dask_rule_executor import reach_cluster
+    except ImportError:
+        raise ConfigError(
+            field, value, "local, as Dask is not installed here (pip install 'trainprobe[dask]')"
+        ) from None
+    problem = reach_cluster(address)
+    if problem is not None:
+        raise ConfigError(field, value, f"the address of a Dask scheduler that answers ({problem})")

@@ -14,7 +14,9 @@ when the hook stopped saving (a full disk), each rule's final status says up to 
 data.
 
 ``follow_for_runner`` is shared with the profiler rules' process
-(``trainprobe.jobs.profiler_rules_process``).
+(``trainprobe.jobs.profiler_rules_process``). Both ``main`` functions also run inside a Dask task
+(``trainprobe.jobs.dask_rule_executor``), where no signal reaches them: a ``StopWatch`` then
+takes the place of SIGTERM and of the runner's watch.
 """
 
 from __future__ import annotations
@@ -48,9 +50,12 @@ from trainprobe.storage.hook_overhead import read_hook_overhead, saving_stopped_
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
 from trainprobe.storage.stop_request import StopRequest
 
-__all__ = ["follow_for_runner", "main"]
+__all__ = ["StopWatch", "follow_for_runner", "main"]
 
 _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory")
+
+StopWatch = Callable[[Callable[[], None]], None]
+"""Arranges for the function it is given (it stops the rules) to be called when they must stop."""
 
 _NO_DATA_TIMEOUT = 10.0**9
 """The runner marks the training's end (even a crash's), so a rule waits for data that long."""
@@ -114,11 +119,12 @@ def follow_for_runner(
     runner_pid: int | None,
     heartbeat_path: str | None,
     debug_output: str | None = None,
+    watch: StopWatch | None = None,
 ) -> list[Verdict]:
     """Run ``runner``'s rules as a job's rule process: stop them on SIGTERM or when the job's
-    runner is gone, beat the heartbeat as they go, say when one ran out of memory, and, for
-    rules on the tensors at ``debug_output``, up to which step they had data when the hook
-    stopped saving. Their verdicts."""
+    runner is gone (or, given ``watch``, when it says), beat the heartbeat as they go, say when
+    one ran out of memory, and, for rules on the tensors at ``debug_output``, up to which step
+    they had data when the hook stopped saving. Their verdicts."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         runner.stop()
@@ -127,14 +133,17 @@ def follow_for_runner(
         runner.stop()
         end_within(before=lambda: runner.finish_unfinished("the job runner is gone"))
 
-    signal.signal(signal.SIGTERM, stop)
+    if watch is not None:
+        watch(runner.stop)
+    else:
+        signal.signal(signal.SIGTERM, stop)
     limit = _memory_limit_mb()
     for evaluator in runner.evaluators:
         if limit is not None:
             _amend_finish(evaluator, _memory_limit_reason(limit))
         if debug_output is not None:
             _amend_finish(evaluator, _data_until(debug_output))
-    if runner_pid is not None:
+    if runner_pid is not None and watch is None:
         watch_runner(runner_pid, stop_without_runner)
     if heartbeat_path is not None:
         runner.on_progress = Heartbeat(heartbeat_path).beat
@@ -164,7 +173,11 @@ def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
 
 
 def run(
-    plan: LaunchPlan, index: int, runner_pid: int | None, heartbeat_path: str | None = None
+    plan: LaunchPlan,
+    index: int,
+    runner_pid: int | None,
+    heartbeat_path: str | None = None,
+    watch: StopWatch | None = None,
 ) -> int:
     """Evaluate debugging rule ``index`` of the job ``plan`` launches; the exit status."""
     layout = plan.layout
@@ -194,14 +207,16 @@ def run(
         runner_pid=runner_pid,
         heartbeat_path=heartbeat_path,
         debug_output=layout.debug_output,
+        watch=watch,
     )
     verdict = verdicts[0]
     print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one rule evaluator from the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> int:
+    """Run one rule evaluator from the command line (stopped by ``watch`` when given); returns
+    the exit status."""
     parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.rule_process")
     parser.add_argument("--launch-file", required=True, help="the job's launch.json")
     parser.add_argument("--index", type=int, required=True, help="the rule's place in the job")
@@ -212,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_smdebug_names(by="the job's rule process")
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
-    return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat)
+    return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat, watch)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
 from trainprobe.jobs.process_settings import ProcessSettings, process_settings
-from trainprobe.jobs.rule_executor import LocalRuleExecutor
+from trainprobe.jobs.rule_executor import rule_executor_for
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.saving_watch import SavingWatch
 from trainprobe.jobs.store import JobRecord, JobStore
@@ -138,6 +138,8 @@ class JobRunner:
             if self.rules is not None:
                 self.rules.stop(self.settings.stop_grace_seconds, "the job runner failed")
         finally:
+            if self.rules is not None:
+                self.rules.executor.close()
             self._done.set()
             self.store.update(self.name, runner_done=True, heartbeat_time=time.time(), touch=False)
 
@@ -145,12 +147,7 @@ class JobRunner:
         record = self.store.get(self.name)
         assert record is not None
         self.settings = process_settings()
-        executor = LocalRuleExecutor(
-            limits=self.settings.rule_limits(),
-            environment={**os.environ, **self.settings.rule_environment()},
-            progress_timeout_seconds=self.settings.rule_progress_timeout_seconds,
-        )
-        self.rules = JobRules(self.plan, executor, os.getpid())
+        self.rules = JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
         self.rules.start_debugging_rules()
         self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=False)
         environment = {
