@@ -344,8 +344,9 @@ def _runner_done(store: JobStore, name: str) -> bool:
 
 
 def _report_path(layout: JobLayout) -> str | None:
-    for relative in files.list_files(layout.rule_output, "/" + PROFILER_REPORT_HTML):
-        return f"{layout.rule_output}/{relative}"
+    for relative in files.list_files(layout.rule_output, PROFILER_REPORT_HTML):
+        if relative.rsplit("/", 1)[-1] == PROFILER_REPORT_HTML:
+            return f"{layout.rule_output}/{relative}"
     return None
 
 
