@@ -413,3 +413,51 @@ def test_a_saved_chart_opens_offline_and_draws_its_traces(job: Path, tmp_path: P
     assert errors == [] and requests == []
     assert bars == len(histogram.figure.data) >= 2
     assert "CPUUtilization-nodeid:algo-1_total" in titles
+
+
+def test_pyinstrument_analysis_gives_each_profile_as_smdebugs_does(tmp_path: Path) -> None:
+    import torch
+
+    from trainprobe.capture.pytorch.profiling import FrameworkProfiler
+    from trainprobe.config.framework_profile import FrameworkProfile
+    from trainprobe.config.metrics_config import PythonProfilingConfig
+    from trainprobe.config.profiler_config import ProfilerConfig
+
+    config = PythonProfilingConfig(start_step=1, num_steps=2, python_profiler="pyinstrument")
+    plan = ProfilerConfig(
+        framework_profile_params=FrameworkProfile(python_profiling_config=config)
+    ).profiling_plan()
+    profiler = FrameworkProfiler(plan, str(tmp_path), "0-algo-1", profile_after_close=False)
+    model = torch.nn.Linear(4, 2)
+    profiler.register_module(model)
+    profiler.set_mode(ModeKeys.TRAIN)
+    for _ in range(4):
+        model(torch.randn(3, 4)).sum().backward()
+    profiler.close()
+    profiles = tmp_path / "framework" / "pytorch" / "pyinstrument"
+    theirs = run_reference(
+        "smdebug",
+        f"""
+        import json, os
+        from smdebug.profiler.analysis.python_profile_analysis import PyinstrumentAnalysis
+        analysis = PyinstrumentAnalysis(local_profile_dir={str(profiles)!r})
+        found = analysis.fetch_profile_stats_by_step(1, 2)
+        print(json.dumps(sorted(
+            [os.path.relpath(s.html_file_path, {str(tmp_path)!r}), s.json_stats["duration"]]
+            for s in found)))
+        """,
+    )
+    smdebug_names.install(by="a test")
+    try:
+        from smdebug.profiler.analysis.python_profile_analysis import PyinstrumentAnalysis
+
+        analysis = PyinstrumentAnalysis(local_profile_dir=str(tmp_path))
+        found = analysis.fetch_profile_stats_by_step(1, 2)
+    finally:
+        smdebug_names.uninstall()
+    ours = sorted(
+        [os.path.relpath(s.html_file_path, tmp_path), s.json_stats["duration"]] for s in found
+    )
+    assert ours == theirs
+    assert len(ours) == 3  # step 1, between steps 1 and 2, step 2's forward pass
+    assert all(Path(tmp_path / html).read_text().lower().count("<html") for html, _ in ours)
