@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.errors import ConfigError
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader, TimeUnit
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
 
@@ -33,7 +34,7 @@ _PER_SECOND = {"SECONDS": 1.0, "MILLISECONDS": 1e3, "MICROSECONDS": 1e6, "NANOSE
 def _microseconds(value: float, unit: Any) -> float:
     name = str(getattr(unit, "name", unit)).upper()
     if name not in _PER_SECOND:
-        raise ValueError(f"unit={unit!r} is not a time unit: expected one of {list(_PER_SECOND)}")
+        raise ConfigError("unit", unit, f"a TimeUnits member or its name: {list(_PER_SECOND)}")
     return value * 1e6 / _PER_SECOND[name]
 
 

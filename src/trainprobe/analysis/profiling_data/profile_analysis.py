@@ -38,6 +38,7 @@ from trainprobe.analysis.profiling_data.python_profiles import (
     PythonProfile,
     list_python_profiles,
 )
+from trainprobe.config.errors import ConfigError
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 
@@ -82,9 +83,7 @@ _MODES = {name: mode for mode, name in _MODE_NAMES.items()}
 def str_to_python_profile_mode(mode_str: str) -> PythonProfileModes:
     """The mode a profile's folder name gives (``train``, ``prestepzero``...)."""
     if mode_str not in _MODES:
-        raise ValueError(
-            f"mode {mode_str!r} is not a profile's mode: expected one of {list(_MODES)}"
-        )
+        raise ConfigError("mode_str", mode_str, f"a profile's mode: one of {list(_MODES)}")
     return _MODES[mode_str]
 
 
@@ -210,9 +209,9 @@ class cProfileStats:
     def print_top_n_functions(self, by: Metrics, n: int = 10) -> None:
         """Print the ``n`` functions that come first by ``by``."""
         if not isinstance(by, Metrics):
-            raise TypeError(f"by={by!r} is not a Metrics: expected one of {list(Metrics)}")
+            raise ConfigError("by", by, f"a Metrics member: one of {list(Metrics)}")
         if not isinstance(n, int):
-            raise TypeError(f"n={n!r} is not an integer")
+            raise ConfigError("n", n, "an integer")
         self.ps.sort_stats(by.value).print_stats(n)
 
     def get_function_stats(self) -> Any:
@@ -283,16 +282,18 @@ class PythonProfileAnalysis:
     def _load(self) -> list[PythonProfile]:
         if self.s3_path:
             if not os.path.isdir(self.local_profile_dir):
-                raise FileNotFoundError(
-                    f"local_profile_dir={self.local_profile_dir!r} does not exist: the profiles "
-                    "of s3_path are copied into it"
+                raise ConfigError(
+                    "local_profile_dir",
+                    self.local_profile_dir,
+                    "an existing folder: the profiles of s3_path are copied into it",
                 )
             into = os.path.join(self.local_profile_dir, "python_stats")
             return _copy_profiles(self.s3_path, into)
         if not files.exists(self.local_profile_dir):
-            raise FileNotFoundError(
-                f"local_profile_dir={self.local_profile_dir!r} does not exist: expected a job's "
-                "profiler output or a folder of Python profiles in it"
+            raise ConfigError(
+                "local_profile_dir",
+                self.local_profile_dir,
+                "an existing folder: a job's profiler output or a folder of profiles in it",
             )
         return _profiles_under(self.local_profile_dir)
 

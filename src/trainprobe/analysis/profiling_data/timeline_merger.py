@@ -26,6 +26,7 @@ from typing import Any
 from trainprobe.analysis.profiling_data.merged_timeline import merge_timeline
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.profiling_data.selection import Selection
+from trainprobe.config.errors import ConfigError
 from trainprobe.storage.locations import join
 
 __all__ = ["MERGED_TIMELINE_SUFFIX", "MergeUnit", "TimelineMerger"]
@@ -83,7 +84,7 @@ class TimelineMerger:
         and return its path."""
         by_step = unit == MergeUnit.STEP or unit == "step"
         if not by_step and unit not in (MergeUnit.TIME, "time"):
-            raise ValueError(f"unit={unit!r} is not a MergeUnit: expected MergeUnit.TIME or STEP")
+            raise ConfigError("unit", unit, "MergeUnit.TIME or MergeUnit.STEP")
         if by_step:
             selection = Selection.of(None, None, int(start), int(end), None)
             bounds = selection.time_bounds(self._output.steps().spans())

@@ -7,6 +7,7 @@ from typing import Any
 
 from plotly import graph_objects as go
 
+from trainprobe.config.errors import ConfigError
 from trainprobe.report.notebook_charts.chart import Chart
 
 __all__ = ["StepTimelineChart"]
@@ -18,7 +19,7 @@ class StepTimelineChart(Chart):
 
     def __init__(self, metrics_reader: Any = None, width: int = 1000) -> None:
         if metrics_reader is None:
-            raise ValueError("metrics_reader=None: expected the job's framework metrics reader")
+            raise ConfigError("metrics_reader", None, "the job's framework metrics reader")
         self.metrics_reader = metrics_reader
         self.width = width
         self.last_timestamp = int(metrics_reader.get_timestamp_of_latest_available_file())

@@ -12,6 +12,7 @@ from typing import Any
 from plotly import graph_objects as go
 from plotly.subplots import make_subplots
 
+from trainprobe.config.errors import ConfigError
 from trainprobe.report.notebook_charts.chart import Chart, SystemSeries, group_readings, matching
 
 __all__ = ["TimelineCharts", "events_figure"]
@@ -117,13 +118,14 @@ class TimelineCharts(Chart):
         ``max(indexes)``-th reading of the first selected dimension (a position past the last
         reading is the last); return the figure."""
         if self.framework_metrics_reader is None or not self.filtered_dimensions:
-            raise ValueError(
-                "plot_detailed_profiler_data needs a framework_metrics_reader and a selected "
-                "dimension"
+            raise ConfigError(
+                "framework_metrics_reader",
+                self.framework_metrics_reader,
+                "a framework metrics reader and a selected dimension, for the detailed data",
             )
         total = self.series.series[self.filtered_dimensions[0]]["total"]
         if not indexes or min(indexes) < 0 or not total:
-            raise ValueError(f"indexes={indexes!r}: expected positions 0 to {len(total) - 1}")
+            raise ConfigError("indexes", indexes, f"reading positions from 0 to {len(total) - 1}")
         first, last = (min(position, len(total) - 1) for position in (min(indexes), max(indexes)))
         begin_s, end_s = total[first][0], total[last][0]
         events = self.framework_metrics_reader.get_events(begin_s * 1e6, end_s * 1e6)
