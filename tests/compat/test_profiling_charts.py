@@ -57,7 +57,7 @@ def test_the_charts_hold_every_gpu_and_core(job: SyntheticJob, tmp_path: Path) -
     assert names == {"GPUUtilization_gpu0", "GPUUtilization_gpu1"}
     counted = {trace.name: sum(trace.y) for trace in histogram.figure.data}
     values = histogram.system_metrics["GPUUtilization"]["gpu0"]
-    assert counted["GPUUtilization_gpu0"] == sum(0 <= v < 98 for v in values)
+    assert counted["GPUUtilization_gpu0"] == sum(0 <= v <= 98 for v in values)
     page = Path(histogram.save_html(tmp_path / "histogram.html"))
     assert "GPUUtilization_gpu1" in page.read_text()
 

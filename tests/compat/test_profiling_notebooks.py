@@ -176,6 +176,9 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
 
     combined_timeline = MergedTimeline(tj.profiler_s3_output_path, output_directory="./")
     merged_file = combined_timeline.merge_timeline(3, 5, unit=MergeUnit.STEP)
+    whole_file = combined_timeline.merge_timeline(
+        0, system_metrics_reader.get_timestamp_of_latest_available_file() + 1
+    )
     # --- what a user sees ---
     assert tj.profiler_s3_output_path == str(job / "profiler-output")
     cpu_lines = {trace.name: trace for trace in view_timeline_charts.figure.data}
@@ -203,7 +206,7 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
     histograms = {trace.name: trace for trace in metrics_histogram.figure.data}
     cpu_total = histograms["CPUUtilization-nodeid:algo-1_total"]
     readings = metrics_histogram.system_metrics["CPUUtilization-nodeid:algo-1"]["total"]
-    assert sum(cpu_total.y) == len(readings) - sum(value >= 98 for value in readings)
+    assert sum(cpu_total.y) == len(readings) - sum(value > 98 for value in readings)
     [heat] = view_heatmap.figure.data
     assert "CPUUtilization-nodeid:algo-1_total" in heat.y and len(heat.x) == len(total.x)
     assert list(system_metrics_df.columns[:4]) == [
@@ -226,7 +229,9 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
         if event.get("name", "").startswith("Step:ModeKeys") and event.get("ph") == "X"
     }
     assert steps == {3, 4}  # to the start of step 5, as smdebug merges
-    assert any(event.get("ph") == "C" for event in merged["traceEvents"])
+    whole = json.loads(Path(whole_file).read_text())["traceEvents"]
+    assert any(event.get("ph") == "C" for event in whole)
+    assert sum(event.get("name") == "Step:ModeKeys.TRAIN" for event in whole) == TRAIN_STEPS
     for chart in (view_timeline_charts, view_step_timeline_chart, view_heatmap):
         assert Path(chart.save_html(notebook / "chart.html")).stat().st_size > 100_000
 
@@ -266,6 +271,13 @@ def test_the_python_profiling_notebook(job: Path, notebook: Path) -> None:
     assert len(table) == len(step_stats.function_stats_list)
     deeper = cProfileAnalysis(local_profile_dir=f"{profiler_output}/framework/pytorch/cprofile")
     assert len(deeper.list_profile_stats()) == len(profiles)
+    # Given s3_path (any URL the storage reads), the profiles are copied to local_profile_dir.
+    copied = cProfileAnalysis(local_profile_dir=str(notebook), s3_path=profiler_output)
+    copies = copied.list_profile_stats()
+    assert len(copies) == len(profiles)
+    assert all(path.startswith(str(notebook / "python_stats")) for path in copies["stats_path"])
+    copied_stats = copied.fetch_profile_stats_by_step(9, 10)
+    assert {f.function_name for f in copied_stats.function_stats_list} == names
 
 
 def test_pandas_frame_analysis_answers_as_smdebugs_does(job: Path, tmp_path: Path) -> None:
