@@ -30,8 +30,6 @@ from collections.abc import Callable
 from enum import Enum, IntEnum
 from typing import Any
 
-import pandas as pd
-
 from trainprobe.analysis.profiling_data.python_profiles import (
     CPROFILE,
     PYINSTRUMENT,
@@ -216,6 +214,8 @@ class cProfileStats:
 
     def get_function_stats(self) -> Any:
         """One row per function: the text of each ``cProfileFunctionStats``, as smdebug's."""
+        import pandas as pd  # the profiler extra: only the tables need it
+
         return pd.DataFrame([repr(function) for function in self.function_stats_list])
 
 
@@ -397,6 +397,8 @@ class PythonProfileAnalysis:
     def list_profile_stats(self, refresh_stats: bool = True) -> Any:
         """One row per profile: profiler_name, framework, node_id, start_mode, start_step,
         start_phase, start_time_since_epoch_in_micros, the same for the end, stats_path."""
+        import pandas as pd  # the profiler extra: only the tables need it
+
         self._refresh_python_profile_stats(refresh_stats)
         if not self.python_profile_stats:
             print("No stats were found!")
