@@ -108,3 +108,34 @@ def test_arguments_they_cannot_take_say_what_is_allowed(job: SyntheticJob, tmp_p
     assert analysis.get_step_statistics(by="step") is None  # logged, as smdebug does
     assert analysis.get_utilization_stats(resource="gpu") is None
     assert analysis.get_device_usage_stats(utilization_ranges=[(0, 10, 20)]).empty
+
+
+def test_the_timeline_shows_the_last_x_readings_over_the_framework_events(
+    job: SyntheticJob,
+) -> None:
+    from smdebug.profiler.analysis.notebook_utils import TimelineCharts, TrainingJob
+
+    tj = TrainingJob(str(job.job_dir))
+    charts = TimelineCharts(
+        tj.get_systems_metrics_reader(),
+        tj.get_framework_metrics_reader(),
+        select_dimensions=["CPU", "GPU"],
+        select_events=["total"],
+        x=10,
+    )
+    lines = {trace.name: trace for trace in charts.figure.data if trace.type == "scatter"}
+    # select_events are found anywhere in a name, as smdebug's: "total" finds cpu_total too
+    assert set(lines) == {
+        "CPUUtilization-nodeid:algo-1 total",
+        "CPUUtilization-nodeid:algo-1 cpu_total",
+        "GPUUtilization-nodeid:algo-1 total",
+        "GPUMemoryUtilization-nodeid:algo-1 total",
+        "GPUPowerWatts-nodeid:algo-1 total",
+    }
+    gpu = lines["GPUUtilization-nodeid:algo-1 total"]
+    assert len(gpu.x) == job.samples
+    assert list(charts.figure.layout.xaxis.range) == [gpu.x[-10], gpu.x[-1]]
+    [steps] = [t for t in charts.figure.data if t.name == "Step:ModeKeys.TRAIN"]
+    events = tj.get_framework_metrics_reader().get_events(0, job.end_s * 1e6)
+    starts = [e.start_time / 1e6 - job.start_s for e in events if e.event_phase == steps.name]
+    assert len(steps.x) == STEPS and list(steps.base) == pytest.approx(starts)

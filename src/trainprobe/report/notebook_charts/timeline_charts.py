@@ -15,10 +15,10 @@ from plotly.subplots import make_subplots
 from trainprobe.config.errors import ConfigError
 from trainprobe.report.notebook_charts.chart import Chart, SystemSeries, group_readings, matching
 
-__all__ = ["TimelineCharts", "events_figure"]
+__all__ = ["TimelineCharts"]
 
 
-def events_figure(events: list[Any], origin_s: float, title: str) -> Any:
+def _events_figure(events: list[Any], origin_s: float, title: str) -> Any:
     """The framework events as horizontal bars by phase (seconds since ``origin_s``)."""
     figure = go.Figure()
     _add_events(figure, events, origin_s, row=None)
@@ -48,8 +48,9 @@ def _add_events(figure: Any, events: list[Any], origin_s: float, row: int | None
 
 class TimelineCharts(Chart):
     """``TimelineCharts(system_metrics_reader, framework_metrics_reader, starttime, endtime,
-    select_dimensions, select_events)``: drawn (and shown) at once; times in microseconds since
-    the epoch; ``framework_metrics_reader`` may be None (system metrics only)."""
+    select_dimensions, select_events, x)``: drawn (and shown) at once, the last ``x`` readings
+    in view; times in microseconds since the epoch; ``framework_metrics_reader`` may be None
+    (system metrics only)."""
 
     def __init__(
         self,
@@ -110,6 +111,13 @@ class TimelineCharts(Chart):
         if self.framework_metrics_reader is not None:
             _add_events(figure, self.framework_events, self.origin_s, row=rows)
         figure.update_xaxes(title_text="Time in seconds", row=max(rows, 1), col=1)
+        times = sorted(
+            {time for events in self.series.series.values() for time, _ in events.get("total", [])}
+        )
+        if len(times) > self.width:  # the last x readings in view, as smdebug's
+            figure.update_xaxes(
+                range=[times[-self.width] - self.origin_s, times[-1] - self.origin_s]
+            )
         figure.update_layout(height=200 * max(rows, 1) + 100, barmode="overlay")
         return figure
 
@@ -129,7 +137,7 @@ class TimelineCharts(Chart):
         first, last = (min(position, len(total) - 1) for position in (min(indexes), max(indexes)))
         begin_s, end_s = total[first][0], total[last][0]
         events = self.framework_metrics_reader.get_events(begin_s * 1e6, end_s * 1e6)
-        self.detailed_figure = events_figure(
+        self.detailed_figure = _events_figure(
             events,
             self.origin_s,
             f"Framework events from {begin_s - self.origin_s:.1f} s to "
