@@ -473,3 +473,52 @@ def test_pyinstrument_analysis_gives_each_profile_as_smdebugs_does(tmp_path: Pat
     assert ours == theirs
     assert len(ours) == 3  # step 1, between steps 1 and 2, step 2's forward pass
     assert all(Path(tmp_path / html).read_text().lower().count("<html") for html, _ in ours)
+
+
+def test_pandas_frame_reads_the_job_as_smdebugs_does(job: Path, tmp_path: Path) -> None:
+    from trainprobe.analysis.profiling_data.pandas_frame import PandasFrame
+
+    run_reference(
+        "smdebug",
+        f"""
+        import json
+        from smdebug.profiler.analysis.utils.profiler_data_to_pandas import PandasFrame
+        frame = PandasFrame({str(job / "profiler-output")!r})
+        frame.get_all_system_metrics().to_json({str(tmp_path / "system.json")!r}, orient="split")
+        frame.get_all_framework_metrics().to_json(
+            {str(tmp_path / "framework.json")!r}, orient="split")
+        print(json.dumps("done"))
+        """,
+    )
+    theirs_system = _frame_of(tmp_path / "system.json")
+    theirs_framework = _frame_of(tmp_path / "framework.json")
+    frame = PandasFrame(job / "profiler-output")
+    system, framework = frame.get_all_system_metrics(), frame.get_all_framework_metrics()
+    assert list(system.columns) == list(theirs_system.columns)
+    assert list(framework.columns) == list(theirs_framework.columns)
+    readings = ["value", "system_metric", "dimension", "nodeID", "type"]
+    pd.testing.assert_frame_equal(system[readings], theirs_system[readings], check_dtype=False)
+    assert _same_times(system["timestamp"], theirs_system["timestamp"])
+    # Both count microseconds from a start of their own (smdebug: the first file's minute).
+    offsets = theirs_system["timestamp_us"] - system["timestamp_us"]
+    assert offsets.max() - offsets.min() <= 1
+    events = ["start_time", "framework_metric", "step", "bytes", "process"]
+    ours_sorted = framework.sort_values(events).reset_index(drop=True)
+    theirs_sorted = theirs_framework.sort_values(events).reset_index(drop=True)
+    kept = events[1:]
+    pd.testing.assert_frame_equal(ours_sorted[kept], theirs_sorted[kept], check_dtype=False)
+    assert _same_times(ours_sorted["start_time"], theirs_sorted["start_time"])
+    assert _same_times(ours_sorted["end_time"], theirs_sorted["end_time"])
+
+
+def _frame_of(path: Path) -> pd.DataFrame:
+    """A DataFrame written with ``to_json(orient="split")``, its values as written."""
+    split = json.loads(path.read_text())
+    return pd.DataFrame(split["data"], columns=split["columns"])
+
+
+def _same_times(ours: pd.Series, theirs: pd.Series) -> bool:
+    """Whether two columns of smdebug's time text agree to 2 microseconds (smdebug truncates
+    a float's microseconds where trainprobe rounds them)."""
+    parse = lambda column: pd.to_datetime(column, format="%Y-%m-%dT%H:%M:%S:%f")  # noqa: E731
+    return bool(((parse(ours) - parse(theirs)).abs() <= pd.Timedelta(microseconds=2)).all())
