@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.analysis.profiling_data.nodes import host_first
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader, TimeUnit
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
@@ -41,7 +42,7 @@ def _microseconds(value: float, unit: Any) -> float:
 @dataclass
 class FrameworkEvent:
     """One framework event with the attribute names of smdebug's ``TraceEvent`` (times in
-    microseconds since the epoch)."""
+    microseconds since the epoch; ``node_id`` a SageMaker host first, ``algo-1-0``, as there)."""
 
     event_name: str
     event_phase: str
@@ -70,7 +71,7 @@ class FrameworkEvent:
             event.phase,
             event.start_us,
             event.end_us,
-            event.node_id,
+            host_first(event.node_id),
             event.pid,
             event.tid,
             dict(event.args),
