@@ -6,4 +6,10 @@ training process ran on), ``selection`` (time and step ranges), ``output`` (the 
 record placed in its step), ``python_profiles`` and ``detailed_traces`` (the profiles' files),
 ``merged_timeline`` (one Chrome trace), ``frames`` (pandas, imported there only) and ``data``
 (``ProfilerData``, the DataFrames). Everything but ``frames`` and ``data`` works without pandas.
+
+smdebug's profiling analysis, on the same readers, at smdebug's import paths through
+``trainprobe.smdebug_names``: ``pandas_frame`` (``PandasFrame``) and ``frame_analysis``
+(``PandasFrameAnalysis``), which need pandas; ``profile_analysis`` (``cProfileAnalysis``,
+``PyinstrumentAnalysis``, ``StepPhase``; pandas for its tables only), ``metrics_readers`` (the
+readers the notebook charts take) and ``timeline_merger`` (``MergedTimeline``).
 """

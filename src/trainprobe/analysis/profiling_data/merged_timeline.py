@@ -223,8 +223,17 @@ def _add_detailed(
     return count
 
 
-def merge_timeline(output: ProfilerOutput, out_file: str, selection: Selection) -> MergedTimeline:
-    """Write the merged trace of ``selection`` to ``out_file`` (see the module docstring)."""
+def merge_timeline(
+    output: ProfilerOutput,
+    out_file: str,
+    selection: Selection,
+    *,
+    system: bool = True,
+    framework: bool = True,
+    detailed: bool = True,
+) -> MergedTimeline:
+    """Write the merged trace of ``selection`` to ``out_file`` (see the module docstring);
+    ``system``, ``framework`` and ``detailed`` say which of the three sources it holds."""
     spans = output.steps().spans()
     bounds = selection.time_bounds(spans)
     if bounds is None:
@@ -236,21 +245,23 @@ def merge_timeline(output: ProfilerOutput, out_file: str, selection: Selection) 
         )
         raise ConfigError("start_step", selection.start_step, allowed)
     start_us, end_us = bounds
-    readings = output.system.events(start_us, end_us, TimeUnit.MICROSECONDS)
+    readings = output.system.events(start_us, end_us, TimeUnit.MICROSECONDS) if system else []
     events = [
         placed.event
-        for placed in output.events(Selection(start_us, end_us))
+        for placed in (output.events(Selection(start_us, end_us)) if framework else [])
         if placed.step.step is None or selection.holds_step(placed.step.step, placed.step.mode)
     ]
-    traces = [trace for trace in output.detailed_traces() if trace.start_us < end_us]
+    traces = [
+        trace for trace in (output.detailed_traces() if detailed else []) if trace.start_us < end_us
+    ]
     trace = _Trace()
     counters = _add_counters(trace, readings)
-    framework = _add_framework(trace, events)
-    detailed = sum(
+    framework_count = _add_framework(trace, events)
+    detailed_count = sum(
         _add_detailed(trace, number, found, start_us, end_us) for number, found in enumerate(traces)
     )
     first, last = trace.span()
     origin = float(math.floor(first))
     document = trace.document(origin)
     files.write_atomic(out_file, json.dumps(document, separators=(",", ":")).encode())
-    return MergedTimeline(out_file, origin, first, last, counters, framework, detailed)
+    return MergedTimeline(out_file, origin, first, last, counters, framework_count, detailed_count)

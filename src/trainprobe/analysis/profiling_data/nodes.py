@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["host_of_nodes", "step_nodes"]
+__all__ = ["host_first", "host_of_nodes", "step_nodes"]
 
 _RANKED = re.compile(r"^(\d+)-(.+)$")
 
@@ -25,6 +25,13 @@ _RANKED = re.compile(r"^(\d+)-(.+)$")
 def _machine(node_id: str) -> str:
     match = _RANKED.match(node_id)
     return match.group(2) if match else node_id
+
+
+def host_first(node_id: str) -> str:
+    """A process's name as smdebug's readers show it: a SageMaker host first (``0-algo-1`` is
+    ``algo-1-0``), any other name as it is."""
+    match = re.match(r"(.*)-(algo.*)", node_id)
+    return f"{match.group(2)}-{match.group(1)}" if match else node_id
 
 
 def host_of_nodes(

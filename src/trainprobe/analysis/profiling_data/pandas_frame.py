@@ -13,7 +13,9 @@ SageMaker's profiling notebooks read a job's profiler output with::
 
 The columns are smdebug's: ``timestamp_us``, ``start_time_us`` and ``end_time_us`` count from the
 first system reading (smdebug's ``start_time``), ``timestamp``, ``start_time`` and ``end_time``
-are UTC text, ``process`` is the event's phase and ``step`` is -1 for an event of no step.
+are UTC text, ``process`` is the event's phase and ``step`` is the step within its mode
+(smdebug's ``step_num``: an evaluation's first step is 0), -1 for an event of no step, and
+a framework event's ``nodeID`` puts a SageMaker host first (``algo-1-0`` for ``0-algo-1``).
 ``ProfilerData`` gives the same readings with every row's step and mode, in trainprobe's names.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from trainprobe.analysis.profiling_data.data import ProfilerData
+from trainprobe.analysis.profiling_data.nodes import host_first
 
 __all__ = ["FRAMEWORK_COLUMNS", "SYSTEM_COLUMNS", "PandasFrame"]
 
@@ -124,10 +127,10 @@ class PandasFrame:
                 "tid": events["tid"],
                 "pid": events["pid"],
                 "framework_metric": names,
-                "step": events["step"].fillna(-1).astype("int64"),
+                "step": events["mode_step"].fillna(-1).astype("int64"),
                 "bytes": [_bytes(a) for a in events["args"]],
                 "process": events["phase"],
-                "nodeID": events["node_id"],
+                "nodeID": [host_first(node) for node in events["node_id"]],
             },
             columns=FRAMEWORK_COLUMNS,
         )

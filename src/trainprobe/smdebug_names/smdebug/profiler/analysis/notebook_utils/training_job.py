@@ -2,7 +2,8 @@
 
 ``TrainingJob(name)`` finds the job in trainprobe's job store (as smdebug's asked SageMaker) and
 knows where its profiler output is; ``TrainingJob(path)`` takes a job directory (or a copy of
-one downloaded from S3) as it is.
+one downloaded from S3) as it is. ``get_systems_metrics_reader()`` and
+``get_framework_metrics_reader()`` give the readers the charts take.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import os
 import time
 from typing import Any
 
+from trainprobe.analysis.profiling_data.metrics_readers import (
+    LocalAlgorithmMetricsReader,
+    LocalSystemMetricsReader,
+)
 from trainprobe.analysis.profiling_data.pandas_frame import PandasFrame
 from trainprobe.jobs import JobStore, describe_training_job
 from trainprobe.jobs.describe import find_job, layout_of
@@ -52,6 +57,14 @@ class TrainingJob:
     def wait_for_framework_profiling_data_to_be_available(self) -> None:
         """Return once the job's framework metrics have started to appear."""
         self._wait_for("framework")
+
+    def get_systems_metrics_reader(self) -> LocalSystemMetricsReader:
+        """The reader of the job's system metrics, for the charts."""
+        return LocalSystemMetricsReader(self.profiler_s3_output_path)
+
+    def get_framework_metrics_reader(self) -> LocalAlgorithmMetricsReader:
+        """The reader of the job's framework metrics (its step timeline), for the charts."""
+        return LocalAlgorithmMetricsReader(self.profiler_s3_output_path)
 
     def get_pandas_frame(self) -> PandasFrame:
         """The profiler output as smdebug's ``PandasFrame``."""
