@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 __all__ = ["Case", "malformed_requests", "prepare_sandbox", "valid_request"]
 
 BUILTIN_IMAGE = "DEFAULT_RULE_EVALUATOR_IMAGE"
@@ -42,6 +44,16 @@ class Case:
             return json.loads(self.body.decode("utf-8-sig"))
         except (ValueError, RecursionError):
             return None
+
+
+def closed_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point S3 at a closed port on 127.0.0.1 with made-up keys: a generated ``s3://`` output is
+    refused at once (connection refused), with no wait for AWS or for instance credentials."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fuzz")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fuzz")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 def prepare_sandbox(sandbox: Path) -> None:

@@ -21,7 +21,13 @@ import pytest
 from tests.jobs.api_calls import call, sign
 from tests.jobs.job_helpers import wait_until_ended
 
-from malformed_requests import Case, malformed_requests, prepare_sandbox, valid_request
+from malformed_requests import (
+    Case,
+    closed_object_store,
+    malformed_requests,
+    prepare_sandbox,
+    valid_request,
+)
 from trainprobe.cli.main import main
 from trainprobe.jobs import JobStore
 from trainprobe.jobs.api_server import JobApiServer
@@ -127,7 +133,7 @@ def _issue_cases(sandbox: Path) -> list[Case]:
     ("seed", "count"),
     [
         pytest.param(31, 60, id="seed-31"),
-        pytest.param(32, 160, id="seed-32", marks=pytest.mark.slow),
+        pytest.param(32, 80, id="seed-32", marks=pytest.mark.slow),
     ],
 )
 def test_the_server_and_validate_agree_on_malformed_create_requests(
@@ -135,9 +141,11 @@ def test_the_server_and_validate_agree_on_malformed_create_requests(
     store: JobStore,
     workdir: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     seed: int,
     count: int,
 ) -> None:
+    closed_object_store(monkeypatch)
     failures = []
     created = 0
     request_file = workdir / "request.json"

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 from tests.jobs.job_helpers import wait_until_ended
 
-from malformed_requests import Case, malformed_requests, prepare_sandbox, valid_request
+from malformed_requests import (
+    Case,
+    closed_object_store,
+    malformed_requests,
+    prepare_sandbox,
+    valid_request,
+)
 from trainprobe.cli.main import main
 from trainprobe.config import rule_configs
 from trainprobe.config.errors import ConfigError, ConfigErrors
@@ -124,7 +130,7 @@ class Fuzz:
     ("seed", "count"),
     [
         pytest.param(11, 160, id="seed-11"),
-        pytest.param(12, 200, id="seed-12", marks=pytest.mark.slow),
+        pytest.param(12, 100, id="seed-12", marks=pytest.mark.slow),
     ],
 )
 def test_validate_and_create_agree_on_malformed_requests(
@@ -135,6 +141,7 @@ def test_validate_and_create_agree_on_malformed_requests(
     seed: int,
     count: int,
 ) -> None:
+    closed_object_store(monkeypatch)
     fuzz = Fuzz(store, tmp_path, capsys)
     monkeypatch.chdir(fuzz.sandbox)
     failures = []
