@@ -195,9 +195,14 @@ class ChildProcess:
         SIGKILL to whatever is left of the group. Its exit status."""
         if self.poll() is None:
             self.signal_group(signal.SIGTERM)
-            if self.wait(grace_seconds) is None:
-                self.signal_group(signal.SIGKILL)
-                self.process.wait()
+            self.wait(grace_seconds)
+        return self.kill()
+
+    def kill(self) -> int:
+        """SIGKILL to whatever is left of the child's group; its exit status."""
+        if self.poll() is None:
+            self.signal_group(signal.SIGKILL)
+            self.process.wait()
         self.signal_group(signal.SIGKILL)
         returncode = self.process.poll()
         assert returncode is not None

@@ -79,9 +79,10 @@ class HostTrainings:
             if training.poll() is None:
                 training.child.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
-        statuses = [
-            training.stop(max(0.0, deadline - time.monotonic())) for _, training in self.hosts
-        ]
+        for _, training in self.hosts:
+            training.child.wait(max(0.0, deadline - time.monotonic()))
+        # Each SIGTERM went once: what still runs now is killed.
+        statuses = [training.child.kill() for _, training in self.hosts]
         found = self.poll()
         return statuses[0] if found is None else found
 

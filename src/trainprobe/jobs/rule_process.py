@@ -31,7 +31,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
@@ -41,6 +40,7 @@ from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, watch_runner
+from trainprobe.jobs.signal_relay import relay_signals
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
@@ -126,9 +126,6 @@ def follow_for_runner(
     one ran out of memory, and, for rules on the tensors at ``debug_output``, up to which step
     they had data when the hook stopped saving. Their verdicts."""
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        runner.stop()
-
     def stop_without_runner() -> None:
         runner.stop()
         end_within(before=lambda: runner.finish_unfinished("the job runner is gone"))
@@ -136,7 +133,7 @@ def follow_for_runner(
     if watch is not None:
         watch(runner.stop)
     else:
-        signal.signal(signal.SIGTERM, stop)
+        relay_signals([signal.SIGTERM], lambda signum: runner.stop())
     limit = _memory_limit_mb()
     for evaluator in runner.evaluators:
         if limit is not None:

@@ -44,7 +44,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 
 from trainprobe import settings
 from trainprobe.jobs.child_process import ChildProcess, describe_exit
@@ -57,6 +56,7 @@ from trainprobe.jobs.process_settings import ProcessSettings, process_settings
 from trainprobe.jobs.rule_executor import rule_executor_for
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.saving_watch import SavingWatch
+from trainprobe.jobs.signal_relay import relay_signals
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.stop_request import read_stop_request
@@ -244,13 +244,12 @@ class JobRunner:
             return None
         return _Stop("Stopped", record.stop_reason)
 
-    def stop_on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """SIGTERM to the runner: stop the training as StopTrainingJob would."""
-        self._signalled = _Stop("Stopped", f"The job runner received {signal.Signals(signum).name}")
-        self.wake.set()
-
-    def wake_on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """SIGUSR1: something changed (a rule asked to stop); look now."""
+    def on_signal(self, signum: int) -> None:
+        """SIGTERM to the runner: stop the training as StopTrainingJob would. SIGUSR1
+        (``WAKE_SIGNAL``): something changed (a rule asked to stop); look now."""
+        if signum == signal.SIGTERM:
+            name = signal.Signals(signum).name
+            self._signalled = _Stop("Stopped", f"The job runner received {name}")
         self.wake.set()
 
     # ----- the end ----------------------------------------------------------------------
@@ -429,8 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s: %(message)s", level=logging.INFO, stream=sys.stderr
     )
     runner = JobRunner(JobStore(arguments.store), arguments.job)
-    signal.signal(signal.SIGTERM, runner.stop_on_signal)
-    signal.signal(WAKE_SIGNAL, runner.wake_on_signal)
+    relay_signals([signal.SIGTERM, WAKE_SIGNAL], runner.on_signal)
     runner.run()
     return 0
 

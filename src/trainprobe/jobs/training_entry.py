@@ -49,6 +49,9 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _interrupt_on_sigterm(signum: int, frame: object) -> None:
+    # Once: a second SIGTERM would interrupt the unwinding itself (the hook closing its files);
+    # whoever sent it ends the training with SIGKILL if it takes too long.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated
 
 
