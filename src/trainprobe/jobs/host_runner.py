@@ -30,17 +30,20 @@ from types import FrameType
 from trainprobe import settings
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.admission import admit_training_job, default_output_root
-from trainprobe.jobs.child_process import ChildProcess, describe_exit
-from trainprobe.jobs.hosts import Rendezvous, host_launch, host_names, monitor_command
+from trainprobe.jobs.child_process import describe_exit
+from trainprobe.jobs.hosts import (
+    MONITOR_GRACE_SECONDS,
+    Rendezvous,
+    host_launch,
+    host_names,
+    start_monitor,
+)
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots
 from trainprobe.jobs.launcher import lay_out_job
 from trainprobe.jobs.training_process import TrainingProcess
 from trainprobe.storage.job_layout import JobLayout, launch_file_of
 
 __all__ = ["main"]
-
-STOP_GRACE_SECONDS = 10.0
-MONITOR_GRACE_SECONDS = 10.0
 
 
 def run_host(plan: LaunchPlan, host: str, rendezvous: Rendezvous) -> int:
@@ -60,12 +63,7 @@ def run_host(plan: LaunchPlan, host: str, rendezvous: Rendezvous) -> int:
         environment=environment,
         log_path=plan.layout.training_log,
     )
-    monitor = ChildProcess(
-        f"system monitor of {host}",
-        monitor_command(plan, host, training.pid),
-        cwd=plan.layout.job_dir,
-        log_path=plan.layout.monitor_log,
-    )
+    monitor = start_monitor(plan, host, training.pid)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         training.child.signal_group(signal.SIGTERM)
@@ -74,9 +72,10 @@ def run_host(plan: LaunchPlan, host: str, rendezvous: Rendezvous) -> int:
     signal.signal(signal.SIGINT, stop)
     returncode = training.child.wait()
     assert returncode is not None
-    training.stop(STOP_GRACE_SECONDS)
+    grace = settings.STOP_GRACE_SECONDS.get()
+    training.stop(grace)
     training.finish()
-    monitor.finish(MONITOR_GRACE_SECONDS, STOP_GRACE_SECONDS)
+    monitor.finish(MONITOR_GRACE_SECONDS, grace)
     print(f"{host}: the training {describe_exit(returncode)}", file=sys.stderr)
     return returncode
 

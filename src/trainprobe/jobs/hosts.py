@@ -22,16 +22,18 @@ import sys
 from dataclasses import dataclass
 
 from trainprobe import settings
+from trainprobe.jobs.child_process import ChildProcess
 from trainprobe.jobs.entry_point import LOCAL_TORCHRUN_MODULE, LOOPBACK
 from trainprobe.jobs.launch_plan import LaunchPlan
 
 __all__ = [
     "HOST_PREFIX",
+    "MONITOR_GRACE_SECONDS",
     "HostLaunch",
     "Rendezvous",
     "host_launch",
     "host_names",
-    "monitor_command",
+    "start_monitor",
 ]
 
 HOST_PREFIX = "algo-"
@@ -107,10 +109,14 @@ def host_launch(plan: LaunchPlan, rank: int, rendezvous: Rendezvous | None) -> H
     return HostLaunch(names[rank], rank, command, environment)
 
 
-def monitor_command(plan: LaunchPlan, host: str, training_pid: int) -> list[str]:
-    """The system monitor of ``host``, watching the training whose process is
-    ``training_pid``, writing to the job's profiler output."""
-    return [
+MONITOR_GRACE_SECONDS = 10.0
+"""How long a host's system monitor has to finish its files once its training has ended."""
+
+
+def start_monitor(plan: LaunchPlan, host: str, training_pid: int) -> ChildProcess:
+    """Start the system monitor of ``host``, watching the training whose process is
+    ``training_pid``, writing to the job's profiler output. OSError when it cannot start."""
+    command = [
         *(plan.python, "-m", "trainprobe.capture.system_monitor"),
         *("--out", plan.layout.profiler_output),
         *("--interval-ms", str(plan.monitor_interval_ms)),
@@ -118,3 +124,9 @@ def monitor_command(plan: LaunchPlan, host: str, training_pid: int) -> list[str]
         *("--config", plan.layout.profiler_config_file),
         *("--node-id", host),
     ]
+    return ChildProcess(
+        f"system monitor of {host}",
+        command,
+        cwd=plan.layout.job_dir,
+        log_path=plan.layout.monitor_log,
+    )

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from trainprobe import settings
 from trainprobe.jobs.child_process import ChildProcess, describe_exit
 from trainprobe.jobs.host_trainings import HostTrainings
-from trainprobe.jobs.hosts import Rendezvous, host_launch, monitor_command
+from trainprobe.jobs.hosts import MONITOR_GRACE_SECONDS, Rendezvous, host_launch, start_monitor
 from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
@@ -71,7 +71,6 @@ RULES_GRACE_SECONDS = 600.0
 REPORT_GRACE_SECONDS = 300.0
 PROFILER_REPORT = "ProfilerReport"
 XGBOOST_REPORT = "CreateXgboostReport"
-MONITOR_GRACE_SECONDS = 10.0
 _FAILURE_REASON_LIMIT = 1024
 
 
@@ -405,14 +404,7 @@ class JobRunner:
 
     def _start_monitor(self, host: str, training_pid: int) -> None:
         try:
-            self.monitors.append(
-                ChildProcess(
-                    f"system monitor of {host}",
-                    monitor_command(self.plan, host, training_pid),
-                    cwd=self.layout.job_dir,
-                    log_path=self.layout.monitor_log,
-                )
-            )
+            self.monitors.append(start_monitor(self.plan, host, training_pid))
         except OSError:
             # The job goes on without system metrics; the profiler rules say there are none.
             log.exception("could not start the system monitor")

@@ -27,6 +27,7 @@ from trainprobe.analysis.profiling_data.merged_timeline import merge_timeline
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.profiling_data.selection import Selection
 from trainprobe.config.errors import ConfigError
+from trainprobe.storage import files
 from trainprobe.storage.locations import join
 
 __all__ = ["MERGED_TIMELINE_SUFFIX", "MergeUnit", "TimelineMerger"]
@@ -92,8 +93,7 @@ class TimelineMerger:
         else:
             selection = Selection.of(start, end, None, None, None)
             end_us = float(end)
-        if "://" not in self.out_dir:
-            os.makedirs(self.out_dir, exist_ok=True)
+        files.prepare_directory(self.out_dir)
         name = f"{round(end_us)}_{_node_id()}_{MERGED_TIMELINE_SUFFIX}"
         out_file = join(self.out_dir, name)
         merge_timeline(
