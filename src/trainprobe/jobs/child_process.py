@@ -9,8 +9,10 @@ profiler rules, the reports) is a ``ChildProcess``:
 - it is bound to the lifetime of the process that started it: on Linux the kernel sends it
   ``PARENT_DEATH_SIGNAL`` (SIGTERM, so it can close its files) when the starting thread ends
   (``PR_SET_PDEATHSIG``, set in the child before it runs its program; a parent already gone by
-  then is noticed and the child ends at once). trainprobe's own child programs also watch their
-  runner (``trainprobe.jobs.runner_watch``), which covers the systems without it;
+  then is noticed and the child ends at once). A process started by another program (torchrun
+  starts each worker in a session of its own) binds itself with ``end_with_parent``.
+  trainprobe's own child programs also watch their runner (``trainprobe.jobs.runner_watch``),
+  which covers the systems without it;
 - ``ChildLimits`` (niceness, a memory limit, the cores it may use) are applied in the child,
   before its program runs, so they hold for everything it starts;
 - it stops one way (``stop``): SIGTERM to the group, ``grace_seconds`` to end, then SIGKILL to the
@@ -41,6 +43,7 @@ __all__ = [
     "ChildLimits",
     "ChildProcess",
     "describe_exit",
+    "end_with_parent",
 ]
 
 PARENT_DEATH_SIGNAL = signal.SIGTERM
@@ -100,19 +103,35 @@ class ChildLimits:
             os.sched_setaffinity(0, self.cpus)
 
 
+def _arm_parent_death_signal(parent_pid: int, if_already_gone: int) -> None:
+    # Only system calls: this also runs in a child between fork and exec.
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            # The parent ended before the death signal was armed.
+            os.kill(os.getpid(), if_already_gone)
+
+
 def _prepare_child(parent_pid: int, limits: ChildLimits | None) -> Callable[[], None]:
     """What the child runs between fork and exec. Only system calls: no import, no lock."""
 
     def prepare() -> None:
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0)
-            if os.getppid() != parent_pid:
-                # The parent ended before the death signal was armed.
-                os.kill(os.getpid(), signal.SIGKILL)
+        _arm_parent_death_signal(parent_pid, int(signal.SIGKILL))
         if limits is not None:
             limits.apply()
 
     return prepare
+
+
+def end_with_parent() -> None:
+    """Bind this process to its parent's lifetime: ``PARENT_DEATH_SIGNAL`` when the parent
+    ends (Linux; nothing elsewhere), at once if it already has.
+
+    For a process that another program started outside the job's process groups: torchrun
+    starts each worker in a session of its own, where the group signals that stop a host's
+    torchrun do not reach it.
+    """
+    _arm_parent_death_signal(os.getppid(), int(PARENT_DEATH_SIGNAL))
 
 
 class ChildProcess:

@@ -9,7 +9,9 @@ process), the way SageMaker's framework containers start the user's script:
   creates its own hook keeps it. XGBoost trainings get theirs the same way, once the script
   imports xgboost (``trainprobe.jobs.xgboost_auto_hook``);
 - when the job's runner goes away (``$TRAINPROBE_RUNNER_PID``), the training is interrupted as
-  by Ctrl-C, so its hook closes its files, rather than running on unsupervised;
+  by Ctrl-C, so its hook closes its files, rather than running on unsupervised; so is a
+  torchrun worker whose torchrun went away (killed with its host), though the runner is still
+  there (``child_process.end_with_parent``);
 - SIGTERM (how the runner stops a training: StopTrainingJob, MaxRuntimeInSeconds, a rule's
   StopTraining) interrupts it the same way, so its hook and framework profiler close their files
   (the last steps, the step timeline the profiler rules read) before it exits with status 143;
@@ -34,6 +36,7 @@ import traceback
 from collections.abc import Sequence
 
 from trainprobe import settings
+from trainprobe.jobs.child_process import end_with_parent
 from trainprobe.jobs.runner_watch import end_within, watch_runner
 from trainprobe.smdebug_names import install as install_smdebug_names
 
@@ -59,6 +62,7 @@ def _interrupt_when_runner_is_gone() -> None:
     value = settings.RUNNER_PID.get()
     if value is None:
         return
+    end_with_parent()
 
     def on_gone() -> None:
         _thread.interrupt_main(signal.SIGINT)

@@ -12,6 +12,7 @@ import collections
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import IO
 
@@ -79,10 +80,12 @@ class TrainingProcess:
         return self.child.stop(grace_seconds)
 
     def finish(self, timeout: float = 10.0) -> None:
-        """After the main process ended: end what it left behind and close the log."""
+        """After the main process ended: end what it left behind and close the log (after
+        ``timeout`` seconds at most for the output still on its way)."""
         self.child.stop(0)
+        deadline = time.monotonic() + timeout
         for pump in self._pumps:
-            pump.join(timeout)
+            pump.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._log.close()
 
