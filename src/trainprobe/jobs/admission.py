@@ -89,7 +89,7 @@ def _check_rule_executor(request: TrainingJobRequest) -> list[ConfigError]:
     name = settings.RULE_EXECUTOR.name
     field = f"Environment.{name}" if name in request.environment else f"${name}"
     try:
-        check_rule_executor({**os.environ, **request.environment}, field)
+        check_rule_executor(settings.child_environment(request.environment), field)
     except ConfigError as error:
         return [error]
     return []
