@@ -95,10 +95,6 @@ def _check_rule_executor(request: TrainingJobRequest) -> list[ConfigError]:
     return []
 
 
-def _errors_of(error: ConfigError | ConfigErrors) -> list[ConfigError]:
-    return list(error) if isinstance(error, ConfigErrors) else [error]
-
-
 def admit_training_job(
     request: Mapping[str, Any],
     *,
@@ -144,7 +140,7 @@ def admit_training_job(
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
     except ConfigError as error:
-        errors += _errors_of(error)
+        errors += error.problems()
     errors += _check_rule_executor(parsed)
     if len(errors) == 1:
         raise errors[0]
