@@ -31,12 +31,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.evaluator import RuleEvaluator, no_steps_message
-from trainprobe.rules.following import (
-    RuleFollowing,
-    check_unique_names,
-    for_rule,
-    rule_directory,
-)
+from trainprobe.rules.following import RuleFollowing, check_unique_names, for_rule, rule_directory
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 from trainprobe.storage.output_changes import OutputChangeWatch
 from trainprobe.storage.training_end import training_has_ended

@@ -31,12 +31,7 @@ from collections.abc import Callable, Sequence
 
 from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
-from trainprobe.rules.following import (
-    RuleFollowing,
-    check_unique_names,
-    for_rule,
-    rule_directory,
-)
+from trainprobe.rules.following import RuleFollowing, check_unique_names, for_rule, rule_directory
 from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler_rules.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler_rules.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
