@@ -65,7 +65,7 @@ from trainprobe.capture.pytorch.profiling.timeline import StepRecord
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.trace_file import ProfilePoint, check_trace_node_id
+from trainprobe.storage.trace_file import ProfilePoint, TimelineEvent, check_trace_node_id
 
 __all__ = ["FrameworkProfiler", "framework_plan"]
 
@@ -269,7 +269,9 @@ class FrameworkProfiler:
         **args: Any,
     ) -> None:
         """Add an event of your own to the timeline (times in seconds since the epoch)."""
-        self._recorder.emit(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
+        self._recorder.emit(
+            TimelineEvent(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
+        )
 
     def _forward_pre_hook(self, name: str) -> Callable[..., None]:
         def forward_pre_hook(module: torch.nn.Module, inputs: Any) -> None:
