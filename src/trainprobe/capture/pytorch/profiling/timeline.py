@@ -133,15 +133,7 @@ class StepTimeline:
         self.current = current
         placed += [(wait, current) for wait in waits]
         for wait, record in placed:
-            self._emit(
-                TimelineEvent(
-                    DATA_LOADING,
-                    f"{wait.name}::GetNext",
-                    wait.start_us,
-                    wait.end_us - wait.start_us,
-                    record.args,
-                )
-            )
+            self._emit_wait(wait, record)
         return placed
 
     def forward_ended(self, end_us: float) -> None:
@@ -189,16 +181,14 @@ class StepTimeline:
         own = [wait for wait in waits if wait.start_us < previous.last_activity_us]
         self._emit_step(previous, previous.last_activity_us)
         for wait in own:
-            self._emit(
-                TimelineEvent(
-                    DATA_LOADING,
-                    f"{wait.name}::GetNext",
-                    wait.start_us,
-                    wait.end_us - wait.start_us,
-                    previous.args,
-                )
-            )
+            self._emit_wait(wait, previous)
         return [(wait, previous) for wait in own]
+
+    def _emit_wait(self, wait: Wait, record: StepRecord) -> None:
+        """The training's wait for a batch, drawn in ``record``'s step."""
+        duration_us = wait.end_us - wait.start_us
+        name = f"{wait.name}::GetNext"
+        self._emit(TimelineEvent(DATA_LOADING, name, wait.start_us, duration_us, record.args))
 
     def _emit_step(self, record: StepRecord, end_us: float) -> None:
         end_us = max(end_us, record.last_activity_us)
