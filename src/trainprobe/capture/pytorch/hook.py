@@ -38,12 +38,10 @@ cannot use (``create_from_json_file``: the hook saves nothing), a ProfilerConfig
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -51,6 +49,7 @@ import numpy as np
 import torch
 
 from trainprobe import settings
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.collections import Collection, CollectionSet
 from trainprobe.capture.hook_arguments import (
     check_include_workers,
@@ -253,8 +252,7 @@ class Hook(SmdebugSurface):
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
         self.profiler = self._framework_profiler()
         _singleton = self
-        reference = weakref.ref(self)
-        atexit.register(_close_at_exit, reference)
+        close_at_exit(self, lambda hook: hook.close(), "the hook")
 
     # ----- construction from the SageMaker configuration file -----
 
@@ -805,12 +803,3 @@ class Hook(SmdebugSurface):
 def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
     """``function`` run as plain Python even inside a compiled region (a graph break)."""
     return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
-
-
-def _close_at_exit(reference: weakref.ref[Hook]) -> None:
-    hook = reference()
-    if hook is not None:
-        try:
-            hook.close()
-        except Exception:
-            log.debug("trainprobe: closing the hook at exit failed", exc_info=True)

@@ -22,11 +22,9 @@ Failures: an error inside the hook is logged once, saving stops, and the trainin
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +32,7 @@ import numpy as np
 import xgboost as xgb
 
 from trainprobe import settings
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.collections import XGBOOST_COLLECTIONS, Collection, CollectionKeys
 from trainprobe.capture.collections import CollectionSet as _CollectionSet
 from trainprobe.capture.hook_arguments import (
@@ -158,7 +157,7 @@ class Hook(xgb.callback.TrainingCallback):
         self.overhead = HookOverhead(_bytes=self._bytes_written, blocked_seconds=self._blocked)
         self._overhead_file = OverheadFile(self.out_dir, self.overhead)
         _singleton = self
-        atexit.register(_close_at_exit, weakref.ref(self))
+        close_at_exit(self, lambda hook: hook.close(), "the XGBoost hook")
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
@@ -398,12 +397,3 @@ class Hook(xgb.callback.TrainingCallback):
             f"<trainprobe.xgboost.Hook out_dir={self.out_dir!r} step={self.step} "
             f"collections={[c.name for c in self.plan.saved]}>"
         )
-
-
-def _close_at_exit(reference: weakref.ref[Hook]) -> None:
-    hook = reference()
-    if hook is not None:
-        try:
-            hook.close()
-        except Exception:
-            log.debug("trainprobe: closing the XGBoost hook at exit failed", exc_info=True)

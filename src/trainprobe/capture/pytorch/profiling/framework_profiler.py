@@ -54,6 +54,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.profiling import dataloader_patch
@@ -195,7 +196,7 @@ class FrameworkProfiler:
         if self.active and plan.python is not None:
             point = ProfilePoint("prestepzero", None, "start", _now_us())
             self._sessions.start_python(plan, point, plan.python_timer_at(-1))
-        atexit.register(_close_at_exit, weakref.ref(self))
+        close_at_exit(self, _close_now, "the framework profiler")
 
     @classmethod
     def from_environment(
@@ -456,13 +457,8 @@ class FrameworkProfiler:
         )
 
 
-def _close_at_exit(reference: weakref.ref[FrameworkProfiler]) -> None:
-    profiler = reference()
-    if profiler is not None:
-        try:
-            profiler._close(at_exit=True)
-        except Exception:
-            log.debug("trainprobe: closing the framework profiler at exit failed", exc_info=True)
+def _close_now(profiler: FrameworkProfiler) -> None:
+    profiler._close(at_exit=True)
 
 
 def _stop_after_close(reference: weakref.ref[FrameworkProfiler]) -> None:
