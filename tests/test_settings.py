@@ -97,6 +97,19 @@ def _reads_of_the_environment(path: Path) -> list[int]:
     return lines
 
 
+def test_a_childs_environment_is_this_ones_with_each_addition_laid_over_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRAINPROBE_RULE_EXECUTOR", "local")
+    monkeypatch.setenv("TRAINPROBE_TEST_KEPT", "kept")
+    environment = settings.child_environment(
+        {"TRAINPROBE_RULE_EXECUTOR": "dask://a:1"}, {"TRAINPROBE_RULE_EXECUTOR": "dask://b:2"}
+    )
+    assert environment["TRAINPROBE_TEST_KEPT"] == "kept"
+    assert settings.RULE_EXECUTOR.get(environment) == "dask://b:2"
+    assert settings.RULE_EXECUTOR.get() == "local"  # this process's own is left alone
+
+
 def test_only_the_settings_module_reads_variables() -> None:
     """Building a child's environment (``{**os.environ, ...}``) is no read and is allowed."""
     source = ROOT / "src" / "trainprobe"

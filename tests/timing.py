@@ -7,13 +7,17 @@ from collections.abc import Callable
 
 
 def wait_until(
-    condition: Callable[[], object], what: str, timeout: float = 120.0, interval: float = 0.05
+    condition: Callable[[], object],
+    what: str | Callable[[], str],
+    timeout: float = 120.0,
+    interval: float = 0.05,
 ) -> None:
-    """Wait for ``condition`` to hold; AssertionError naming ``what`` after ``timeout`` seconds."""
+    """Wait for ``condition`` to hold; AssertionError naming ``what`` (or what it returns, said
+    when giving up) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
+            raise AssertionError(f"gave up waiting for {what if isinstance(what, str) else what()}")
         time.sleep(interval)
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "VARIABLES",
     "WORLD_SIZE",
     "Variable",
+    "child_environment",
     "markdown",
     "parse_flag",
 ]
@@ -404,6 +405,15 @@ VARIABLES: tuple[Variable[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Variable)
 )
 """Every variable above, in the order they are declared."""
+
+
+def child_environment(*additions: Mapping[str, str]) -> dict[str, str]:
+    """The environment a child started now with ``additions`` sees: this process's, with each
+    addition laid over it in turn. Settings meant for a child are read from this."""
+    environment = dict(os.environ)
+    for addition in additions:
+        environment.update(addition)
+    return environment
 
 
 def markdown() -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -90,3 +93,15 @@ def wait_until_ended(store: JobStore, timeout: float = 120.0) -> None:
     while any(not record.runner_done for record in store.query()):
         assert time.monotonic() < deadline, [r.name for r in store.query() if not r.runner_done]
         time.sleep(0.2)
+
+
+def trainprobe(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``trainprobe ARGUMENTS`` run in ``tmp_path``, with its own TRAINPROBE_HOME there."""
+    return subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", *arguments],
+        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

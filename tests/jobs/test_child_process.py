@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit
+from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit, stop_together
 from trainprobe.jobs.process_settings import process_settings
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -89,6 +89,28 @@ def test_stop_ends_the_whole_group_and_says_how(tmp_path: Path) -> None:
     assert returncode == -signal.SIGKILL
     assert child.ending() == "was killed by signal 9 (SIGKILL)"
     assert gone(grandchild)
+
+
+def test_children_stopped_together_each_get_sigterm_then_sigkill(tmp_path: Path) -> None:
+    # One child ends on SIGTERM; the other ignores it, so the shared grace ends in SIGKILL.
+    ignore = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    scripts = [
+        "import time; print(1, flush=True); time.sleep(600)",
+        ignore + "print(1, flush=True); time.sleep(600)",
+    ]
+    logs = [tmp_path / f"child{index}.log" for index in range(2)]
+    children = [
+        ChildProcess(
+            f"child{index}", [sys.executable, "-c", script], cwd=str(tmp_path), log_path=str(log)
+        )
+        for index, (script, log) in enumerate(zip(scripts, logs, strict=True))
+    ]
+    deadline = time.monotonic() + 30
+    while not all(log.read_text().strip() for log in logs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    assert stop_together(children, grace_seconds=0.5) == [-signal.SIGTERM, -signal.SIGKILL]
+    assert not any(child.running for child in children)
 
 
 def test_how_a_process_ended_in_words() -> None:

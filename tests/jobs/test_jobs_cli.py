@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from job_helpers import request, rule, wait_for
+from job_helpers import request, rule, trainprobe, wait_for
 
 from trainprobe.jobs import JobStore
 
 pytestmark = pytest.mark.slow
-
-
-def trainprobe(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", *arguments],
-        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def output_json(finished: subprocess.CompletedProcess[str]) -> Any:

@@ -20,7 +20,7 @@ import pytest
 from job_helpers import request, wait_for
 
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import DebuggerHookConfig
 from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job
@@ -251,10 +251,6 @@ def test_a_host_that_dies_fails_the_job_naming_it_and_leaves_no_process(
         time.sleep(0.2)
 
 
-def _errors(error: ConfigError) -> list[ConfigError]:
-    return list(error.errors) if isinstance(error, ConfigErrors) else [error]
-
-
 @pytest.mark.parametrize("count", [0, -1, 1.5, "2", True, 17, 10**9])
 def test_an_instance_count_that_is_not_a_number_of_hosts_is_refused(
     store: JobStore, tmp_path: Path, count: Any
@@ -263,7 +259,7 @@ def test_an_instance_count_that_is_not_a_number_of_hosts_is_refused(
     body["ResourceConfig"] = {"InstanceCount": count, "InstanceType": "local"}
     with pytest.raises(ConfigError) as raised:
         create_training_job(body, store=store, cwd=str(tmp_path))
-    [problem] = [e for e in _errors(raised.value) if e.field == "ResourceConfig.InstanceCount"]
+    [problem] = [e for e in raised.value.problems() if e.field == "ResourceConfig.InstanceCount"]
     assert "a whole number from 1 to 16" in str(problem)
     assert store.names() == []
     with pytest.raises(ConfigError, match=r"^instance_count: .* a whole number from 1 to 16"):

@@ -13,7 +13,6 @@ import random
 import signal
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from job_helpers import request, rule, wait_for
 from tests.reference_envs import run_reference
 
+from timing import wait_until
 from trainprobe.jobs import JobStore, create_training_job, stop_training_job
 from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.trials import create_trial
@@ -46,16 +46,6 @@ PROFILER_RULE = {
     "RuleEvaluatorImage": "DEFAULT_RULE_EVALUATOR_IMAGE",
     "RuleParameters": {"rule_to_invoke": "CPUBottleneck"},
 }
-
-
-def wait_until(
-    condition: Callable[[], bool], what: str | Callable[[], str], timeout: float = 120.0
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what if isinstance(what, str) else what()}")
-        time.sleep(0.2)
 
 
 def long_job(store: JobStore, output: Path, name: str, **members: Any) -> Path:

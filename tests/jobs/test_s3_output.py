@@ -10,16 +10,13 @@ is refused when the job is created, naming the field and the value.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from job_helpers import finished, request, rule, rule_statuses, wait_for
+from job_helpers import finished, request, rule, rule_statuses, trainprobe, wait_for
 
 from smdebug_s3 import read_with_smdebug
 from trainprobe.config.errors import ConfigError
@@ -30,17 +27,6 @@ from trainprobe.trials import create_trial
 HERE = Path(__file__).resolve().parent
 PYTORCH_TRAINING = HERE / "plain_training.py"
 XGBOOST_TRAINING = HERE.parent / "capture" / "xgboost_training.py"
-
-
-def trainprobe(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", *arguments],
-        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def described(tmp_path: Path, name: str) -> dict[str, Any]:

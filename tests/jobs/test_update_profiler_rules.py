@@ -17,7 +17,7 @@ from job_helpers import request, rule, rule_statuses, wait_for
 
 from timing import wait_until
 from trainprobe import debugger
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigErrors
 from trainprobe.jobs import (
     JobRecord,
     JobStateError,
@@ -151,10 +151,6 @@ def stored(
     return job
 
 
-def problems(error: ConfigError | ConfigErrors) -> list[ConfigError]:
-    return list(error) if isinstance(error, ConfigErrors) else [error]
-
-
 def test_a_job_holds_at_most_twenty_profiler_rules(store: JobStore, tmp_path: Path) -> None:
     nineteen = [profiler_rule(f"summary-{index}") for index in range(19)]
     stored(store, tmp_path, "crowded", profiler_rules=nineteen)
@@ -164,7 +160,7 @@ def test_a_job_holds_at_most_twenty_profiler_rules(store: JobStore, tmp_path: Pa
         update_training_job(
             {"TrainingJobName": "crowded", "ProfilerRuleConfigurations": two_more}, store=store
         )
-    [problem] = problems(raised.value)
+    [problem] = raised.value.problems()
     assert problem.field == "ProfilerRuleConfigurations"
     assert problem.value == "2 more rules (the job has 19)"
     assert "at most 20 profiler rules" in problem.allowed
@@ -194,7 +190,7 @@ def test_a_rule_name_the_job_already_has_is_refused(store: JobStore, tmp_path: P
             update_training_job(
                 {"TrainingJobName": "named", "ProfilerRuleConfigurations": entries}, store=store
             )
-        [problem] = problems(raised.value)
+        [problem] = raised.value.problems()
         assert problem.field == f"ProfilerRuleConfigurations[{index}].RuleConfigurationName"
         assert problem.value == name
         assert "a name no other rule of the job has" in problem.allowed

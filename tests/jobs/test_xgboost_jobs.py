@@ -4,27 +4,14 @@ XGBoost's rules and CreateXgboostReport; then ``trainprobe report`` on the job."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from job_helpers import trainprobe
 
 pytestmark = pytest.mark.slow
 
 TRAINING = Path(__file__).resolve().parent.parent / "capture" / "xgboost_training.py"
-
-
-def trainprobe(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", *arguments],
-        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_trainprobe_run_judges_an_over_deep_xgboost_model_and_writes_its_report(

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from builtin_trials import EVAL, TRAIN, TrialBuilder, evidence_of, fired_steps
 
-from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.errors import ConfigError
 from trainprobe.rules.builtin import AllZero, ExplodingTensor, TensorVariance, UnchangedTensor
 from trainprobe.storage.reduction_names import reduction_tensor_name
 
@@ -88,7 +88,7 @@ def test_all_zero_fires_at_the_threshold_percentage_not_below(tmp_path: Path) ->
 
 def test_all_zero_needs_a_collection_or_a_pattern(tmp_path: Path) -> None:
     trial = TrialBuilder(tmp_path).add(0, "t", [0.0]).write()
-    with pytest.raises((ConfigError, ConfigErrors), match="collection_names, tensor_regex"):
+    with pytest.raises(ConfigError, match="collection_names, tensor_regex"):
         AllZero(trial)
 
 

@@ -307,6 +307,28 @@ class CollectionSet:
         self.add(collection)
         return collection
 
+    def select(
+        self,
+        include_collections: Iterable[str] | str | None,
+        include_regex: Iterable[str] | str | None,
+        save_all: bool,
+    ) -> list[str]:
+        """The names of the collections a hook given these arguments saves, each made here:
+        ``include_regex`` adds its patterns to ``default``, ``save_all`` includes ``all``."""
+        if isinstance(include_collections, str):
+            include_collections = [include_collections]
+        included = list(include_collections) if include_collections is not None else []
+        if include_regex is not None:
+            patterns = [include_regex] if isinstance(include_regex, str) else list(include_regex)
+            self.get(CollectionKeys.DEFAULT).include(patterns)
+            included.append(CollectionKeys.DEFAULT)
+        if save_all:
+            self.get(CollectionKeys.ALL).include(".*")
+            included.append(CollectionKeys.ALL)
+        for name in included:
+            self.get(name)
+        return included
+
     def add(self, collection: Collection) -> None:
         """Add (or replace) a collection under its name."""
         if not isinstance(collection, Collection):

@@ -38,6 +38,7 @@ from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode, parse_step_list
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.hook_config import check_collection_parameters, check_hook_parameters
+from trainprobe.config.true_false import true_or_false
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = [
@@ -186,7 +187,7 @@ def read_tensorboard_config() -> str | None:
 
 
 def _bool(value: object) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+    return true_or_false(value) is True
 
 
 def _split(value: object) -> list[str]:

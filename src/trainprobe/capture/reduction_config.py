@@ -21,6 +21,7 @@ from typing import Any
 
 from trainprobe.capture.json_form import JsonForm
 from trainprobe.config.errors import ConfigError, closest
+from trainprobe.config.true_false import true_or_false
 
 __all__ = ["ALLOWED_NORMS", "ALLOWED_REDUCTIONS", "ReductionConfig"]
 
@@ -37,11 +38,10 @@ _SPELLINGS = (
 
 
 def _as_bool(field: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(field, value, "True or False (or the strings 'true'/'false')")
+    parsed = true_or_false(value)
+    if parsed is None:
+        raise ConfigError(field, value, "True or False (or the strings 'true'/'false')")
+    return parsed
 
 
 def _names(field: str, values: Iterable[str] | None, allowed: tuple[str, ...]) -> list[str]:

@@ -67,6 +67,10 @@ class ConfigError(TrainprobeError, ValueError):
         field = f"{prefix}.{self.field}" if self.field else prefix
         return ConfigError(field, self.value, self.allowed, suggestion=self.suggestion)
 
+    def problems(self) -> list[ConfigError]:
+        """Each problem this error reports, one error apiece: here, itself alone."""
+        return [self]
+
 
 class ConfigErrors(ConfigError):
     """Every problem found in one request, raised together so they can be fixed together.
@@ -80,7 +84,7 @@ class ConfigErrors(ConfigError):
             raise ValueError("ConfigErrors needs at least one error")
         self.errors: list[ConfigError] = []
         for error in errors:
-            self.errors += error.errors if isinstance(error, ConfigErrors) else [error]
+            self.errors += error.problems()
         first = self.errors[0]
         self.field = first.field
         self.value = first.value
@@ -93,6 +97,10 @@ class ConfigErrors(ConfigError):
     def at(self, prefix: str) -> ConfigErrors:
         """The same problems, each with its field placed under ``prefix``."""
         return ConfigErrors([error.at(prefix) for error in self.errors])
+
+    def problems(self) -> list[ConfigError]:
+        """Each problem, one error apiece."""
+        return list(self.errors)
 
     def __iter__(self) -> Iterator[ConfigError]:
         return iter(self.errors)

@@ -20,6 +20,7 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.names import check_collection_name
+from trainprobe.config.true_false import true_or_false
 
 __all__ = [
     "COLLECTION_PARAMETERS",
@@ -86,11 +87,7 @@ def _check_steps(value: object) -> str | None:
 
 
 def _check_bool(value: object) -> str | None:
-    if isinstance(value, bool) or (
-        isinstance(value, str) and value.strip().lower() in ("true", "false")
-    ):
-        return None
-    return "'true' or 'false'"
+    return None if true_or_false(value) is not None else "'true' or 'false'"
 
 
 def _check_regexes(value: object) -> str | None:

@@ -89,14 +89,10 @@ def _check_rule_executor(request: TrainingJobRequest) -> list[ConfigError]:
     name = settings.RULE_EXECUTOR.name
     field = f"Environment.{name}" if name in request.environment else f"${name}"
     try:
-        check_rule_executor({**os.environ, **request.environment}, field)
+        check_rule_executor(settings.child_environment(request.environment), field)
     except ConfigError as error:
         return [error]
     return []
-
-
-def _errors_of(error: ConfigError | ConfigErrors) -> list[ConfigError]:
-    return list(error) if isinstance(error, ConfigErrors) else [error]
 
 
 def admit_training_job(
@@ -144,7 +140,7 @@ def admit_training_job(
     try:
         plan = plan_launch(parsed, layout, cwd=cwd, unpack=False)
     except ConfigError as error:
-        errors += _errors_of(error)
+        errors += error.problems()
     errors += _check_rule_executor(parsed)
     if len(errors) == 1:
         raise errors[0]

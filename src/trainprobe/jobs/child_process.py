@@ -16,7 +16,8 @@ profiler rules, the reports) is a ``ChildProcess``:
 - ``ChildLimits`` (niceness, a memory limit, the cores it may use) are applied in the child,
   before its program runs, so they hold for everything it starts;
 - it stops one way (``stop``): SIGTERM to the group, ``grace_seconds`` to end, then SIGKILL to the
-  group; whatever is left of the group is killed too once the child has ended;
+  group; whatever is left of the group is killed too once the child has ended. Children that end
+  together (a job's hosts) share one grace (``stop_together``);
 - ``describe_exit`` says how it ended, in words.
 
 Start children from a thread that lives as long as the parent (the runner's main thread): the
@@ -44,6 +45,7 @@ __all__ = [
     "ChildProcess",
     "describe_exit",
     "end_with_parent",
+    "stop_together",
 ]
 
 PARENT_DEATH_SIGNAL = signal.SIGTERM
@@ -212,10 +214,8 @@ class ChildProcess:
     def stop(self, grace_seconds: float) -> int:
         """End the child: SIGTERM to its group, ``grace_seconds`` to end, then SIGKILL; and
         SIGKILL to whatever is left of the group. Its exit status."""
-        if self.poll() is None:
-            self.signal_group(signal.SIGTERM)
-            self.wait(grace_seconds)
-        return self.kill()
+        [returncode] = stop_together([self], grace_seconds)
+        return returncode
 
     def kill(self) -> int:
         """SIGKILL to whatever is left of the child's group; its exit status."""
@@ -233,3 +233,16 @@ class ChildProcess:
         ended = self.wait(wait_seconds) is not None
         self.stop(grace_seconds)
         return ended
+
+
+def stop_together(children: Sequence[ChildProcess], grace_seconds: float) -> list[int]:
+    """End ``children`` at once (``ChildProcess.stop``, the grace shared): SIGTERM to each group
+    still running, ``grace_seconds`` in all for them to end, then SIGKILL to what is left of
+    each group. Their exit statuses, in order."""
+    for child in children:
+        if child.poll() is None:
+            child.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    for child in children:
+        child.wait(max(0.0, deadline - time.monotonic()))
+    return [child.kill() for child in children]

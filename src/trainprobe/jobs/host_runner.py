@@ -52,11 +52,9 @@ def run_host(plan: LaunchPlan, host: str, rendezvous: Rendezvous) -> int:
     if host not in names:
         raise SystemExit(f"--host: {host!r} is not one of the job's hosts {', '.join(names)}")
     launch = host_launch(plan, names.index(host), rendezvous)
-    environment = {
-        **os.environ,
-        **launch.environment,
-        settings.RUNNER_PID.name: str(os.getpid()),
-    }
+    environment = settings.child_environment(
+        launch.environment, {settings.RUNNER_PID.name: str(os.getpid())}
+    )
     training = TrainingProcess(
         launch.command,
         cwd=plan.working_dir,

@@ -10,10 +10,9 @@ wait for the lost host until their collectives time out.
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Mapping, Sequence
 
+from trainprobe.jobs.child_process import stop_together
 from trainprobe.jobs.hosts import HostLaunch
 from trainprobe.jobs.training_process import TrainingProcess
 
@@ -75,14 +74,7 @@ class HostTrainings:
     def stop(self, grace_seconds: float) -> int:
         """Stop every host's training at once (``ChildProcess.stop``, the grace shared); the
         status ``poll`` then gives, or the first host's."""
-        for _, training in self.hosts:
-            if training.poll() is None:
-                training.child.signal_group(signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        for _, training in self.hosts:
-            training.child.wait(max(0.0, deadline - time.monotonic()))
-        # Each SIGTERM went once: what still runs now is killed.
-        statuses = [training.child.kill() for _, training in self.hosts]
+        statuses = stop_together([training.child for _, training in self.hosts], grace_seconds)
         found = self.poll()
         return statuses[0] if found is None else found
 

@@ -224,7 +224,7 @@ class LocalRuleExecutor:
 def rule_executor_for(plan: LaunchPlan, process: ProcessSettings) -> RuleExecutor:
     """The executor of the job ``plan`` launches (see the module docstring), run with the
     runner's ``process`` settings."""
-    address = dask_scheduler_address({**os.environ, **plan.environment})
+    address = dask_scheduler_address(settings.child_environment(plan.environment))
     if address is not None:
         from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
 
@@ -235,7 +235,7 @@ def rule_executor_for(plan: LaunchPlan, process: ProcessSettings) -> RuleExecuto
         )
     return LocalRuleExecutor(
         limits=process.rule_limits(),
-        environment={**os.environ, **process.rule_environment()},
+        environment=settings.child_environment(process.rule_environment()),
         progress_timeout_seconds=process.rule_progress_timeout_seconds,
     )
 

@@ -149,11 +149,9 @@ class JobRunner:
         self.rules = JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
         self.rules.start_debugging_rules()
         self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=False)
-        environment = {
-            **os.environ,
-            **self.plan.environment,
-            settings.RUNNER_PID.name: str(os.getpid()),
-        }
+        environment = settings.child_environment(
+            self.plan.environment, {settings.RUNNER_PID.name: str(os.getpid())}
+        )
         count = self.plan.instance_count
         rendezvous = Rendezvous.on_loopback() if count > 1 else None
         launches = [host_launch(self.plan, rank, rendezvous) for rank in range(count)]

@@ -40,6 +40,19 @@ class ReportFiles:
     html: str
     json: str
 
+    @classmethod
+    def write(
+        cls, directory: str, names: tuple[str, str], content: object, page: str
+    ) -> ReportFiles:
+        """Write a report's ``page`` and its ``content`` as JSON into ``directory``, under
+        ``names`` (the page's, the JSON's); the page first, so a reader that finds the JSON
+        finds the page of the same content."""
+        report = cls(html=os.path.join(directory, names[0]), json=os.path.join(directory, names[1]))
+        data = json.dumps(content, allow_nan=False, separators=(",", ":")) + "\n"
+        files.write_atomic(report.html, page.encode())
+        files.write_atomic(report.json, data.encode())
+        return report
+
 
 def build_report(
     job: JobFiles | str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None
@@ -52,14 +65,7 @@ def build_report(
         job = _with_profiler_rules(job)
     content = json_safe(report_content(job))
     directory = os.fspath(out_dir) if out_dir is not None else job.report_dir()
-    report = ReportFiles(
-        html=os.path.join(directory, HTML_FILE), json=os.path.join(directory, JSON_FILE)
-    )
-    data = json.dumps(content, allow_nan=False, separators=(",", ":")) + "\n"
-    # The page first: a reader that finds the JSON finds the page of the same content.
-    files.write_atomic(report.html, render_page(content).encode())
-    files.write_atomic(report.json, data.encode())
-    return report
+    return ReportFiles.write(directory, (HTML_FILE, JSON_FILE), content, render_page(content))
 
 
 def _with_profiler_rules(job: JobFiles) -> JobFiles:

@@ -10,13 +10,15 @@ stuck (``trainprobe.jobs.rule_heartbeat``).
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from trainprobe.rules.verdict import ERROR, Verdict
+from trainprobe.config.errors import ConfigError
+from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 
-__all__ = ["FollowedRule", "RuleFollowing"]
+__all__ = ["FollowedRule", "RuleFollowing", "check_unique_names", "for_rule", "rule_directory"]
 
 
 class FollowedRule(Protocol):
@@ -90,3 +92,28 @@ class RuleFollowing(Generic[Run]):
         for evaluator in self._active():
             evaluator.finish_stopped("stopped on request")
         return True
+
+
+def check_unique_names(names: Sequence[str]) -> None:
+    """ConfigError naming the first rule name (RuleConfigurationName) given to two rules."""
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConfigError("RuleConfigurationName", duplicates[0], "a name used by one rule only")
+
+
+def rule_directory(output_dir: str | None, name: str) -> str | None:
+    """Where the rule ``name`` writes under a runner's ``output_dir`` (None: nowhere)."""
+    return os.path.join(output_dir, name) if output_dir is not None else None
+
+
+def for_rule(
+    callback: Callable[[str, Evaluation], None] | None, name: str
+) -> Callable[[Evaluation], None] | None:
+    """``callback`` with the rule's name bound, for one rule's evaluator (None stays None)."""
+    if callback is None:
+        return None
+
+    def call(evaluation: Evaluation) -> None:
+        callback(name, evaluation)
+
+    return call

@@ -21,7 +21,6 @@ Each rule writes ``<output_dir>/<RuleConfigurationName>/``: its evaluations, act
 
 from __future__ import annotations
 
-import os
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.evaluator import RuleEvaluator, no_steps_message
-from trainprobe.rules.following import RuleFollowing
+from trainprobe.rules.following import RuleFollowing, check_unique_names, for_rule, rule_directory
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 from trainprobe.storage.output_changes import OutputChangeWatch
 from trainprobe.storage.training_end import training_has_ended
@@ -77,12 +76,7 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
     ) -> None:
         if isinstance(definitions, RuleDefinition):
             definitions = [definitions]
-        names = [definition.name for definition in definitions]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ConfigError(
-                "RuleConfigurationName", duplicates[0], "a name used by one rule only"
-            )
+        check_unique_names([definition.name for definition in definitions])
         self.trial_path = trial_path
         self.poll_interval = poll_interval
         self.no_data_timeout = no_data_timeout
@@ -91,11 +85,7 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                 RuleEvaluator(
                     definition,
                     trial_path,
-                    output_dir=(
-                        os.path.join(output_dir, definition.name)
-                        if output_dir is not None
-                        else None
-                    ),
+                    output_dir=rule_directory(output_dir, definition.name),
                     every_step=every_step,
                     on_stop_training=on_stop_training,
                     on_evaluation=for_rule(on_evaluation, definition.name),
@@ -188,19 +178,6 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
             except (ConfigError, TrainprobeAnalysisError) as error:
                 raise _NoTrial(f"cannot read the other trial at {path}: {error}") from None
         return self._other_trials[path]
-
-
-def for_rule(
-    callback: Callable[[str, Evaluation], None] | None, name: str
-) -> Callable[[Evaluation], None] | None:
-    """``callback`` with the rule's name bound, for one rule's evaluator (None stays None)."""
-    if callback is None:
-        return None
-
-    def call(evaluation: Evaluation) -> None:
-        callback(name, evaluation)
-
-    return call
 
 
 def run_rule(

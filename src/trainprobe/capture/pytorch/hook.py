@@ -38,12 +38,10 @@ cannot use (``create_from_json_file``: the hook saves nothing), a ProfilerConfig
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -51,7 +49,13 @@ import numpy as np
 import torch
 
 from trainprobe import settings
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.collections import Collection, CollectionSet
+from trainprobe.capture.hook_arguments import (
+    check_include_workers,
+    output_directory,
+    tensorboard_directory,
+)
 from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
 from trainprobe.capture.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.pytorch import naming
@@ -73,7 +77,6 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.module_types_file import write_module_types
 from trainprobe.storage.nonfinite_file import write_nonfinite_origin
-from trainprobe.storage.step_file import training_has_ended
 
 __all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
 
@@ -190,42 +193,23 @@ class Hook(SmdebugSurface):
     ) -> None:
         global _singleton
         super().__init__()
-        if out_dir is None or not os.fspath(out_dir):
-            raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
-        self.out_dir = os.fspath(out_dir)
+        self.out_dir = output_directory(out_dir)
         self.stop_watch = StopRequestWatch(self.out_dir)
-        if training_has_ended(self.out_dir):
-            raise ConfigError(
-                "out_dir",
-                self.out_dir,
-                "a directory that does not hold a finished run (it has training_job_end.ts); "
-                "choose a new directory",
-            )
-        if include_workers not in ("one", "all"):
-            raise ConfigError("include_workers", include_workers, "'one' or 'all'")
+        check_include_workers(include_workers)
         if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
             raise ConfigError("reduction_config", reduction_config, "a ReductionConfig or None")
         self.strict = _strict_from_environment() if strict is None else bool(strict)
         self.dry_run = bool(dry_run)
         self.save_all = bool(save_all)
         self.include_workers = include_workers
-        self.tensorboard_dir = _tensorboard_dir(export_tensorboard, tensorboard_dir, self.out_dir)
+        self.tensorboard_dir = tensorboard_directory(
+            export_tensorboard, tensorboard_dir, self.out_dir
+        )
         self.export_tensorboard = self.tensorboard_dir is not None
         self.save_config = SaveConfig.parse(save_config)
         self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
         self.collections = CollectionSet()
-        if isinstance(include_collections, str):
-            include_collections = [include_collections]
-        included = list(include_collections) if include_collections is not None else []
-        if include_regex is not None:
-            patterns = [include_regex] if isinstance(include_regex, str) else list(include_regex)
-            self.collections.get("default").include(patterns)
-            included.append("default")
-        if self.save_all:
-            self.collections.get("all").include(".*")
-            included.append("all")
-        for name in included:
-            self.collections.get(name)
+        included = self.collections.select(include_collections, include_regex, self.save_all)
         self.plan = SavePlan(self.collections, included, self.save_config, self.reduction_config)
 
         self.step = -1
@@ -268,8 +252,7 @@ class Hook(SmdebugSurface):
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
         self.profiler = self._framework_profiler()
         _singleton = self
-        reference = weakref.ref(self)
-        atexit.register(_close_at_exit, reference)
+        close_at_exit(self, lambda hook: hook.close(), "the hook")
 
     # ----- construction from the SageMaker configuration file -----
 
@@ -817,29 +800,6 @@ class Hook(SmdebugSurface):
         )
 
 
-def _tensorboard_dir(
-    export: bool, directory: str | os.PathLike[str] | None, out_dir: str
-) -> str | None:
-    """Where TensorBoard output goes: the directory given, else ``<out_dir>/tensorboard`` when
-    ``export``, else None (no export)."""
-    if directory is not None and not isinstance(directory, (str, os.PathLike)):
-        raise ConfigError("tensorboard_dir", directory, "a directory path or None")
-    if directory is not None and os.fspath(directory):
-        return os.path.expanduser(os.fspath(directory))
-    if export:
-        return os.path.join(out_dir, "tensorboard")
-    return None
-
-
 def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
     """``function`` run as plain Python even inside a compiled region (a graph break)."""
     return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
-
-
-def _close_at_exit(reference: weakref.ref[Hook]) -> None:
-    hook = reference()
-    if hook is not None:
-        try:
-            hook.close()
-        except Exception:
-            log.debug("trainprobe: closing the hook at exit failed", exc_info=True)

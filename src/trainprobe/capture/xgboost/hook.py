@@ -22,11 +22,9 @@ Failures: an error inside the hook is logged once, saving stops, and the trainin
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,8 +32,14 @@ import numpy as np
 import xgboost as xgb
 
 from trainprobe import settings
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.collections import XGBOOST_COLLECTIONS, Collection, CollectionKeys
 from trainprobe.capture.collections import CollectionSet as _CollectionSet
+from trainprobe.capture.hook_arguments import (
+    check_include_workers,
+    output_directory,
+    tensorboard_directory,
+)
 from trainprobe.capture.hook_config_file import read_hook_config
 from trainprobe.capture.overhead import HookOverhead, OverheadFile
 from trainprobe.capture.reduction_config import ReductionConfig
@@ -48,7 +52,6 @@ from trainprobe.capture.xgboost import round_tensors
 from trainprobe.capture.xgboost.data import dmatrix_of
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.step_file import training_has_ended
 
 __all__ = ["DEFAULT_SAVE_INTERVAL", "Hook", "get_hook"]
 
@@ -116,18 +119,8 @@ class Hook(xgb.callback.TrainingCallback):
     ) -> None:
         global _singleton
         super().__init__()
-        if out_dir is None or not os.fspath(out_dir):
-            raise ConfigError("out_dir", out_dir, "a directory to write the tensors into")
-        self.out_dir = os.fspath(out_dir)
-        if training_has_ended(self.out_dir):
-            raise ConfigError(
-                "out_dir",
-                self.out_dir,
-                "a directory that does not hold a finished run (it has training_job_end.ts); "
-                "choose a new directory",
-            )
-        if include_workers not in ("one", "all"):
-            raise ConfigError("include_workers", include_workers, "'one' or 'all'")
+        self.out_dir = output_directory(out_dir)
+        check_include_workers(include_workers)
         if hyperparameters is not None and not isinstance(hyperparameters, Mapping):
             raise ConfigError("hyperparameters", hyperparameters, "a dict of name to value")
         if reduction_config is not None:
@@ -140,29 +133,15 @@ class Hook(xgb.callback.TrainingCallback):
         self.hyperparameters = dict(hyperparameters) if hyperparameters is not None else None
         self.train_data = dmatrix_of(train_data, "train_data")
         self.validation_data = dmatrix_of(validation_data, "validation_data")
-        if tensorboard_dir is not None and os.fspath(tensorboard_dir):
-            self.tensorboard_dir: str | None = os.fspath(tensorboard_dir)
-        elif export_tensorboard:
-            self.tensorboard_dir = os.path.join(self.out_dir, "tensorboard")
-        else:
-            self.tensorboard_dir = None
+        self.tensorboard_dir = tensorboard_directory(
+            export_tensorboard, tensorboard_dir, self.out_dir
+        )
         self.export_tensorboard = self.tensorboard_dir is not None
         self.save_config = SaveConfig.parse(
             save_config if save_config is not None else SaveConfigMode(DEFAULT_SAVE_INTERVAL)
         )
         self.collections = _CollectionSet(XGBOOST_COLLECTIONS)
-        if isinstance(include_collections, str):
-            include_collections = [include_collections]
-        included = list(include_collections) if include_collections is not None else []
-        if include_regex is not None:
-            patterns = [include_regex] if isinstance(include_regex, str) else list(include_regex)
-            self.collections.get(CollectionKeys.DEFAULT).include(patterns)
-            included.append(CollectionKeys.DEFAULT)
-        if save_all:
-            self.collections.get(CollectionKeys.ALL).include(".*")
-            included.append(CollectionKeys.ALL)
-        for name in included:
-            self.collections.get(name)
+        included = self.collections.select(include_collections, include_regex, save_all)
         self.plan = SavePlan(
             self.collections, included, self.save_config, _RAW, always_saved=ALWAYS_SAVED
         )
@@ -178,7 +157,7 @@ class Hook(xgb.callback.TrainingCallback):
         self.overhead = HookOverhead(_bytes=self._bytes_written, blocked_seconds=self._blocked)
         self._overhead_file = OverheadFile(self.out_dir, self.overhead)
         _singleton = self
-        atexit.register(_close_at_exit, weakref.ref(self))
+        close_at_exit(self, lambda hook: hook.close(), "the XGBoost hook")
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
@@ -418,12 +397,3 @@ class Hook(xgb.callback.TrainingCallback):
             f"<trainprobe.xgboost.Hook out_dir={self.out_dir!r} step={self.step} "
             f"collections={[c.name for c in self.plan.saved]}>"
         )
-
-
-def _close_at_exit(reference: weakref.ref[Hook]) -> None:
-    hook = reference()
-    if hook is not None:
-        try:
-            hook.close()
-        except Exception:
-            log.debug("trainprobe: closing the XGBoost hook at exit failed", exc_info=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.true_false import true_or_false
 
 __all__ = [
     "ENGINE_KEYS",
@@ -228,11 +229,8 @@ _INVALID = object()
 
 
 def _to_bool(value: object) -> object:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return _INVALID
+    parsed = true_or_false(value)
+    return _INVALID if parsed is None else parsed
 
 
 def _to_float(value: object) -> object:

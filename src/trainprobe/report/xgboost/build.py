@@ -8,7 +8,6 @@ hook saved and the statuses the job's other rules wrote beside this one.
 
 from __future__ import annotations
 
-import json
 import os
 
 from trainprobe.analysis.trial import create_trial
@@ -68,10 +67,5 @@ def build_xgboost_report(
     name = job_name or os.path.basename(os.path.dirname(root))
     content = json_safe(xgboost_report_content(trial, name, root, os.path.basename(rule_output)))
     directory = os.fspath(out_dir) if out_dir is not None else rule_output
-    report = ReportFiles(
-        html=os.path.join(directory, HTML_FILE), json=os.path.join(directory, JSON_FILE)
-    )
-    data = json.dumps(content, allow_nan=False, separators=(",", ":")) + "\n"
-    files.write_atomic(report.html, render_xgboost_page(content).encode())
-    files.write_atomic(report.json, data.encode())
-    return report
+    page = render_xgboost_page(content)
+    return ReportFiles.write(directory, (HTML_FILE, JSON_FILE), content, page)

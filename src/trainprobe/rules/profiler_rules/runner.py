@@ -26,18 +26,15 @@ Each rule writes ``<rule_output_dir>/<RuleConfigurationName>/``: status, evaluat
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 
-from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule as ProfilerRuleConfig
 from trainprobe.rules.actions.stop_training import StopTrainingCallback
-from trainprobe.rules.following import RuleFollowing
+from trainprobe.rules.following import RuleFollowing, check_unique_names, for_rule, rule_directory
 from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler_rules.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler_rules.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
-from trainprobe.rules.runner import for_rule
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 
 __all__ = [
@@ -65,10 +62,7 @@ def _definitions(given: Definitions) -> list[ProfilerRuleDefinition]:
         else ProfilerRuleDefinition.from_config(item)
         for item in listed
     ]
-    names = [definition.name for definition in found]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ConfigError("RuleConfigurationName", duplicates[0], "a name used by one rule only")
+    check_unique_names([definition.name for definition in found])
     return found
 
 
@@ -104,11 +98,7 @@ class ProfilerRuleRunner(RuleFollowing[ProfilerRuleEvaluator]):
                 ProfilerRuleEvaluator(
                     definition,
                     profiler_output_dir,
-                    output_dir=(
-                        os.path.join(rule_output_dir, definition.name)
-                        if rule_output_dir is not None
-                        else None
-                    ),
+                    output_dir=rule_directory(rule_output_dir, definition.name),
                     on_stop_training=on_stop_training,
                     on_evaluation=for_rule(on_evaluation, definition.name),
                 )

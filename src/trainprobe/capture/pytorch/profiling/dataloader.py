@@ -27,6 +27,7 @@ from typing import Any
 
 from trainprobe.capture.pytorch.profiling.dataloader_patch import WorkerChannel, WorkerRecord
 from trainprobe.capture.pytorch.profiling.timeline import StepRecord, Wait
+from trainprobe.storage.trace_file import TimelineEvent
 
 __all__ = [
     "ITERATOR_GET_NEXT",
@@ -119,7 +120,7 @@ class DataloaderProfiling:
             "worker_pids": [getattr(worker, "pid", None) for worker in workers],
         }
         name = f"{settings.iterator}.__init__"
-        self._emit(ITERATOR_INITIALIZE, name, start_us, end_us - start_us, args)
+        self._emit(TimelineEvent(ITERATOR_INITIALIZE, name, start_us, end_us - start_us, args))
 
     def settings_of(self, iterator: Any) -> LoaderSettings | None:
         """What is known of the loader of ``iterator`` (None for one started before)."""
@@ -140,7 +141,9 @@ class DataloaderProfiling:
                 if isinstance(settings, LoaderSettings):
                     args.update(settings.args())
                 self._emit(
-                    ITERATOR_GET_NEXT, name, wait.start_us, wait.end_us - wait.start_us, args
+                    TimelineEvent(
+                        ITERATOR_GET_NEXT, name, wait.start_us, wait.end_us - wait.start_us, args
+                    )
                 )
 
     def step_started(self, record: StepRecord) -> None:
@@ -191,11 +194,13 @@ class DataloaderProfiling:
             if not any(start_us <= until and end_us >= since for since, until in covered):
                 continue
             self._emit(
-                WORKER_FETCH,
-                f"{WORKER_FETCH}::fetch",
-                start_us,
-                end_us - start_us,
-                {"pid": pid, "worker_id": worker_id, **settings.args()},
-                worker_id,
-                f"worker {worker_id}",
+                TimelineEvent(
+                    WORKER_FETCH,
+                    f"{WORKER_FETCH}::fetch",
+                    start_us,
+                    end_us - start_us,
+                    {"pid": pid, "worker_id": worker_id, **settings.args()},
+                    worker_id,
+                    f"worker {worker_id}",
+                )
             )

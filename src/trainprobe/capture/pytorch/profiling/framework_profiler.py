@@ -54,6 +54,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.profiling import dataloader_patch
@@ -65,7 +66,7 @@ from trainprobe.capture.pytorch.profiling.timeline import StepRecord
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.trace_file import ProfilePoint, check_trace_node_id
+from trainprobe.storage.trace_file import ProfilePoint, TimelineEvent, check_trace_node_id
 
 __all__ = ["FrameworkProfiler", "framework_plan"]
 
@@ -195,7 +196,7 @@ class FrameworkProfiler:
         if self.active and plan.python is not None:
             point = ProfilePoint("prestepzero", None, "start", _now_us())
             self._sessions.start_python(plan, point, plan.python_timer_at(-1))
-        atexit.register(_close_at_exit, weakref.ref(self))
+        close_at_exit(self, _close_now, "the framework profiler")
 
     @classmethod
     def from_environment(
@@ -269,7 +270,9 @@ class FrameworkProfiler:
         **args: Any,
     ) -> None:
         """Add an event of your own to the timeline (times in seconds since the epoch)."""
-        self._recorder.emit(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
+        self._recorder.emit(
+            TimelineEvent(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
+        )
 
     def _forward_pre_hook(self, name: str) -> Callable[..., None]:
         def forward_pre_hook(module: torch.nn.Module, inputs: Any) -> None:
@@ -454,13 +457,8 @@ class FrameworkProfiler:
         )
 
 
-def _close_at_exit(reference: weakref.ref[FrameworkProfiler]) -> None:
-    profiler = reference()
-    if profiler is not None:
-        try:
-            profiler._close(at_exit=True)
-        except Exception:
-            log.debug("trainprobe: closing the framework profiler at exit failed", exc_info=True)
+def _close_now(profiler: FrameworkProfiler) -> None:
+    profiler._close(at_exit=True)
 
 
 def _stop_after_close(reference: weakref.ref[FrameworkProfiler]) -> None:

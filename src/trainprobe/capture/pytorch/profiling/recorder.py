@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from trainprobe.capture.pytorch.profiling.dataloader import (
@@ -108,20 +108,11 @@ class TimelineRecorder:
                 max_file_size=settings.file_max_size, close_interval=settings.file_close_interval
             )
 
-    def emit(
-        self,
-        phase: str,
-        name: str,
-        start_us: float,
-        duration_us: float,
-        args: Mapping[str, Any] | None = None,
-        tid: int = 0,
-        thread_name: str | None = None,
-    ) -> None:
+    def emit(self, event: TimelineEvent) -> None:
         """Queue one event (times in microseconds since the epoch)."""
         trace = self._trace
         if self.recording and trace is not None:
-            trace.emit(TimelineEvent(phase, name, start_us, duration_us, args, tid, thread_name))
+            trace.emit(event)
 
     # ----- the step -----
 
@@ -141,7 +132,9 @@ class TimelineRecorder:
         ``dataloader``: data loader profiling covers it; ``dataloader_done``: no later step is.
         """
         if start_us - entry_us > 1000.0:
-            self.emit(PROFILER_PHASE, "write profiles", entry_us, start_us - entry_us)
+            self.emit(
+                TimelineEvent(PROFILER_PHASE, "write profiles", entry_us, start_us - entry_us)
+            )
         previous = self.timeline.current
         placed = self.timeline.step_started(
             step, mode, mode_step, model, start_us, entry_us, dataloader

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.trace_file import TimelineEvent
 
 __all__ = [
     "BACKWARD",
@@ -52,8 +53,8 @@ DATA_LOADING = "DataLoading"
 
 MAX_PENDING_WAITS = 1024
 
-Emit = Callable[..., None]
-"""``emit(phase, name, start_us, duration_us, args)``: hands one event to the trace writer."""
+Emit = Callable[[TimelineEvent], None]
+"""Hands one event to the trace writer."""
 
 
 @dataclass
@@ -132,13 +133,7 @@ class StepTimeline:
         self.current = current
         placed += [(wait, current) for wait in waits]
         for wait, record in placed:
-            self._emit(
-                DATA_LOADING,
-                f"{wait.name}::GetNext",
-                wait.start_us,
-                wait.end_us - wait.start_us,
-                record.args,
-            )
+            self._emit_wait(wait, record)
         return placed
 
     def forward_ended(self, end_us: float) -> None:
@@ -147,13 +142,15 @@ class StepTimeline:
         if current is None:
             return
         self._emit(
-            FORWARD, current.model, current.start_us, end_us - current.start_us, current.args
+            TimelineEvent(
+                FORWARD, current.model, current.start_us, end_us - current.start_us, current.args
+            )
         )
         current.last_activity_us = max(current.last_activity_us, end_us)
 
     def backward(self, record: StepRecord, start_us: float, end_us: float) -> None:
         """A backward pass through ``record``'s step ran from ``start_us`` to ``end_us``."""
-        self._emit(BACKWARD, record.model, start_us, end_us - start_us, record.args)
+        self._emit(TimelineEvent(BACKWARD, record.model, start_us, end_us - start_us, record.args))
         record.last_activity_us = max(record.last_activity_us, end_us)
 
     def optimizer_step(self, name: str, start_us: float, end_us: float) -> None:
@@ -161,7 +158,7 @@ class StepTimeline:
         current = self.current
         if current is None:
             return
-        self._emit(OPTIMIZER, name, start_us, end_us - start_us, current.args)
+        self._emit(TimelineEvent(OPTIMIZER, name, start_us, end_us - start_us, current.args))
         current.last_activity_us = max(current.last_activity_us, end_us)
 
     def batch_fetched(self, wait: Wait) -> None:
@@ -184,17 +181,19 @@ class StepTimeline:
         own = [wait for wait in waits if wait.start_us < previous.last_activity_us]
         self._emit_step(previous, previous.last_activity_us)
         for wait in own:
-            self._emit(
-                DATA_LOADING,
-                f"{wait.name}::GetNext",
-                wait.start_us,
-                wait.end_us - wait.start_us,
-                previous.args,
-            )
+            self._emit_wait(wait, previous)
         return [(wait, previous) for wait in own]
+
+    def _emit_wait(self, wait: Wait, record: StepRecord) -> None:
+        """The training's wait for a batch, drawn in ``record``'s step."""
+        duration_us = wait.end_us - wait.start_us
+        name = f"{wait.name}::GetNext"
+        self._emit(TimelineEvent(DATA_LOADING, name, wait.start_us, duration_us, record.args))
 
     def _emit_step(self, record: StepRecord, end_us: float) -> None:
         end_us = max(end_us, record.last_activity_us)
         record.end_us = end_us
         phase = record.mode.step_phase
-        self._emit(phase, phase, record.start_us, end_us - record.start_us, record.args)
+        self._emit(
+            TimelineEvent(phase, phase, record.start_us, end_us - record.start_us, record.args)
+        )

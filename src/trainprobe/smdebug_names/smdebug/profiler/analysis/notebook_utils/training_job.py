@@ -19,6 +19,7 @@ from trainprobe.analysis.profiling_data.metrics_readers import (
 from trainprobe.analysis.profiling_data.pandas_frame import PandasFrame
 from trainprobe.jobs import JobStore, describe_training_job
 from trainprobe.jobs.describe import find_job, layout_of
+from trainprobe.storage.job_layout import PROFILER_OUTPUT
 
 __all__ = ["TrainingJob"]
 
@@ -31,8 +32,8 @@ class TrainingJob:
     def __init__(self, training_job_name: str, region: str | None = None) -> None:
         self.name = training_job_name
         self.profiler_config: dict[str, Any] | None = None
-        if os.path.isdir(os.path.join(training_job_name, "profiler-output")):
-            self.profiler_s3_output_path = os.path.join(training_job_name, "profiler-output")
+        if os.path.isdir(os.path.join(training_job_name, PROFILER_OUTPUT)):
+            self.profiler_s3_output_path = os.path.join(training_job_name, PROFILER_OUTPUT)
             self.name = os.path.basename(os.path.abspath(training_job_name))
         else:
             description = self.describe_training_job()
