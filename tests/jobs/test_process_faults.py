@@ -188,6 +188,17 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
         lambda: f"every process of the job to end: {described_processes(alive(everything))}",
         timeout=GONE_WITHIN_SECONDS,
     )
+    final = statuses(described)
+    # Every rule's status is final and says why; a rule's kill is not overwritten by the stop.
+    assert all(item.get("StatusDetails") for item in final.values()), final
+    if kind in ("debugging rule", "profiler rules"):
+        assert final[rule_name]["RuleEvaluationStatus"] == "Error"
+        assert final[rule_name]["StatusDetails"] == details
+    if kind == "runner":
+        stopped = [item for item in final.values() if item["RuleEvaluationStatus"] == "Stopped"]
+        assert all(
+            item["StatusDetails"].startswith("the job runner is gone") for item in stopped
+        ), final
     if kind == "training":
         assert described["TrainingJobStatus"] == "Failed"
         assert described["FailureReason"].startswith(
@@ -201,7 +212,8 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
         assert described["FailureReason"] == "Stopped by a StopTrainingJob request"
     steps = saved_steps_read_back(directory / "debug-output")
     assert steps[: saved + 1] == list(range(saved + 1))
-    if kind == "runner":
+    if kind in ("training", "runner"):
+        # The writer was cut short: every step it completed reads in smdebug 1.0.34 too.
         read = run_reference(
             "smdebug",
             f"""
@@ -259,6 +271,7 @@ def test_a_hung_rule_and_a_memory_hungry_one_end_in_error_and_the_job_goes_on(
 ) -> None:
     monkeypatch.setenv("TRAINPROBE_RULE_PROGRESS_TIMEOUT_SECONDS", "4")
     monkeypatch.setenv("TRAINPROBE_RULE_MEMORY_LIMIT_MB", "1024")
+    monkeypatch.setenv("TRAINPROBE_RULE_CPUS", "1")
     source = tmp_path / "hangs.py"
     source.write_text(textwrap.dedent(HANGING_RULE))
     long_job(
@@ -271,6 +284,16 @@ def test_a_hung_rule_and_a_memory_hungry_one_end_in_error_and_the_job_goes_on(
             rule("LossNotDecreasing"),
         ],
     )
+
+    # Each rule runs at a lower CPU priority than its runner and the training, with its memory
+    # limit, on its share of the cores (the last one).
+    runner, training = job_processes(store, "hangs")[0], process_of(store, "hangs", "training")
+    rule_process = process_of(store, "hangs", "debugging rule")
+    assert rule_process.nice() == min(19, runner.nice() + 10) > training.nice()
+    assert rule_process.rlimit(psutil.RLIMIT_DATA) == (1024 * 1024 * 1024,) * 2
+    cores = sorted(runner.cpu_affinity())
+    assert rule_process.cpu_affinity() == cores[-1:]
+    assert sorted(training.cpu_affinity()) == cores
 
     def both_ended(description: dict[str, Any]) -> bool:
         found = statuses(description)
