@@ -9,6 +9,8 @@ Then the issue's cases one by one.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -111,8 +113,8 @@ class Fuzz:
             request = case.request()
             self.created.append(str(request["TrainingJobName"]))
             return None
-        if "is not valid" not in said:
-            return f"validate's refusal names no field: {said}"
+        if "is not valid" not in said or not all(fields):
+            return f"validate's refusal names no field: {said} {fields}"
         missing = [field for field in fields if field not in said]
         if missing:
             return f"create named {missing}, validate did not: {said}"
@@ -169,13 +171,23 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def refused(request: dict[str, Any], store: JobStore, sandbox: Path) -> list[ConfigError]:
-    """The problems creating ``request`` raises; it must leave no job and no file behind."""
-    before = _files(sandbox.parent, sandbox.parent / "home")
+    """The problems creating ``request`` raises; it must leave no job and no file behind, and
+    ``trainprobe validate`` must refuse the same request, naming each of those problems."""
+    home = sandbox.parent / "home"
+    before = _files(sandbox.parent, home)
     with pytest.raises((ConfigError, ConfigErrors)) as raised:
         create_training_job(request, store=store, cwd=str(sandbox))
     assert store.names() == []
-    assert _files(sandbox.parent, sandbox.parent / "home") == before
-    return _errors(raised.value)
+    assert _files(sandbox.parent, home) == before
+    problems = _errors(raised.value)
+    home.mkdir(exist_ok=True)
+    request_file = home / "refused.json"
+    request_file.write_text(json.dumps(request))
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert main(["validate", f"file://{request_file}"]) == 1
+    assert [str(problem) for problem in problems if str(problem) not in said.getvalue()] == []
+    return problems
 
 
 @pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "..", ".", "x\x00y", "a\\b", "é" * 126])
