@@ -33,6 +33,7 @@ from trainprobe.jobs import JobStore
 from trainprobe.jobs.api_server import JobApiServer
 
 _HEADER = "problem(s) in the configuration:"
+_REFUSALS = ("ValidationException", "SerializationException", "ResourceInUse")
 
 
 def _send(server: JobApiServer, operation: str, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -87,7 +88,16 @@ def _check_create(
         return False, f"validate {verdict}, the server answered {http_status} {answer}: {said}"
     if http_status == 200:
         return True, None
-    unnamed = [problem for problem in _problems(answer["message"]) if problem not in said]
+    problems = _problems(answer["message"])
+    # Each problem names its field: "<field>: <value> is not valid; <what is allowed>".
+    fieldless = [
+        problem
+        for problem in problems
+        if " is not valid" not in problem or ": " not in problem.split(" is not valid")[0]
+    ]
+    if fieldless or answer["__type"] not in _REFUSALS:
+        return False, f"the server's refusal names no field: {answer}"
+    unnamed = [problem for problem in problems if problem not in said]
     if unnamed:
         return False, f"the server said {unnamed[:2]}, validate did not: {said[-400:]}"
     return False, None

@@ -1,5 +1,5 @@
 """Faults in a job's processes: each kind killed at a seeded random moment, a rule that hangs, a
-rule that wants too much memory.
+rule that wants too much memory, a rule whose process exits.
 
 Whatever dies, the job's other processes end with it or go on as they should, nothing is left
 running, every status becomes final within a bounded time and says what happened, and every step
@@ -178,6 +178,17 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
         lambda: f"every process of the job to end: {described_processes(alive(everything))}",
         timeout=GONE_WITHIN_SECONDS,
     )
+    final = statuses(described)
+    # Every rule's status is final and says why; a rule's kill is not overwritten by the stop.
+    assert all(item.get("StatusDetails") for item in final.values()), final
+    if kind in ("debugging rule", "profiler rules"):
+        assert final[rule_name]["RuleEvaluationStatus"] == "Error"
+        assert final[rule_name]["StatusDetails"] == details
+    if kind == "runner":
+        stopped = [item for item in final.values() if item["RuleEvaluationStatus"] == "Stopped"]
+        assert all(
+            item["StatusDetails"].startswith("the job runner is gone") for item in stopped
+        ), final
     if kind == "training":
         assert described["TrainingJobStatus"] == "Failed"
         assert described["FailureReason"].startswith(
@@ -191,7 +202,8 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
         assert described["FailureReason"] == "Stopped by a StopTrainingJob request"
     steps = saved_steps_read_back(directory / "debug-output")
     assert steps[: saved + 1] == list(range(saved + 1))
-    if kind == "runner":
+    if kind in ("training", "runner"):
+        # The writer was cut short: every step it completed reads in smdebug 1.0.34 too.
         read = run_reference(
             "smdebug",
             f"""
@@ -210,19 +222,23 @@ def test_killing_a_process_of_a_job_leaves_nothing_behind_and_final_statuses(
 
 
 HANGING_RULE = """
+import os
 import time
 
 from trainprobe.rules import Rule
 
 
 class Hangs(Rule):
-    def __init__(self, base_trial, at_step="3", memory_mb="0"):
+    def __init__(self, base_trial, at_step="3", memory_mb="0", exit_status=""):
         super().__init__(base_trial, other_trials=None)
         self.at_step = int(at_step)
         self.memory_mb = int(memory_mb)
+        self.exit_status = exit_status
 
     def invoke_at_step(self, step):
         if step >= self.at_step:
+            if self.exit_status:
+                os._exit(int(self.exit_status))
             if self.memory_mb:
                 hoard = bytearray(self.memory_mb * 1024 * 1024)
                 return len(hoard) == 0
@@ -244,11 +260,12 @@ def custom_rule(name: str, source: Path, **parameters: str) -> dict[str, Any]:
     }
 
 
-def test_a_hung_rule_and_a_memory_hungry_one_end_in_error_and_the_job_goes_on(
+def test_a_hung_rule_a_memory_hungry_one_and_one_that_exits_end_in_error_and_the_job_goes_on(
     store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRAINPROBE_RULE_PROGRESS_TIMEOUT_SECONDS", "4")
     monkeypatch.setenv("TRAINPROBE_RULE_MEMORY_LIMIT_MB", "1024")
+    monkeypatch.setenv("TRAINPROBE_RULE_CPUS", "1")
     source = tmp_path / "hangs.py"
     source.write_text(textwrap.dedent(HANGING_RULE))
     long_job(
@@ -258,15 +275,27 @@ def test_a_hung_rule_and_a_memory_hungry_one_end_in_error_and_the_job_goes_on(
         DebugRuleConfigurations=[
             custom_rule("hung", source),
             custom_rule("hungry", source, memory_mb="3000"),
+            custom_rule("quits", source, exit_status="3"),
             rule("LossNotDecreasing"),
         ],
     )
 
-    def both_ended(description: dict[str, Any]) -> bool:
-        found = statuses(description)
-        return all(found[name]["RuleEvaluationStatus"] == "Error" for name in ("hung", "hungry"))
+    # Each rule runs at a lower CPU priority than its runner and the training, with its memory
+    # limit, on its share of the cores (the last one).
+    runner, training = job_processes(store, "hangs")[0], process_of(store, "hangs", "training")
+    rule_process = process_of(store, "hangs", "debugging rule")
+    assert rule_process.nice() == min(19, runner.nice() + 10) > training.nice()
+    assert rule_process.rlimit(psutil.RLIMIT_DATA) == (1024 * 1024 * 1024,) * 2
+    cores = sorted(runner.cpu_affinity())
+    assert rule_process.cpu_affinity() == cores[-1:]
+    assert sorted(training.cpu_affinity()) == cores
 
-    described = wait_for(store, "hangs", both_ended, "both rules to end in Error", timeout=90)
+    def three_ended(description: dict[str, Any]) -> bool:
+        found = statuses(description)
+        ended = ("hung", "hungry", "quits")
+        return all(found[name]["RuleEvaluationStatus"] == "Error" for name in ended)
+
+    described = wait_for(store, "hangs", three_ended, "the three rules to end in Error", timeout=90)
     found = statuses(described)
     assert described["TrainingJobStatus"] == "InProgress"
     assert found["LossNotDecreasing"]["RuleEvaluationStatus"] == "InProgress"
@@ -274,6 +303,7 @@ def test_a_hung_rule_and_a_memory_hungry_one_end_in_error_and_the_job_goes_on(
     assert found["hungry"]["StatusDetails"].startswith(
         "the rule process exceeded its memory limit of 1024 MB"
     )
+    assert found["quits"]["StatusDetails"] == "the rule process exited with status 3"
     stop_training_job({"TrainingJobName": "hangs"}, store=store)
     described = wait_for(store, "hangs")
     # The healthy rule concluded on the steps saved, or was stopped with the job.

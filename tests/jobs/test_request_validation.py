@@ -9,6 +9,8 @@ Then the issue's cases one by one.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -107,8 +109,8 @@ class Fuzz:
             request = case.request()
             self.created.append(str(request["TrainingJobName"]))
             return None
-        if "is not valid" not in said:
-            return f"validate's refusal names no field: {said}"
+        if "is not valid" not in said or not all(fields):
+            return f"validate's refusal names no field: {said} {fields}"
         missing = [field for field in fields if field not in said]
         if missing:
             return f"create named {missing}, validate did not: {said}"
@@ -165,13 +167,23 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def refused(request: dict[str, Any], store: JobStore, sandbox: Path) -> list[ConfigError]:
-    """The problems creating ``request`` raises; it must leave no job and no file behind."""
-    before = _files(sandbox.parent, sandbox.parent / "home")
+    """The problems creating ``request`` raises; it must leave no job and no file behind, and
+    ``trainprobe validate`` must refuse the same request, naming each of those problems."""
+    home = sandbox.parent / "home"
+    before = _files(sandbox.parent, home)
     with pytest.raises(ConfigError) as raised:
         create_training_job(request, store=store, cwd=str(sandbox))
     assert store.names() == []
-    assert _files(sandbox.parent, sandbox.parent / "home") == before
-    return raised.value.problems()
+    assert _files(sandbox.parent, home) == before
+    problems = raised.value.problems()
+    home.mkdir(exist_ok=True)
+    request_file = home / "refused.json"
+    request_file.write_text(json.dumps(request))
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert main(["validate", f"file://{request_file}"]) == 1
+    assert [str(problem) for problem in problems if str(problem) not in said.getvalue()] == []
+    return problems
 
 
 @pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "..", ".", "x\x00y", "a\\b", "é" * 126])
@@ -377,14 +389,23 @@ def validate(path: Path, *, cwd: Path) -> subprocess.CompletedProcess[str]:
     ids=["bom", "latin-1", "deep-array", "deep-member", "list", "empty-object", "empty"],
 )
 def test_validate_answers_every_file_without_a_traceback(
-    tmp_path: Path, content: bytes, status: int, says: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    status: int,
+    says: str,
 ) -> None:
+    # In this process (the command's own code, without an interpreter's start each time):
+    # anything it raised would fail the test; the subprocess test below runs it as a user does.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRAINPROBE_HOME", str(tmp_path / "home"))
     path = tmp_path / "job.json"
     path.write_bytes(content)
-    result = validate(path, cwd=tmp_path)
-    assert result.returncode == status, result.stdout + result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
-    assert says in result.stdout
+    assert main(["validate", f"file://{path}"]) == status
+    said = capsys.readouterr()
+    assert "Traceback" not in said.out + said.err
+    assert says in said.out
 
 
 def test_validate_says_so_when_the_file_cannot_be_read(tmp_path: Path) -> None:

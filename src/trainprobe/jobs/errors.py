@@ -2,7 +2,7 @@
 
 They are ConfigErrors (so ValueErrors): each names the field, the value and what is allowed. An
 HTTP front end maps ``error_code`` to SageMaker's error name (``ValidationException``,
-``ResourceInUse``, ``ResourceLimitExceeded``).
+``ResourceInUse``, ``InternalFailure``).
 """
 
 from __future__ import annotations

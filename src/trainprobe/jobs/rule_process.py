@@ -39,7 +39,7 @@ from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, watch_runner
+from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, process_exists, watch_runner
 from trainprobe.jobs.signal_relay import relay_signals
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
@@ -56,6 +56,9 @@ _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory")
 
 StopWatch = Callable[[Callable[[], None]], None]
 """Arranges for the function it is given (it stops the rules) to be called when they must stop."""
+
+_RUNNER_GONE = "the job runner is gone"
+"""Why a rule stopped when its runner ended before it (killed, crashed)."""
 
 _NO_DATA_TIMEOUT = 10.0**9
 """The runner marks the training's end (even a crash's), so a rule waits for data that long."""
@@ -127,13 +130,20 @@ def follow_for_runner(
     they had data when the hook stopped saving. Their verdicts."""
 
     def stop_without_runner() -> None:
-        runner.stop()
-        end_within(before=lambda: runner.finish_unfinished("the job runner is gone"))
+        runner.stop(_RUNNER_GONE)
+        end_within(before=lambda: runner.finish_unfinished(_RUNNER_GONE))
+
+    def stop_on_sigterm(signum: int) -> None:
+        # The kernel sends SIGTERM when the runner dies (the parent-death signal): say so.
+        if runner_pid is not None and not process_exists(runner_pid):
+            stop_without_runner()
+        else:
+            runner.stop()
 
     if watch is not None:
         watch(runner.stop)
     else:
-        relay_signals([signal.SIGTERM], lambda signum: runner.stop())
+        relay_signals([signal.SIGTERM], stop_on_sigterm)
     limit = _memory_limit_mb()
     for evaluator in runner.evaluators:
         if limit is not None:

@@ -42,10 +42,13 @@ class RuleFollowing(Generic[Run]):
     def __init__(self, evaluators: list[Run]) -> None:
         self.evaluators = evaluators
         self._stop = threading.Event()
+        self._why = "stopped on request"
         self.on_progress: Callable[[], None] | None = None
 
-    def stop(self) -> None:
-        """Stop every rule (callable from another thread): Stopping now, Stopped soon after."""
+    def stop(self, why: str = "stopped on request") -> None:
+        """Stop every rule (callable from another thread): Stopping now, Stopped soon after,
+        saying ``why``."""
+        self._why = why
         self._stop.set()
         for evaluator in self._active():
             evaluator.stop()
@@ -90,7 +93,7 @@ class RuleFollowing(Generic[Run]):
         if not self._stop.is_set():
             return False
         for evaluator in self._active():
-            evaluator.finish_stopped("stopped on request")
+            evaluator.finish_stopped(self._why)
         return True
 
 
