@@ -66,9 +66,11 @@ def _configuration(lookup: Lookup) -> tuple[str, str] | None:
         pattern = lookup.text if lookup.kind == "pattern" else re.escape(lookup.text)
     else:
         return None
+    # A raw string where the pattern escapes something, so the line can be pasted as it is.
+    quoted = f'r"{pattern}"' if "\\" in pattern else f'"{pattern}"'
     return (
-        f'CollectionConfig(name="custom", parameters={{"include_regex": "{pattern}"}})',
-        f'Hook(..., include_regex=["{pattern}"])',
+        f'CollectionConfig(name="custom", parameters={{"include_regex": {quoted}}})',
+        f"Hook(..., include_regex=[{quoted}])",
     )
 
 
