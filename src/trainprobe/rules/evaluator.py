@@ -159,7 +159,8 @@ class RuleEvaluator(RuleRun):
 
     def finish_stopped(self, why: str) -> None:
         """End the run as Stopped, saying how far it got."""
-        text = f"{why} after {self.verdict.steps_evaluated} evaluated step(s)"
+        self._count_coverage()
+        text = f"{why}: {self._counts()}"
         if self.verdict.issues:
             text += f"; issues found at step {self.verdict.issues[0].step}"
         self.finish(STOPPED, text)
