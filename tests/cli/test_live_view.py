@@ -358,6 +358,11 @@ def test_a_run_on_a_terminal_shows_the_live_panel_then_verdicts_and_outputs(
     assert any("steps/s" in words for words in panel_rows(lines, "step"))
     assert statuses_of(lines, "ExplodingTensor") == ["InProgress", "NoIssuesFound"]
     assert statuses_of(lines, "LossNotDecreasing") == ["InProgress", "NoIssuesFound"]
+    # Beside its status, what the rule checked.
+    drawn = [" ".join(line.strip("│ ").split()) for line in lines if line.startswith("│")]
+    assert any(
+        "ExplodingTensor NoIssuesFound 30 steps evaluated, 0 skipped, " in row for row in drawn
+    )
     assert any(
         re.fullmatch(r"system CPU \d+% memory \d+%", words) for words in panel_rows(lines, "system")
     )
