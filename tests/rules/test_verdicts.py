@@ -129,7 +129,14 @@ def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -
 
 
 def test_saturated_tanh_in_a_sequential_is_told_from_a_sigmoid(tmp_path: Path) -> None:
-    run = Run(steps=3, lr=0.0, include_regex=["_input_0"])
+    # Nothing of the tanh saved: the Error names the pattern that saves this model's tanh.
+    unsaved = train(tmp_path / "unsaved", sequential(nn.Tanh()), DATA, Run(steps=2))
+    verdict = builtin(unsaved, "SaturatedActivation")
+    assert verdict.status == "Error"
+    assert "inputs of torch.nn.Sigmoid, torch.nn.Tanh modules" in verdict.details
+    assert 'pass Hook(..., include_regex=["^1_input_"])' in verdict.details
+    # Saved as that Error says:
+    run = Run(steps=3, lr=0.0, include_regex=["^1_input_"])
     saturated = train(tmp_path / "saturated", sequential(nn.Tanh(), scale=10000.0), DATA, run)
     verdict = builtin(saturated, "SaturatedActivation")
     assert verdict.status == "IssuesFound", verdict.details
