@@ -16,21 +16,31 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
+import time
 from io import StringIO
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from trainprobe.cli.job_follower import JobProgress
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
 from trainprobe.jobs.progress import saved_loss
+from trainprobe.rules import Rule
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
 from trainprobe.storage import locations
 from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.rule_output import read_status
+from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
 from trainprobe.storage.system_metrics import minute_file
 
 TRAINING = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"
 # Colours, then cursor moves and erasures: what the terminal acts on rather than shows.
+STATUSES = ("InProgress", "IssuesFound", "NoIssuesFound", "Error", "Stopping", "Stopped")
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 CURSOR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
@@ -180,6 +190,71 @@ def test_files_that_cannot_be_read_leave_their_fields_blank(tmp_path: Path) -> N
     assert row(rendered(snapshot), "loss") == "loss"
 
 
+class LooksForAttention(Rule):
+    """A custom rule whose tensor the job never saves: it can judge no step."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        return bool(self.base_trial.tensor("attention_output_0").value(step).max() > 1)
+
+
+def write_steps(out: Path, steps: range) -> None:
+    write_collections_file(str(out), "worker_0", {}, num_workers=1)
+    for step in steps:
+        with StepWriter(str(out), step, "worker_0") as writer:
+            writer.add("loss_output_0", np.float32(1.0), mode=ModeKeys.TRAIN, mode_step=step)
+
+
+def test_a_debugging_rules_row_counts_what_it_checked_while_the_job_runs(tmp_path: Path) -> None:
+    layout = JobLayout.for_job("counted", str(tmp_path))
+    write_steps(Path(layout.debug_output), range(3))
+    runner = RuleRunner(
+        RuleDefinition.for_class(LooksForAttention),
+        layout.debug_output,
+        output_dir=layout.rule_output,
+        poll_interval=0.02,
+    )
+    follower = threading.Thread(target=runner.run)
+    follower.start()
+    directory = layout.rule_output_dir("LooksForAttention")
+    deadline = time.monotonic() + 30
+    while (status := read_status(directory)) is None or not status.steps_skipped:
+        assert time.monotonic() < deadline, "the rule wrote no count"
+        time.sleep(0.02)
+    progress = JobProgress(layout)
+
+    def described(rule_status: str) -> dict[str, object]:
+        """DescribeTrainingJob's answer, the rule's status as ``rule_status``."""
+        written = read_status(directory)
+        assert written is not None
+        return {
+            "TrainingJobName": "counted",
+            "TrainingJobStatus": "InProgress",
+            "SecondaryStatus": "Training",
+            "DebugRuleEvaluationStatuses": [
+                {
+                    "RuleConfigurationName": "LooksForAttention",
+                    "RuleEvaluationStatus": rule_status,
+                    "StatusDetails": written.status_details,
+                }
+            ],
+        }
+
+    # While the training runs: the steps it skipped and the lookup that found nothing.
+    shown = row(rendered(progress.snapshot(described("InProgress")), width=200), "rules")
+    assert shown.startswith("rules LooksForAttention InProgress 0 steps evaluated, ")
+    assert shown.endswith(" skipped, 0 tensors checked, 1 lookup matched nothing")
+    write_training_end(layout.debug_output)
+    follower.join(timeout=30)
+    final = read_status(directory)
+    assert final is not None and final.rule_evaluation_status == "Error"
+    lines = rendered(progress.snapshot(described("Error")), width=200)
+    assert row(lines, "rules") == (
+        "rules LooksForAttention Error 0 steps evaluated, 3 skipped, 0 tensors checked, "
+        "1 lookup matched nothing"
+    )
+    assert "LooksForAttention checked no tensor" in row(lines, "LooksForAttention")
+
+
 # ----- a real run under a pseudo-terminal ---------------------------------------------------
 
 
@@ -232,13 +307,14 @@ def panel_rows(lines: list[str], label: str) -> list[str]:
 
 
 def statuses_of(lines: list[str], rule: str) -> list[str]:
-    """The statuses a rule's panel row showed, in order, each change once."""
+    """The statuses a rule's panel row showed, in order, each change once (its counts and the
+    line of its details under the rows left out)."""
     shown: list[str] = []
     for line in lines:
         words = line.strip("│ ").split()
         if words[:1] == ["rules"]:
             words = words[1:]
-        if line.startswith("│") and len(words) == 2 and words[0] == rule:
+        if line.startswith("│") and len(words) >= 2 and words[0] == rule and words[1] in STATUSES:
             status = words[1]
             if not shown or shown[-1] != status:
                 shown.append(status)
@@ -282,6 +358,11 @@ def test_a_run_on_a_terminal_shows_the_live_panel_then_verdicts_and_outputs(
     assert any("steps/s" in words for words in panel_rows(lines, "step"))
     assert statuses_of(lines, "ExplodingTensor") == ["InProgress", "NoIssuesFound"]
     assert statuses_of(lines, "LossNotDecreasing") == ["InProgress", "NoIssuesFound"]
+    # Beside its status, what the rule checked.
+    drawn = [" ".join(line.strip("│ ").split()) for line in lines if line.startswith("│")]
+    assert any(
+        "ExplodingTensor NoIssuesFound 30 steps evaluated, 0 skipped, " in row for row in drawn
+    )
     assert any(
         re.fullmatch(r"system CPU \d+% memory \d+%", words) for words in panel_rows(lines, "system")
     )

@@ -35,6 +35,15 @@ class GradientAbove(Rule):
                         step=step, value=value, threshold=self.limit)
             return True
         return False
+
+
+class GradientOf(Rule):
+    def __init__(self, base_trial, tensor="gradients/fc.weight_grad"):
+        super().__init__(base_trial, other_trials=None)
+        self.tensor = tensor
+
+    def invoke_at_step(self, step):
+        return float(self.base_trial.tensor(self.tensor).value(step).max()) > 1.0
 """
 
 
@@ -110,6 +119,20 @@ def test_custom_rule_from_a_source_file(tmp_path: Path) -> None:
         "rules", "run", "GradientAbove", "--source", str(source), "--param", "limit=3", str(out)
     )
     assert fine.returncode == 0, fine.stdout + fine.stderr
+    # A tensor the job never saved: the rule checked nothing, which is an Error, not a pass.
+    never = trainprobe(
+        "rules", "run", "GradientOf", "--source", str(source),
+        "--param", "tensor=gradients/fc.bias_grad", str(out),
+    )  # fmt: skip
+    assert never.returncode == 2, never.stdout + never.stderr
+    assert "GradientOf: Error" in never.stdout
+    assert "GradientOf checked no tensor: it looked for tensor 'gradients/fc.bias_grad'" in (
+        never.stdout
+    )
+    assert f"its tensors include {GRADIENT}" in never.stdout
+    assert 'include_regex=[r"gradients/fc\\.bias_grad"]' in never.stdout
+    assert "Steps evaluated: 0, skipped: 3; tensors checked: 0" in never.stdout
+    assert "Matched nothing: tensor 'gradients/fc.bias_grad'" in never.stdout
 
 
 def test_an_error_in_the_users_file_exits_two_with_file_and_line(tmp_path: Path) -> None:

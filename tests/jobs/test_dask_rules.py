@@ -331,5 +331,7 @@ def test_a_rule_task_told_to_stop_ends_stopped(tmp_path: Path, cluster: Any, cli
     assert not rules.running()
     final = read_status(str(status.parent))
     assert final is not None and final.rule_evaluation_status == "Stopped"
-    assert final.status_details == "stopped on request after 0 evaluated step(s)"
+    assert final.status_details == (
+        "stopped on request: 0 step(s) evaluated, 0 tensor(s) checked, 0 step(s) skipped"
+    )
     assert not any(keys for keys in client.processing().values())

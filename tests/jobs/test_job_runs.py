@@ -71,6 +71,10 @@ def test_a_healthy_training_completes_with_no_issues_found(store: JobStore, tmp_
         "ExplodingTensor": "NoIssuesFound",
         "AllZero": "NoIssuesFound",
     }
+    # Each StatusDetails says what the rule checked: the steps evaluated and skipped.
+    for status in described["DebugRuleEvaluationStatuses"]:
+        assert "found no issue: 12 step(s) evaluated, " in status["StatusDetails"]
+        assert ", 0 step(s) skipped" in status["StatusDetails"]
     assert described["ProfilingStatus"] == "Enabled"
     assert (
         described["CreationTime"]

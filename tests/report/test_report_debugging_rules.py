@@ -64,5 +64,6 @@ def test_the_report_shows_each_debugging_rule_and_where_the_nan_started(tmp_path
     )
     assert rows["DeadRelu"]["Status"] == "Error"
     assert rows["DeadRelu"]["StepsSkipped"] == 2 and rows["DeadRelu"]["TensorsChecked"] == 0
+    assert "names matching '.*relu_output'" in rows["DeadRelu"]["Unmatched"]
     page = Path(report.html).read_text()
     assert "first NaN in the output of `1`" in page and "tensors checked" in page

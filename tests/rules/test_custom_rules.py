@@ -171,6 +171,7 @@ def test_an_exception_in_invoke_at_step_names_the_line_in_the_users_file(tmp_pat
     verdict = run_rule(RuleDefinition.for_custom(str(source), "Divides"), str(tmp_path / "out"))
     assert verdict.status == "Error"
     assert "ZeroDivisionError" in verdict.details and "step 0" in verdict.details
+    assert verdict.details.endswith("(0 step(s) evaluated, 0 tensor(s) checked, 0 step(s) skipped)")
     assert f"{source}, line {line_of(source, '1 / step')}, in invoke_at_step" in verdict.details
 
 

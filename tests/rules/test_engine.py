@@ -474,6 +474,9 @@ def test_stop_gives_stopping_then_stopped(tmp_path: Path) -> None:
     status = read_status(str(output / "SmallGradient"))
     assert status is not None and status.rule_evaluation_status == "Stopped"
     assert status.finished
+    assert status.status_details == (
+        "stopped on request: 2 step(s) evaluated, 1 tensor(s) checked, 0 step(s) skipped"
+    )
 
 
 def test_a_half_written_line_is_never_read(tmp_path: Path) -> None:

@@ -129,7 +129,14 @@ def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -
 
 
 def test_saturated_tanh_in_a_sequential_is_told_from_a_sigmoid(tmp_path: Path) -> None:
-    run = Run(steps=3, lr=0.0, include_regex=["_input_0"])
+    # Nothing of the tanh saved: the Error names the pattern that saves this model's tanh.
+    unsaved = train(tmp_path / "unsaved", sequential(nn.Tanh()), DATA, Run(steps=2))
+    verdict = builtin(unsaved, "SaturatedActivation")
+    assert verdict.status == "Error"
+    assert "inputs of torch.nn.Sigmoid, torch.nn.Tanh modules" in verdict.details
+    assert 'pass Hook(..., include_regex=["^1_input_"])' in verdict.details
+    # Saved as that Error says:
+    run = Run(steps=3, lr=0.0, include_regex=["^1_input_"])
     saturated = train(tmp_path / "saturated", sequential(nn.Tanh(), scale=10000.0), DATA, run)
     verdict = builtin(saturated, "SaturatedActivation")
     assert verdict.status == "IssuesFound", verdict.details
@@ -245,3 +252,36 @@ def test_the_relus_of_torchvision_style_blocks_are_checked(tmp_path: Path) -> No
     verdict = builtin(healthy, "DeadRelu")
     assert verdict.status == "NoIssuesFound", verdict.details
     assert verdict.tensors_checked == 2
+
+
+def deep_sequential(std: float | None) -> nn.Module:
+    """Three Linear + ReLU layers in an nn.Sequential; weights drawn with ``std`` (Kaiming's
+    when None), biases zero."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU()
+    )
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            if std is None:
+                nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            else:
+                nn.init.normal_(layer.weight, std=std)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
+def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_path: Path) -> None:
+    # Only the rule's own collection is saved: no gradients, no loss, so the activations decide.
+    run = Run(steps=2, lr=0.0, collections=("relu_input",))
+    tiny = train(tmp_path / "tiny", deep_sequential(std=1e-3), DATA, run)
+    assert tiny.tensor_names(collection="relu_input") == ["1_input_0", "3_input_0", "5_input_0"]
+    verdict = builtin(tiny, "PoorWeightInitialization")
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.first_issue is not None
+    assert "activation input variances differ" in verdict.first_issue.evidence[0].message
+    healthy = train(tmp_path / "healthy", deep_sequential(std=None), DATA, run)
+    verdict = builtin(healthy, "PoorWeightInitialization")
+    assert verdict.status == "NoIssuesFound", verdict.details
+    # The three ReLU inputs, and the loss the hook saves by default.
+    assert verdict.tensors_checked == 3 + len(healthy.tensor_names(collection="losses")) == 4

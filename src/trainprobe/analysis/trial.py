@@ -455,6 +455,13 @@ class Trial:
         found = self._module_types.get(name, self.loaded_all_steps)
         return None if found is None else found.nn
 
+    def modules_of_types(self, types: Iterable[str]) -> list[str]:
+        """The names of the registered modules whose ``torch.nn`` class (``module_nn_type``) is
+        one of ``types``, sorted; none for output written by smdebug."""
+        wanted = set(types)
+        modules = self._module_types.all()
+        return sorted(name for name, found in modules.items() if found.nn in wanted)
+
     def nonfinite_origin(self) -> NonFiniteOrigin | None:
         """Where the training's first NaN or infinity started (step, module, whether its inputs
         were finite, when the loss followed), as the PyTorch hook's non-finite guard recorded

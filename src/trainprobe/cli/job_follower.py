@@ -27,6 +27,7 @@ from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.system_metrics import SystemMetricsReader
 
 __all__ = [
@@ -134,6 +135,10 @@ class JobProgress:
         if saved is not None:
             self._read_loss(now, saved, final)
         usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
+        debugging = {
+            rule["RuleConfigurationName"]
+            for rule in description.get("DebugRuleEvaluationStatuses", [])
+        }
         return JobSnapshot(
             name=description["TrainingJobName"],
             status=description["TrainingJobStatus"],
@@ -147,16 +152,30 @@ class JobProgress:
             memory_percent=None if usage is None else usage.memory_percent,
             gpu_percent=None if usage is None else usage.gpu_percent,
             rules=tuple(
-                RuleStatus(
-                    rule["RuleConfigurationName"],
-                    rule["RuleEvaluationStatus"],
-                    rule["StatusDetails"]
-                    if rule["RuleEvaluationStatus"] in (ISSUES_FOUND, ERROR, NO_ISSUES_FOUND)
-                    else "",
-                )
+                self._rule(rule, counted=rule["RuleConfigurationName"] in debugging)
                 for rule in rule_statuses(description)
             ),
             saving=saving_stopped(description),
+        )
+
+    def _rule(self, rule: dict[str, Any], counted: bool) -> RuleStatus:
+        """A rule's row; a debugging rule's counts come from its own ``status.json``."""
+        name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+        details = rule["StatusDetails"] if value in (ISSUES_FOUND, ERROR, NO_ISSUES_FOUND) else ""
+        if not counted:
+            return RuleStatus(name, value, details)
+        directory = self.layout.rule_output_dir(name)
+        written = _or_blank(lambda: read_status(directory), f"the status of rule {name}")
+        if written is None:
+            return RuleStatus(name, value, details)
+        return RuleStatus(
+            name,
+            value,
+            details,
+            evaluated=written.steps_evaluated,
+            skipped=written.steps_skipped,
+            checked=written.tensors_checked,
+            unmatched=len(written.unmatched),
         )
 
     def _steps_per_second(self, now: float, step: int | None) -> float | None:

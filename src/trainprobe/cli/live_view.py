@@ -3,7 +3,9 @@
 Rendering only. ``trainprobe run`` gathers a ``JobSnapshot`` from the job's files at each poll
 and hands it to ``LiveView.show``; ``render_snapshot`` draws one snapshot (the job's status,
 the latest saved step and steps per second, the latest saved loss, the host's utilisation,
-where and why the hook stopped saving if it did, and each rule's status). A field the snapshot
+where and why the hook stopped saving if it did, and each rule's status with, for a debugging
+rule, the steps it evaluated and skipped, the tensors it checked and the lookups that matched
+nothing, so that a rule checking nothing shows while the job runs). A field the snapshot
 leaves as None is drawn blank. The training's output and trainprobe's own messages go through
 the live console, so they scroll above the panel instead of being overwritten by it. When the
 job is over, ``LiveView.finish`` leaves the last panel on screen and prints the end summary
@@ -41,11 +43,16 @@ _LABEL_WIDTH = 6
 
 @dataclass(frozen=True)
 class RuleStatus:
-    """One rule's evaluation status as DescribeTrainingJob reports it."""
+    """One rule's evaluation status as DescribeTrainingJob reports it; a debugging rule's
+    counts as its output says (``evaluated`` None where there are none)."""
 
     name: str
     status: str
     details: str = ""
+    evaluated: int | None = None
+    skipped: int = 0
+    checked: int = 0
+    unmatched: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,23 @@ def _system(snapshot: JobSnapshot) -> str:
     return "  ".join(parts)
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _counts(rule: RuleStatus) -> str:
+    """``3 steps evaluated, 2 skipped, 0 tensors checked, 1 lookup matched nothing``."""
+    if rule.evaluated is None:
+        return ""
+    text = (
+        f"{_plural(rule.evaluated, 'step')} evaluated, {rule.skipped} skipped, "
+        f"{_plural(rule.checked, 'tensor')} checked"
+    )
+    if rule.unmatched:
+        text += f", {_plural(rule.unmatched, 'lookup')} matched nothing"
+    return text
+
+
 def _issue(rule: RuleStatus) -> str:
     """The first line of the rule's details, naming the rule unless they already do."""
     first = rule.details.strip().splitlines()[0]
@@ -124,8 +148,11 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
         rules.add_column(style="bold", min_width=_LABEL_WIDTH, no_wrap=True)
         rules.add_column(no_wrap=True)
         rules.add_column(no_wrap=True)
+        rules.add_column(style="dim")  # wraps first when the terminal is narrow
         for number, rule in enumerate(snapshot.rules):
-            rules.add_row("rules" if number == 0 else "", rule.name, _status(rule.status))
+            rules.add_row(
+                "rules" if number == 0 else "", rule.name, _status(rule.status), _counts(rule)
+            )
         parts += [Text(""), rules]
         # An issue's first line, under the rules and cut to the panel's width.
         indent = " " * (_LABEL_WIDTH + 2)

@@ -11,6 +11,7 @@ saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
@@ -52,14 +53,16 @@ def record_unfinished_rules(layout: JobLayout, names: Iterable[str], reason: str
             previous = None
         if previous is not None and previous.finished:
             continue
-        status = RuleStatus(
-            name,
-            ERROR,
-            reason,
-            time.time(),
-            finished=True,
-            steps_evaluated=previous.steps_evaluated if previous is not None else 0,
-        )
+        status = RuleStatus(name, ERROR, reason, time.time(), finished=True)
+        if previous is not None:
+            # What the rule had checked when its evaluator ended stays counted.
+            status = dataclasses.replace(
+                previous,
+                rule_evaluation_status=ERROR,
+                status_details=reason,
+                last_modified_time=status.last_modified_time,
+                finished=True,
+            )
         try:
             writer = RuleOutputWriter(directory)
             writer.write_status(status)

@@ -2,8 +2,9 @@
 
 Each debugging rule (built-in or custom) writes ``<job>/rule-output/<name>/status.json``; its
 details count the steps it evaluated and skipped, the tensors it checked and the patterns that
-matched nothing. When the PyTorch hook's non-finite guard recorded where the training's first
-NaN started, the section says so in one line ("step 7: first NaN in the output of `body.2` ...").
+matched nothing, and each row keeps those counts and lookups as fields too. When the PyTorch
+hook's non-finite guard recorded where the training's first NaN started, the section says so in
+one line ("step 7: first NaN in the output of `body.2` ...").
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[s
                 "StepsEvaluated": status.steps_evaluated,
                 "StepsSkipped": status.steps_skipped,
                 "TensorsChecked": status.tensors_checked,
+                "Unmatched": list(status.unmatched),
             }
         )
     origin = read_nonfinite_origin(debug_output) if files.is_dir(debug_output) else None

@@ -159,7 +159,8 @@ class RuleEvaluator(RuleRun):
 
     def finish_stopped(self, why: str) -> None:
         """End the run as Stopped, saying how far it got."""
-        text = f"{why} after {self.verdict.steps_evaluated} evaluated step(s)"
+        self._count_coverage()
+        text = f"{why}: {self._counts()}"
         if self.verdict.issues:
             text += f"; issues found at step {self.verdict.issues[0].step}"
         self.finish(STOPPED, text)
@@ -199,7 +200,7 @@ class RuleEvaluator(RuleRun):
         except Exception as error:
             take_evidence(rule)
             detail = describe_failure(error, prefer_file=self.definition.user_file)
-            self.finish(ERROR, f"{self.definition.rule_to_invoke} failed: {detail}")
+            self._fail(f"{self.definition.rule_to_invoke} failed: {detail}")
             return
         if not stalled:
             return
@@ -286,12 +287,12 @@ class RuleEvaluator(RuleRun):
             self._last_unjudged = reason
         except ConfigError as error:
             take_evidence(rule)
-            self.finish(ERROR, self._config_error_details(error, step))
+            self._fail(self._config_error_details(error, step))
             return None
         except Exception as error:
             take_evidence(rule)
             detail = describe_failure(error, prefer_file=self.definition.user_file)
-            self.finish(ERROR, f"{self.definition.rule_to_invoke} failed at step {step}: {detail}")
+            self._fail(f"{self.definition.rule_to_invoke} failed at step {step}: {detail}")
             return None
         evaluation = Evaluation(
             step=step,
@@ -304,6 +305,11 @@ class RuleEvaluator(RuleRun):
             time=started_at,
         )
         return evaluation, end_of_rule
+
+    def _fail(self, text: str) -> None:
+        """End in Error with ``text`` and the counts so far."""
+        self._count_coverage()
+        self.finish(ERROR, f"{text} ({self._counts()})")
 
     def _first_issue(self, evaluation: Evaluation) -> None:
         self._set_status(ISSUES_FOUND, self._issue_details())

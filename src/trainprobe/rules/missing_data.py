@@ -3,7 +3,8 @@
 When a rule ends without having judged a single tensor, its Error says three things: what it
 looked for, what the job did save (its collections and a few tensor names), and the
 configuration that would save what it needs (a ``CollectionConfig`` line for the SDK, a hook
-argument for a script). Activation rules add which activations the hook can see: modules, and
+argument for a script; for activations found by module type, a pattern naming the job's own
+modules of that type). Activation rules add which activations the hook can see: modules, and
 on save steps the relu, tanh and sigmoid functions, but no other function.
 """
 
@@ -52,7 +53,24 @@ def saved_summary(trial: Trial) -> str:
     return f"The job saved the collections {listed}; its tensors include {shown}{more}."
 
 
-def _configuration(lookup: Lookup) -> tuple[str, str] | None:
+_TORCH_NN = re.compile(r"torch\.nn\.\w+")
+
+
+def _module_pattern(lookup: Lookup, trial: Trial | None) -> str | None:
+    """For a lookup of module tensors (``inputs of torch.nn.Tanh modules``): a pattern naming
+    the job's own modules of those types (``^1_input_`` for the second module of an
+    nn.Sequential); None when it has none."""
+    if trial is None:
+        return None
+    names = trial.modules_of_types(_TORCH_NN.findall(lookup.text))
+    if not names:
+        return None
+    side = "input" if lookup.text.startswith("input") else "output"
+    alternatives = "|".join(re.escape(name) for name in names)
+    return f"^({alternatives})_{side}_" if len(names) > 1 else f"^{alternatives}_{side}_"
+
+
+def _configuration(lookup: Lookup, trial: Trial | None) -> tuple[str, str] | None:
     """(CollectionConfig line, hook argument) that saves what ``lookup`` asked for."""
     if lookup.kind == "collection":
         return (
@@ -60,15 +78,18 @@ def _configuration(lookup: Lookup) -> tuple[str, str] | None:
             f'Hook(..., include_collections=["{lookup.text}"])',
         )
     if lookup.kind == "module":
-        side = "input" if lookup.text.startswith("input") else "output"
-        pattern = f"_{side}_"
+        pattern = _module_pattern(lookup, trial)
     elif lookup.kind in ("pattern", "tensor"):
         pattern = lookup.text if lookup.kind == "pattern" else re.escape(lookup.text)
     else:
+        pattern = None
+    if pattern is None:
         return None
+    # A raw string where the pattern escapes something, so the line can be pasted as it is.
+    quoted = f'r"{pattern}"' if "\\" in pattern else f'"{pattern}"'
     return (
-        f'CollectionConfig(name="custom", parameters={{"include_regex": "{pattern}"}})',
-        f'Hook(..., include_regex=["{pattern}"])',
+        f'CollectionConfig(name="custom", parameters={{"include_regex": {quoted}}})',
+        f"Hook(..., include_regex=[{quoted}])",
     )
 
 
@@ -96,8 +117,13 @@ def nothing_checked(
     text += "."
     if trial is not None:
         text += " " + saved_summary(trial)
-    wanted = [Lookup("collection", name) for name in collections] + list(looked_for)
-    configurations = [found for found in map(_configuration, wanted) if found is not None]
+    # The rule's own collections first, then the job's modules of the types it wants (an
+    # nn.Sequential's tanh is "1", which no name pattern finds), then what it looked for.
+    wanted = [Lookup("collection", name) for name in collections]
+    wanted += sorted(looked_for, key=lambda lookup: lookup.kind != "module")
+    configurations = [
+        found for found in (_configuration(lookup, trial) for lookup in wanted) if found
+    ]
     if configurations:
         sdk, hook = configurations[0]
         text += f" To save it, add {sdk} to the estimator's collection_configs, or pass {hook}"

@@ -76,6 +76,7 @@ class RuleRun:
                         steps_evaluated=self.verdict.steps_evaluated,
                         steps_skipped=self.verdict.steps_skipped,
                         tensors_checked=self.verdict.tensors_checked,
+                        unmatched=tuple(self.verdict.unmatched),
                     )
                 )
         if finished:

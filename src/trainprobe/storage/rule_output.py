@@ -8,7 +8,8 @@
 
 ``status.json`` holds SageMaker's ``DebugRuleEvaluationStatuses`` fields (RuleConfigurationName,
 RuleEvaluationStatus, StatusDetails, LastModifiedTime in seconds since the epoch) plus
-trainprobe's own (Finished, StepsEvaluated). It is replaced atomically, so a reader sees the old
+trainprobe's own (Finished, StepsEvaluated, StepsSkipped, TensorsChecked, and Unmatched: the
+lookups of a debugging rule that found nothing). It is replaced atomically, so a reader sees the old
 status or the new one, never half of one. Lines are appended whole, one ``write`` each, and the
 readers here ignore a last line without its newline: a reader following the file while it grows
 never sees half a line.
@@ -47,6 +48,7 @@ class RuleStatus:
     steps_evaluated: int = 0
     steps_skipped: int = 0
     tensors_checked: int = 0
+    unmatched: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The status as SageMaker names its fields, plus trainprobe's."""
@@ -59,6 +61,7 @@ class RuleStatus:
             "StepsEvaluated": self.steps_evaluated,
             "StepsSkipped": self.steps_skipped,
             "TensorsChecked": self.tensors_checked,
+            "Unmatched": list(self.unmatched),
         }
 
     @classmethod
@@ -73,6 +76,7 @@ class RuleStatus:
             steps_evaluated=int(data.get("StepsEvaluated", 0)),
             steps_skipped=int(data.get("StepsSkipped", 0)),
             tensors_checked=int(data.get("TensorsChecked", 0)),
+            unmatched=tuple(str(item) for item in data.get("Unmatched") or ()),
         )
 
 

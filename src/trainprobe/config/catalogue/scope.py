@@ -1,4 +1,4 @@
-"""What each built-in debugging rule catches, and what it does not, in a user's words.
+"""What each built-in rule catches, and what it does not, in a user's words.
 
 The rules keep the spec's documented semantics, even where they are narrower than a user would
 expect (a noisy, flat loss is not "not decreasing" by LossNotDecreasing's test); ``trainprobe
@@ -21,8 +21,9 @@ class RuleScope:
 
 
 _ACTIVATIONS_BY_TYPE = (
-    "Activations called as functions (F.relu, torch.tanh) are not modules and are never seen; "
-    "the rule then ends in Error saying so."
+    "Of the activations called as functions, the hook sees relu, tanh and sigmoid (F.relu, "
+    "torch.tanh, x.sigmoid()); others (F.gelu, F.leaky_relu) are not seen, and a rule that "
+    "found nothing else ends in Error saying so."
 )
 
 _SCOPES = {
@@ -52,7 +53,8 @@ _SCOPES = {
     ),
     "DeadRelu": RuleScope(
         "ReLU layers most of whose units output 0 for almost every sample: tensors named like "
-        "relu_output and, with the default tensor_regex, the outputs of every nn.ReLU module.",
+        "relu_output and, with the default tensor_regex, the outputs of every nn.ReLU module "
+        "and F.relu call.",
         "LeakyReLU, GELU and other activations; units that die between saved steps. "
         + _ACTIVATIONS_BY_TYPE,
     ),
@@ -126,6 +128,76 @@ _SCOPES = {
         "No new step written for threshold seconds.",
         "A training that runs but makes no progress (it checks that steps are written, not "
         "what they hold).",
+    ),
+    # ----- profiler rules -----
+    "BatchSize": RuleScope(
+        "A host whose CPU use and each GPU's utilization and memory use all have a 95th "
+        "percentile below their thresholds over the newest window readings: everything is "
+        "lightly used, so the batch is likely too small.",
+        "A host without GPU readings (it never fires on a CPU-only job); a small batch on a "
+        "machine that something else keeps busy; the first patience readings.",
+    ),
+    "CPUBottleneck": RuleScope(
+        "Readings where a GPU is below gpu_threshold % busy while a CPU is above "
+        "cpu_threshold %, once they are more than threshold % of all the readings so far.",
+        "Hosts without GPU readings (no GPU waits); a short bottleneck in a long healthy run, "
+        "since the share counts every reading so far; a CPU-bound step whose GPU stays above "
+        "gpu_threshold.",
+    ),
+    "IOBottleneck": RuleScope(
+        "Readings where a GPU is below gpu_threshold % busy while the I/O wait is above "
+        "io_threshold %, once they are more than threshold % of all the readings so far.",
+        "Hosts without GPU readings; slow input that shows as CPU work (decoding) rather than "
+        "I/O wait; a short stall in a long healthy run.",
+    ),
+    "Dataloader": RuleScope(
+        "A median number of data loader processes per second below min_threshold % or above "
+        "max_threshold % of the host's cores, read from the framework timeline.",
+        "Jobs without framework profiling (no data loader events); a loader slow for other "
+        "reasons than its number of workers (slow storage, heavy transforms).",
+    ),
+    "GPUMemoryIncrease": RuleScope(
+        "A GPU whose mean memory use over its newest window readings is more than increase "
+        "points above the mean over the readings before the last two (smdebug's comparison).",
+        "A slow leak: the two means overlap, so memory that grows steadily by less than two "
+        "thirds of increase points per reading never fires, however long it grows. Host (CPU) "
+        "memory; jobs without GPUs.",
+    ),
+    "LowGPUUtilization": RuleScope(
+        "A GPU whose newest window readings have a 95th percentile below threshold_p95 "
+        "(underused), or above it with a 5th percentile below threshold_p5 (fluctuating).",
+        "A GPU kept busy by needless work (utilization counts any kernel); jobs without GPUs; "
+        "GPUs with patience readings or fewer.",
+    ),
+    "LoadBalancing": RuleScope(
+        "Two GPUs of one host whose utilization histograms are further apart than threshold "
+        "(Jensen-Shannon distance).",
+        "Imbalance between hosts (GPUs are compared within a host); hosts with one GPU; uneven "
+        "work that keeps every GPU equally busy.",
+    ),
+    "MaxInitializationTime": RuleScope(
+        "No step started more than threshold minutes after the job's first data.",
+        "Jobs without framework profiling (no step events: it does not judge); slow steps "
+        "after the first (StepOutlier looks at those).",
+    ),
+    "OverallFrameworkMetrics": RuleScope(
+        "Nothing: it sums the time spent in framework operations for the report, and never fires.",
+        "Every problem: read its figures in the profiler report.",
+    ),
+    "OverallSystemUsage": RuleScope(
+        "Nothing: it sums CPU, GPU, memory, I/O and network use per host for the report, and "
+        "never fires.",
+        "Every problem: read its figures in the profiler report.",
+    ),
+    "StepOutlier": RuleScope(
+        "More than n_outliers steps of one kind (TRAIN, EVAL) on a host that last longer than "
+        "the mean plus stddev standard deviations, once that kind has more than 100 steps.",
+        "Jobs without framework profiling (no step events); 100 steps of a kind or fewer; a "
+        "training slow at every step, where no step stands out.",
+    ),
+    "ProfilerReport": RuleScope(
+        "What the profiler rules it runs catch; it fires if any of them does.",
+        "What those rules miss: see `trainprobe rules show` for each.",
     ),
 }
 
