@@ -40,6 +40,8 @@ def test_trainprobe_run_judges_an_over_deep_xgboost_model_and_writes_its_report(
         "--rule", "LossNotDecreasing",
         "--rule", "CreateXgboostReport",
         "--rule", "CPUBottleneck",
+        "--rule", "TreeDepth",
+        "--collection", "trees",
         "--save-interval", "1",
         "--output", str(out),
         "--name", "deep-xgboost",
@@ -53,6 +55,7 @@ def test_trainprobe_run_judges_an_over_deep_xgboost_model_and_writes_its_report(
     assert "  Overfit: IssuesFound" in summary
     assert "  LossNotDecreasing: IssuesFound" in summary
     assert "  CreateXgboostReport: NoIssuesFound" in summary
+    assert "  TreeDepth: IssuesFound" in summary  # the trees of --collection trees
     # The system monitor ran as for a PyTorch job, and the profiler rule concluded on its
     # metrics (whatever it found on this machine).
     assert {"  CPUBottleneck: NoIssuesFound", "  CPUBottleneck: IssuesFound"} & set(summary)
@@ -64,6 +67,7 @@ def test_trainprobe_run_judges_an_over_deep_xgboost_model_and_writes_its_report(
     assert {name: rule["Status"] for name, rule in rules.items() if name != "CPUBottleneck"} == {
         "Overfit": "IssuesFound",
         "LossNotDecreasing": "IssuesFound",
+        "TreeDepth": "IssuesFound",
     }
     assert rules["CPUBottleneck"]["Status"] in ("NoIssuesFound", "IssuesFound")
     # The scikit-learn API's evaluation sets, the first of them the training data.
