@@ -64,6 +64,8 @@ def test_the_xgboost_estimator_runs_a_script_with_its_report(
     assert str(trial.tensor("hyperparameters/task").value(0)[0]) == "multiclass"
     with pytest.raises(ConfigError, match="framework_version"):
         XGBoost(entry_point="train.py", store=store)
+    # Every argument of the SDK's XGBoost estimator is taken.
+    XGBoost("train.py", "1.5-1", None, None, "py3", None, "us-west-2", store=store)
 
 
 def _runner_done(store: JobStore, name: str) -> bool:
