@@ -45,9 +45,11 @@ class XGBoost(Estimator):
         hyperparameters: dict[str, Any] | None = None,
         py_version: str = "py3",
         image_uri: str | None = None,
+        image_uri_region: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """As the SDK's; the other keyword arguments are ``Estimator``'s."""
+        """As the SDK's (``image_uri_region``, the region of the SDK's image URI, is kept and
+        changes nothing); the other keyword arguments are ``Estimator``'s."""
         if framework_version is None:
             raise ConfigError(
                 "framework_version", None, "the XGBoost container's version, e.g. '1.7-1'"
@@ -64,6 +66,7 @@ class XGBoost(Estimator):
         self.framework_version = framework_version
         self.py_version = py_version
         self.image_uri = image_uri or f"{IMAGE_NAME}:{framework_version}"
+        self.image_uri_region = image_uri_region
 
     def training_image_uri(self) -> str:
         """The container the SDK would train in (here, the framework hint of the request)."""

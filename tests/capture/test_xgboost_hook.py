@@ -140,6 +140,7 @@ def test_a_hook_configuration_file_sets_collections_and_intervals(tmp_path: Path
         )
     )
     hook = smd.Hook.create_from_json_file(str(config))
+    assert smd.get_hook() is hook  # the process's hook, as the zero-code-change path finds it
     hook.hyperparameters = {"objective": "reg:squarederror", "eta": 0.5}
     dtrain = xgb.DMatrix(np.arange(60.0).reshape(30, 2), np.arange(30.0))
     xgb.train({"eta": 0.5, "nthread": 1}, dtrain, 11, evals=[(dtrain, "train")], callbacks=[hook])

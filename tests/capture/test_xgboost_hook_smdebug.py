@@ -11,6 +11,7 @@ tree uses yet has no importance in smdebug's output, an importance of 0 in train
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import trainprobe.xgboost as smd
 from reference_envs import reference_python, run_reference
 from trainprobe.trials import create_trial
 
@@ -47,10 +49,11 @@ hook.close() if hasattr(hook, "close") else None
 """
 
 SMDEBUG_READS = """
-import json, sys
+import inspect, json, sys
 import numpy as np
+import smdebug.xgboost
 from smdebug.trials import create_trial
-result = {}
+result = {"Hook": list(inspect.signature(smdebug.xgboost.Hook.__init__).parameters)[1:]}
 for path in sys.argv[1:]:
     trial = create_trial(path)
     names = sorted(trial.tensor_names())
@@ -98,6 +101,10 @@ def test_smdebug_reads_both_outputs_alike(outputs: tuple[str, str]) -> None:
     theirs, ours = outputs
     read = run_reference("smdebug-xgboost", SMDEBUG_READS.replace("sys.argv[1:]", repr(outputs)))
     assert isinstance(read, dict)
+    # trainprobe's hook takes smdebug's arguments, in smdebug's order (and strict, by keyword).
+    parameters = list(inspect.signature(smd.Hook.__init__).parameters)[1:]
+    assert parameters == [*read["Hook"], "strict"]
+    assert callable(smd.Hook.create_from_json_file) and callable(smd.get_hook)
     smdebug_own, smdebug_ours = read[theirs], read[ours]
     assert smdebug_ours["steps"] == smdebug_own["steps"] == [0, 1, 2, 3]
     assert smdebug_ours["names"] == smdebug_own["names"]

@@ -89,8 +89,10 @@ def test_a_plain_script_is_hooked(tmp_path: Path, task: str, api: str, validatio
     else:
         loss = -np.mean(np.log(predictions[np.arange(len(labels)), labels.astype(int)]))
     assert loss == pytest.approx(printed[last_loss][2], rel=1e-4)
-    # The job gave no hyperparameters: the training's params are saved.
+    # The job gave no hyperparameters: the training's params are saved, those it set only.
     assert int(trial.tensor("hyperparameters/max_depth").value(0)[0]) == 3
+    hyperparameters = trial.tensor_names(collection="hyperparameters")
+    assert "None" not in {str(trial.tensor(n).value(0)[0]) for n in hyperparameters}
     assert trial.tensor("trees/Node").steps() == [0, 1, 2]
     assert (out / "training_job_end.ts").exists()
 

@@ -79,6 +79,8 @@ def test_a_binary_classification_report(tmp_path: Path) -> None:
     assert evaluation["Accuracy"]["Values"][-1] == pytest.approx(np.trace(matrix) / matrix.sum())
     assert {m["Metric"] for m in content["Metrics"]} == {"logloss", "auc"}
     assert content["Hyperparameters"]["objective"] == "binary:logistic"
+    assert content["Hyperparameters"]["eta"] == 0.3
+    assert type(content["Hyperparameters"]["max_depth"]) is int  # 3, not 3.0
     assert content["Rules"] == [{"Rule": "TreeDepth", "Status": "NoIssuesFound", "Details": ""}]
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

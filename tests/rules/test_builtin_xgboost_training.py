@@ -132,18 +132,25 @@ def test_feature_importance_overweight_when_one_feature_decides(
     assert [s for s in fired_steps(FeatureImportanceOverweight(healthy)) if s >= 5] == []
 
 
-def test_confusion_and_class_imbalance_read_probabilities(
-    over_deep: Trial, healthy: Trial, tmp_path: Path
-) -> None:
-    # Binary probabilities are class 1 above 0.5.
-    # (Its first rounds, near the base score, predict mostly one class.)
-    assert max(fired_steps(Confusion(healthy, min_diag=0.8)), default=-1) < 5
-    assert fired_steps(Confusion(over_deep, min_diag=0.8)) != []
-    # Multi-class probabilities: one row per sample, reduced by argmax.
+def test_class_imbalance_fires_on_a_rare_class(healthy: Trial, tmp_path: Path) -> None:
+    # About one sample in 28 is of class 1: more than the default ratio of 10.
+    features = np.random.default_rng(2).normal(size=(600, 8))
+    rare = train(tmp_path, features, (features[:, 0] > 1.8).astype(float), {"max_depth": 3})
+    rule = ClassImbalance(rare)
+    assert fired_steps(rule)
+    assert "class 0 has" in evidence_of(rule)[0].message
+    assert fired_steps(ClassImbalance(healthy)) == []
+
+
+def _wine(out: Path, shuffle_labels: bool) -> Trial:
+    """An XGBClassifier on the wine data with the hook by hand; with ``shuffle_labels`` it
+    learns from labels shuffled at random, so its predictions on the validation set are a guess."""
     features, labels = load_wine(return_X_y=True)
     x_train, x_val, y_train, y_val = train_test_split(features, labels, random_state=0)
+    if shuffle_labels:
+        y_train = np.random.default_rng(3).permutation(y_train)
     hook = smd.Hook(
-        str(tmp_path / "wine"),
+        str(out),
         save_config=smd.SaveConfig(save_interval=1),
         include_collections=["predictions", "labels"],
         validation_data=xgb.DMatrix(x_val, y_val),
@@ -152,10 +159,24 @@ def test_confusion_and_class_imbalance_read_probabilities(
         x_train, y_train
     )
     hook.close()
-    wine = create_trial(str(tmp_path / "wine"))
-    assert wine.tensor("predictions").value(14).shape == (len(y_val), 3)
+    return create_trial(str(out))
+
+
+def test_confusion_and_class_imbalance_read_probabilities(
+    over_deep: Trial, healthy: Trial, tmp_path: Path
+) -> None:
+    # Binary probabilities are class 1 above 0.5.
+    # (Its first rounds, near the base score, predict mostly one class.)
+    assert max(fired_steps(Confusion(healthy, min_diag=0.8)), default=-1) < 5
+    assert fired_steps(Confusion(over_deep, min_diag=0.8)) != []
+    # Multi-class probabilities: one row per sample, reduced by argmax.
+    wine = _wine(tmp_path / "wine", shuffle_labels=False)
+    assert wine.tensor("predictions").value(14).shape == (len(wine.tensor("labels").value(14)), 3)
     assert fired_steps(Confusion(wine, min_diag=0.8, max_off_diag=0.2)) == []
+    guessed = _wine(tmp_path / "guessed", shuffle_labels=True)
+    assert 14 in fired_steps(Confusion(guessed, min_diag=0.8, max_off_diag=0.2))
     imbalance = ClassImbalance(wine, argmax=True, samples=100, threshold_misprediction=0.2)
     assert fired_steps(imbalance) == []
-    skewed = ClassImbalance(wine, argmax=True, samples=100, threshold_imbalance=1.1)
-    assert fired_steps(skewed) != []
+    mispredicted = ClassImbalance(guessed, argmax=True, samples=100, threshold_misprediction=0.2)
+    assert fired_steps(mispredicted) != []
+    assert "were mispredicted" in evidence_of(mispredicted)[0].message

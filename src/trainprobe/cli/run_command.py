@@ -68,6 +68,9 @@ one of them is a trainprobe option); what follows `--` goes to the script.
 
 --rule takes a built-in rule name and its parameters, NAME[:param=value,...] (a value may
 hold commas: collection_names=weights,gradients); name=... sets the rule's configuration name.
+--collection names a collection the hook saves besides the rules' own (DebugHookConfig's
+CollectionConfigurations), the same way: --collection trees:save_interval=5 for TreeDepth on an
+XGBoost training, --collection labels --collection predictions for ClassImbalance and Confusion.
 Profiler rules (ProfilerReport, the default unless a profiler rule or --no-profiler is given,
 or --rule ProfilerReport, --rule CPUBottleneck, ...) run on the system and framework metrics;
 ProfilerReport writes rule-output/<its name>/profiler-output/profiler-report.html, whose path is
@@ -92,6 +95,14 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME[:param=value,...]",
         help="a built-in rule to run on the job (repeatable)",
+    )
+    parser.add_argument(
+        "--collection",
+        action="append",
+        default=[],
+        metavar="NAME[:param=value,...]",
+        help="a collection for the hook to save, with its CollectionParameters (repeatable), "
+        "e.g. trees for TreeDepth",
     )
     parser.add_argument(
         "--stop-on-issue",
@@ -200,7 +211,9 @@ def _split_arguments(args: argparse.Namespace, options: argparse.ArgumentParser)
     args.script_args = rest
 
 
-def _rule_parameters(text: str) -> tuple[str, dict[str, str]]:
+def _rule_parameters(
+    text: str, field: str = "--rule", example: str = "ExplodingTensor"
+) -> tuple[str, dict[str, str]]:
     name, _, listed = text.partition(":")
     parameters: dict[str, str] = {}
     last: str | None = None
@@ -212,8 +225,23 @@ def _rule_parameters(text: str) -> tuple[str, dict[str, str]]:
         elif last is not None:
             parameters[last] += "," + piece
         else:
-            raise ConfigError("--rule", text, "NAME[:param=value,...], e.g. ExplodingTensor")
+            raise ConfigError(field, text, f"NAME[:param=value,...], e.g. {example}")
     return name.strip(), parameters
+
+
+def _collection_entries(texts: list[str]) -> list[dict[str, Any]]:
+    """The ``--collection`` options as CollectionConfigurations entries (the request's
+    validation checks their names and parameters)."""
+    entries: list[dict[str, Any]] = []
+    for text in texts:
+        name, parameters = _rule_parameters(text, "--collection", "trees:save_interval=5")
+        if not name:
+            raise ConfigError("--collection", text, "NAME[:param=value,...], e.g. trees")
+        entry: dict[str, Any] = {"CollectionName": name}
+        if parameters:
+            entry["CollectionParameters"] = parameters
+        entries.append(entry)
+    return entries
 
 
 def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], list[Any]]:
@@ -284,6 +312,9 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     if args.hosts > 1:
         # Every host's worker saves its tensors, so the trial shows each host.
         hook["HookParameters"] = {**hook.get("HookParameters", {}), "include_workers": "all"}
+    collections = _collection_entries(args.collection)
+    if collections:
+        hook["CollectionConfigurations"] = collections
     request: dict[str, Any] = {
         "TrainingJobName": name,
         "AlgorithmSpecification": {
@@ -317,7 +348,10 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         request["Environment"] = environment
     request = with_default_profiler_rule(with_rule_collections(request))
     if args.save_interval is not None:
+        chosen = {entry["CollectionName"] for entry in collections}
         for collection in request["DebugHookConfig"].get("CollectionConfigurations", []):
+            if collection.get("CollectionName") in chosen:
+                continue  # a --collection's own parameters stand
             parameters = collection.get("CollectionParameters") or {}
             if "save_interval" in parameters:
                 parameters["save_interval"] = str(args.save_interval)

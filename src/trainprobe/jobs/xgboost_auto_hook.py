@@ -10,7 +10,8 @@ that every training gets the hook as one more callback:
 - it predicts on the last evaluation set that is not the training data (``evals``, or
   ``eval_set`` under ``fit``) and computes SHAP values on the training data, if its collections
   ask for them;
-- its hyperparameters are the job's HyperParameters (``$SM_HPS``), else the training's params.
+- its hyperparameters are the job's HyperParameters (``$SM_HPS``), else the training's params
+  that are set.
 
 Nothing is imported before the script imports xgboost, so a job that never uses it pays nothing.
 Should installing the hook fail, the failure is logged and the training goes on without it.
@@ -49,11 +50,15 @@ def _job_hyperparameters() -> dict[str, Any]:
 
 
 def _params_dict(params: object) -> dict[str, Any]:
+    """The training's parameters that are set: the scikit-learn API passes every one of its
+    parameters to ``train``, None for those left to XGBoost's default."""
     if isinstance(params, Mapping):
-        return dict(params)
-    if isinstance(params, Sequence):
-        return {str(pair[0]): pair[1] for pair in params if isinstance(pair, tuple)}
-    return {}
+        pairs = list(params.items())
+    elif isinstance(params, Sequence):
+        pairs = [pair for pair in params if isinstance(pair, tuple) and len(pair) == 2]
+    else:
+        return {}
+    return {str(name): value for name, value in pairs if value is not None}
 
 
 def _is_a_hook(callback: object) -> bool:

@@ -40,13 +40,16 @@ def _values_by_step(trial: Trial, name: str) -> tuple[list[int], list[np.ndarray
     return steps, [np.asarray(tensor.value(step)) for step in steps]
 
 
-def _scalar(value: np.ndarray) -> float | str:
+def _scalar(value: np.ndarray) -> int | float | str:
+    """A one-element tensor's value: a whole number stays whole (``max_depth`` 3, not 3.0)."""
     flat = np.asarray(value).reshape(-1)
     item = flat[0] if flat.size else ""
-    return str(item) if flat.dtype.kind in "US" else float(item)
+    if flat.dtype.kind in "US":
+        return str(item)
+    return int(item) if flat.dtype.kind in "iub" else float(item)
 
 
-def _hyperparameters(trial: Trial, names: Sequence[str]) -> dict[str, float | str]:
+def _hyperparameters(trial: Trial, names: Sequence[str]) -> dict[str, int | float | str]:
     found = {}
     for name in names:
         if name.startswith("hyperparameters/"):
@@ -92,7 +95,9 @@ def _importances(trial: Trial, names: Sequence[str]) -> list[dict[str, Any]]:
     return result
 
 
-def _task(hyperparameters: dict[str, float | str], labels: np.ndarray, scores: np.ndarray) -> str:
+def _task(
+    hyperparameters: dict[str, int | float | str], labels: np.ndarray, scores: np.ndarray
+) -> str:
     objective = str(hyperparameters.get("objective", ""))
     if objective.startswith("binary:"):
         return "binary"
@@ -167,7 +172,7 @@ def _histogram(values: np.ndarray) -> dict[str, Any]:
 
 
 def _evaluation(
-    trial: Trial, names: Sequence[str], hyperparameters: dict[str, float | str]
+    trial: Trial, names: Sequence[str], hyperparameters: dict[str, int | float | str]
 ) -> dict[str, Any]:
     """The label distribution and what the labels and predictions say, by the task."""
     if "labels" not in names:
