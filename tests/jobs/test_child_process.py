@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from timing import wait_until
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit, stop_together
 from trainprobe.jobs.process_settings import process_settings
@@ -105,9 +106,9 @@ def test_children_stopped_together_each_get_sigterm_then_sigkill(tmp_path: Path)
         )
         for index, (script, log) in enumerate(zip(scripts, logs, strict=True))
     ]
-    deadline = time.monotonic() + 30
-    while not all(log.read_text().strip() for log in logs) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(
+        lambda: all(log.read_text().strip() for log in logs), "both children to start", timeout=30
+    )
 
     assert stop_together(children, grace_seconds=0.5) == [-signal.SIGTERM, -signal.SIGKILL]
     assert not any(child.running for child in children)

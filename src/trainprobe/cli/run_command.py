@@ -211,9 +211,11 @@ def _split_arguments(args: argparse.Namespace, options: argparse.ArgumentParser)
     args.script_args = rest
 
 
-def _rule_parameters(
+def _name_and_parameters(
     text: str, field: str = "--rule", example: str = "ExplodingTensor"
 ) -> tuple[str, dict[str, str]]:
+    """``NAME[:param=value,...]`` (a --rule or --collection option, ``field``) as its name and
+    parameters; a value may hold commas."""
     name, _, listed = text.partition(":")
     parameters: dict[str, str] = {}
     last: str | None = None
@@ -234,7 +236,7 @@ def _collection_entries(texts: list[str]) -> list[dict[str, Any]]:
     validation checks their names and parameters)."""
     entries: list[dict[str, Any]] = []
     for text in texts:
-        name, parameters = _rule_parameters(text, "--collection", "trees:save_interval=5")
+        name, parameters = _name_and_parameters(text, "--collection", "trees:save_interval=5")
         if not name:
             raise ConfigError("--collection", text, "NAME[:param=value,...], e.g. trees")
         entry: dict[str, Any] = {"CollectionName": name}
@@ -249,7 +251,7 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
     profiler: list[dict[str, Any]] = []
     used: set[str] = set()
     for text in args.rule:
-        name, parameters = _rule_parameters(text)
+        name, parameters = _name_and_parameters(text)
         spec = catalogue.get(name, field="--rule")
         configured = parameters.pop("name", None) or spec.name
         suffix = 2

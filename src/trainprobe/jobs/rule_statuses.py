@@ -53,14 +53,15 @@ def record_unfinished_rules(layout: JobLayout, names: Iterable[str], reason: str
             previous = None
         if previous is not None and previous.finished:
             continue
-        status = RuleStatus(name, ERROR, reason, time.time(), finished=True)
-        if previous is not None:
+        if previous is None:
+            status = RuleStatus(name, ERROR, reason, time.time(), finished=True)
+        else:
             # What the rule had checked when its evaluator ended stays counted.
             status = dataclasses.replace(
                 previous,
                 rule_evaluation_status=ERROR,
                 status_details=reason,
-                last_modified_time=status.last_modified_time,
+                last_modified_time=time.time(),
                 finished=True,
             )
         try:
