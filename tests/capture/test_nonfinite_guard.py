@@ -7,6 +7,7 @@ saves only every 100 steps, so the step in question is saved because the guard s
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,53 @@ def test_the_first_nan_is_traced_to_its_layer_and_step(tmp_path: Path) -> None:
     assert np.isfinite(trial.tensor("3_input_0").value(BAD_STEP)).all()
     assert not np.isfinite(trial.tensor("3_output_0").value(BAD_STEP)).all()
     assert trial.module_type("3") == f"{Countdown.__module__}.Countdown"
+
+
+class FunctionalDivision(nn.Module):
+    """A linear layer, then a division written in the forward (no module), then a Tanh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 8)
+        self.countdown = Countdown()
+        self.act = nn.Tanh()
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.linear(x)
+        hidden = hidden / float(BAD_STEP - self.countdown.calls) * 0.0  # 0 * inf: NaN
+        self.countdown.calls += 1
+        return self.head(self.act(hidden))
+
+
+@pytest.mark.parametrize(
+    ("net", "module", "inputs_finite"),
+    [
+        # ReLU and Tanh, element-wise, are checked through their inputs; the origin is still
+        # the division between them.
+        (
+            lambda: nn.Sequential(
+                nn.Linear(6, 8), nn.Tanh(), nn.ReLU(), Countdown(), nn.ReLU(), nn.Linear(8, 3)
+            ),
+            "3",
+            True,
+        ),
+        # A NaN made outside any module reaches an activation: the activation is the first
+        # module that shows it, and its input was not finite.
+        (FunctionalDivision, "act", False),
+    ],
+    ids=["division between activations", "division outside any module"],
+)
+def test_the_origin_is_the_first_module_whose_output_went_non_finite(
+    tmp_path: Path, net: Callable[[], nn.Module], module: str, inputs_finite: bool
+) -> None:
+    torch.manual_seed(0)
+    train(tmp_path, net(), BAD_STEP + 3)
+    origin = create_trial(str(tmp_path)).nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.module, origin.kind) == (BAD_STEP, module, "output")
+    assert origin.inputs_finite is inputs_finite
+    assert origin.loss_step == BAD_STEP
 
 
 def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:

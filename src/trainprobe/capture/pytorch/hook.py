@@ -344,6 +344,8 @@ class Hook(SmdebugSurface):
             setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
             # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
             self.module_types.add(name, submodule)
+            if self.guard is not None:
+                self.guard.register(name, submodule)
             hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
             self._handles.append(submodule.register_forward_hook(hook))
         parameters = [
@@ -392,9 +394,11 @@ class Hook(SmdebugSurface):
         capture = _eager(functools.partial(self._on_module_io, name))
 
         def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            # The guard stays out of compiled regions: it would break the graph every step.
-            if self._active or (self._guarding and not torch.compiler.is_compiling()):
+            if self._active:
                 capture(inputs, outputs)
+            # The guard stays out of compiled regions: it would break the graph every step.
+            elif self._guarding and not torch.compiler.is_compiling():
+                self._on_module_io(name, inputs, outputs)  # eager: no graph-break wrapper
 
         return module_hook
 

@@ -14,6 +14,12 @@ finite values beyond float32's range, about 3e38) and tests it:
   when it has long finished, so a clean step costs no synchronisation. The origin is then
   known one step late, and the step after that is saved in full.
 
+Two kinds of output need no sum of their own, which keeps a clean step's cost down to one
+read of each tensor: an output that is the tensor checked last (an ``nn.Sequential`` returns
+its last member's output), and the output of an element-wise module that keeps finite values
+finite (``nn.ReLU``, ``nn.Tanh``, ``nn.GELU``, ...) when its input is the tensor covered last:
+if that input was non-finite, its own check found it first.
+
 The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
 inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
 again once the loss turns non-finite, after which the guard turns itself off.
@@ -34,6 +40,23 @@ from trainprobe.storage.nonfinite_file import NonFiniteOrigin
 __all__ = ["NonFiniteGuard"]
 
 _OUTPUT, _LOSS, _GRADIENT = "output", "loss", "gradient"
+
+# Element-wise, without parameters, finite wherever their input is finite.
+_KEEP_FINITE = (
+    torch.nn.ReLU,
+    torch.nn.ReLU6,
+    torch.nn.LeakyReLU,
+    torch.nn.ELU,
+    torch.nn.GELU,
+    torch.nn.SiLU,
+    torch.nn.Tanh,
+    torch.nn.Sigmoid,
+    torch.nn.Hardtanh,
+    torch.nn.Softsign,
+    torch.nn.Softmax,
+    torch.nn.Identity,
+    torch.nn.Flatten,
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +96,14 @@ class NonFiniteGuard:
         self._checked: list[_Checked] = []
         self._pending: tuple[int, ModeKeys, int, list[_Checked], torch.Tensor, object] | None = None
         self._loss_bad_now: str | None = None
+        self._keep_finite: set[str] = set()
+        self._covered: torch.Tensor | None = None  # the tensor checked (or implied) last
+
+    def register(self, name: str, module: torch.nn.Module) -> None:
+        """Note a registered module; an element-wise one that keeps finite values finite is
+        checked through its input."""
+        if isinstance(module, _KEEP_FINITE):
+            self._keep_finite.add(name)
 
     # ----- the step -----
 
@@ -80,6 +111,7 @@ class NonFiniteGuard:
         """A new step starts."""
         self._step, self._mode, self._mode_step = step, mode, mode_step
         self._loss_bad_now = None
+        self._covered = None
 
     def output(self, module: str, inputs: object, outputs: object, is_loss: bool) -> bool:
         """Check a module's outputs; True when this is the step's (and run's) first non-finite
@@ -87,11 +119,23 @@ class NonFiniteGuard:
         kind = _LOSS if is_loss else _OUTPUT
         if self.origin is not None and not is_loss:
             return False
+        if not is_loss and module in self._keep_finite and self._covers(inputs):
+            produced = list(naming.module_tensors(outputs))
+            if len(produced) == 1:
+                self._covered = produced[0]
+                return False
         for index, tensor in enumerate(naming.module_tensors(outputs)):
+            if tensor is self._covered and not is_loss:
+                continue
             name = f"{module}{naming.OUTPUT_SUFFIX}{index}"
             if self._check(kind, module, name, tensor, inputs):
                 return True
         return False
+
+    def _covers(self, inputs: object) -> bool:
+        """Whether ``inputs`` is just the tensor covered last."""
+        tensors = list(naming.module_tensors(inputs))
+        return len(tensors) == 1 and tensors[0] is self._covered
 
     def gradient(self, parameter: str, grad: torch.Tensor) -> bool:
         """Check a gradient; True when it is the run's first non-finite tensor (CPU)."""
@@ -105,6 +149,7 @@ class NonFiniteGuard:
         total = _checked_sum(tensor)
         if total is None:
             return False
+        self._covered = tensor
         if total.device.type != "cpu":
             self._sums.append(total)
             self._checked.append(_Checked(kind, module, name))
@@ -132,6 +177,7 @@ class NonFiniteGuard:
 
     def finish(self) -> None:
         """The step ends: read the previous GPU step's flags, queue this one's, note the loss."""
+        self._covered = None
         self._read_pending()
         if self._sums:
             self._queue_sums()
