@@ -31,6 +31,9 @@ from trainprobe.capture.system_monitor import MonitorSettings, SystemMonitor, wa
 from trainprobe.capture.system_monitor.__main__ import main
 from trainprobe.storage.system_metrics import SystemMetric, SystemMetricsReader
 
+# They judge how busy the machine's cores were: by themselves (scripts/test).
+pytestmark = pytest.mark.alone
+
 KEYS = ["Type", "Name", "Dimension", "Value", "NodeId", "Timestamp"]
 
 

@@ -160,6 +160,8 @@ def test_ctrl_c_stops_the_job(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a test worker may run with SIGINT ignored, which children inherit.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert running.stdout is not None
     seen = []

@@ -39,7 +39,7 @@ def test_the_report_is_refreshed_while_the_job_runs_and_written_at_its_end(
         request(
             "reported",
             output,
-            *("--steps", "500", "--sleep", "0.02"),  # ten seconds or more
+            *("--steps", "300", "--sleep", "0.02"),  # six seconds or more
             ProfilerConfig={"ProfilingIntervalInMilliseconds": 500, "ProfilingParameters": {}},
             ProfilerRuleConfigurations=[PROFILER_REPORT],
         ),
@@ -60,6 +60,6 @@ def test_the_report_is_refreshed_while_the_job_runs_and_written_at_its_end(
     final = read_report(output)
     assert final is not None
     assert final["Job"]["Status"] == "Ended"
-    assert final["Job"]["Steps"] == 500
+    assert final["Job"]["Steps"] == 300
     assert len(final["Rules"]["Rules"]) == 11
     assert final["Rules"]["Status"] in ("NoIssuesFound", "IssuesFound")

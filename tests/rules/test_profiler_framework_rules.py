@@ -20,7 +20,8 @@ from trainprobe.rules.verdict import ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.system_metrics import SystemMetricsReader
 from trainprobe.storage.trace_file import TraceFileReader
 
-pytestmark = pytest.mark.slow  # real trainings
+# Real trainings, judged by how busy the machine was: by themselves (scripts/test).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 WINDOW = 1_000_000  # one-second windows
 

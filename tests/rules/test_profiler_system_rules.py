@@ -29,6 +29,9 @@ from test_profiler_data import (
 
 from trainprobe.rules.verdict import ISSUES_FOUND, NO_ISSUES_FOUND
 
+# They judge how busy the machine's cores were: by themselves (scripts/test).
+pytestmark = pytest.mark.alone
+
 WINDOW = 1_000_000  # one-second windows
 
 

@@ -31,7 +31,8 @@ def _show(value: object) -> str:
         text = repr(value)
     except RecursionError:  # a value nested too deep to print
         return f"<{type(value).__name__} nested too deep to show>"
-    return text if len(text) <= 80 else text[:77] + "..."
+    # A long value keeps its end too: a path's file name is what tells the user which one.
+    return text if len(text) <= 80 else text[:38] + "..." + text[-39:]
 
 
 class ConfigError(TrainprobeError, ValueError):
