@@ -69,7 +69,7 @@ def _build(name: str, requirements: tuple[str, ...]) -> Path:
             return python
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements],
+            [str(python), "-m", "pip", "install", "--quiet", *requirements],
             check=True,
             capture_output=True,
             text=True,

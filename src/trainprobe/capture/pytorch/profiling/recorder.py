@@ -132,9 +132,9 @@ class TimelineRecorder:
         ``dataloader``: data loader profiling covers it; ``dataloader_done``: no later step is.
         """
         if start_us - entry_us > 1000.0:
-            self.emit(
-                TimelineEvent(PROFILER_PHASE, "write profiles", entry_us, start_us - entry_us)
-            )
+            args = {"pid": self.timeline.pid}
+            duration_us = start_us - entry_us
+            self.emit(TimelineEvent(PROFILER_PHASE, "write profiles", entry_us, duration_us, args))
         previous = self.timeline.current
         placed = self.timeline.step_started(
             step, mode, mode_step, model, start_us, entry_us, dataloader

@@ -92,7 +92,7 @@ class StepTimeline:
 
     def __init__(self, emit: Emit, pid: int) -> None:
         self._emit = emit
-        self._pid = pid
+        self.pid = pid  # every event says which process it is
         self.current: StepRecord | None = None
         self._waits: list[Wait] = []
 
@@ -128,7 +128,7 @@ class StepTimeline:
             start_us,
             dataloader,
             waits[0].start_us if waits else None,
-            {"step_num": str(mode_step), "global_step": step, "mode": mode.name, "pid": self._pid},
+            {"step_num": str(mode_step), "global_step": step, "mode": mode.name, "pid": self.pid},
         )
         self.current = current
         placed += [(wait, current) for wait in waits]
