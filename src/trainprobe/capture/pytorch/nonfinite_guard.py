@@ -119,14 +119,14 @@ class NonFiniteGuard:
         kind = _LOSS if is_loss else _OUTPUT
         if self.origin is not None and not is_loss:
             return False
-        if not is_loss and module in self._keep_finite and self._covers(inputs):
-            produced = list(naming.module_tensors(outputs))
-            if len(produced) == 1:
-                self._covered = produced[0]
-                return False
-        for index, tensor in enumerate(naming.module_tensors(outputs)):
+        produced = list(naming.module_tensors(outputs))
+        keeps_finite = not is_loss and len(produced) == 1 and module in self._keep_finite
+        if keeps_finite and self._covers(inputs):
+            self._covered = produced[0]  # finite exactly when its input is
+            return False
+        for index, tensor in enumerate(produced):
             if tensor is self._covered and not is_loss:
-                continue
+                continue  # checked already: a container returning its last member's output
             name = f"{module}{naming.OUTPUT_SUFFIX}{index}"
             if self._check(kind, module, name, tensor, inputs):
                 return True
