@@ -46,10 +46,16 @@ def model() -> nn.Sequential:
 
 
 def train(
-    out: Path, net: nn.Module, steps: int, *, after_step: threading.Event | None = None
+    out: Path,
+    net: nn.Module,
+    steps: int,
+    *,
+    after_step: threading.Event | None = None,
+    after_update: Callable[[int], None] = lambda step: None,
 ) -> None:
     """SGD on random data, saving every 100 steps; after step BAD_STEP + 1, wait for
-    ``after_step`` when given (a rule following the job live must set it)."""
+    ``after_step`` when given (a rule following the job live must set it). ``after_update``
+    is called with each step after the optimizer's update."""
     hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=100))
     hook.register_module(net)
     loss_fn = nn.MSELoss()
@@ -61,6 +67,7 @@ def train(
         optimizer.zero_grad()
         loss_fn(net(inputs), torch.zeros(16, 3)).backward()
         optimizer.step()
+        after_update(step)
         if after_step is not None and step == BAD_STEP + 1:
             assert after_step.wait(timeout=60), "the rule did not report the NaN while training"
     hook.close()
@@ -134,6 +141,92 @@ def test_the_origin_is_the_first_module_whose_output_went_non_finite(
     assert (origin.step, origin.module, origin.kind) == (BAD_STEP, module, "output")
     assert origin.inputs_finite is inputs_finite
     assert origin.loss_step == BAD_STEP
+
+
+class BackwardCountdown(nn.Module):
+    """The identity forward; its backward turns the gradient to NaN at call BAD_STEP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bad = self.calls == BAD_STEP
+        self.calls += 1
+        return _NanGradient.apply(x) if bad else x
+
+
+class _NanGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        return grad * float("nan")
+
+
+def backward_model(bias: bool = True) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8, bias=bias), BackwardCountdown(), nn.Linear(8, 3)
+    )
+
+
+@pytest.mark.parametrize(
+    ("bias", "parameter"),
+    [
+        # A layer's bias gradient sums its output's gradient: it stands for its weight's.
+        (True, "Sequential_2.bias"),
+        # Without a bias, the weight's gradient is checked itself.
+        (False, "Sequential_2.weight"),
+    ],
+    ids=["with a bias", "without a bias"],
+)
+def test_a_nan_made_in_the_backward_pass_is_traced_to_its_gradient(
+    tmp_path: Path, bias: bool, parameter: str
+) -> None:
+    train(tmp_path, backward_model(bias), BAD_STEP + 3)
+    trial = create_trial(str(tmp_path))
+    origin = trial.nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.kind, origin.module) == (BAD_STEP, "gradient", parameter)
+    # The forward pass of the step was finite; the update spread the NaN into the weights, so
+    # the loss went NaN a step later.
+    assert origin.describe() == (
+        f"step {BAD_STEP}: first NaN in the gradient of `{parameter}` (the forward pass was "
+        f"finite); the loss became NaN at step {BAD_STEP + 1}"
+    )
+    assert trial.steps() == [0, BAD_STEP]
+    assert "gradient/Sequential_2.weight" in trial.tensor_names(step=BAD_STEP)
+    assert not np.isfinite(trial.tensor("gradient/Sequential_2.weight").value(BAD_STEP)).all()
+
+
+def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None:
+    net = backward_model()
+    backward = net[3]
+    assert isinstance(backward, BackwardCountdown)
+    backward.calls = -1000  # its backward stays finite
+    linear = net[2]
+    assert isinstance(linear, nn.Linear)
+
+    def overflow(step: int) -> None:
+        if step == BAD_STEP:
+            with torch.no_grad():
+                linear.weight[0, 0] = float("inf")
+
+    train(tmp_path, net, BAD_STEP + 3, after_update=overflow)
+    origin = create_trial(str(tmp_path)).nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.kind, origin.module) == (
+        BAD_STEP + 1,
+        "parameter",
+        "Sequential_2.weight",
+    )
+    assert origin.describe().startswith(
+        f"step {BAD_STEP + 1}: first infinity in the parameter `Sequential_2.weight`, before "
+        "the step's forward (the previous update made it so: its gradient or the optimizer)"
+    )
 
 
 def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:

@@ -8,8 +8,10 @@
      "inputs_finite": true, "loss_step": 7, "loss_what": "NaN", "saved_in_full": true}
 
 ``kind`` is "output" (the first module, in forward order, whose output was not finite), "loss"
-(a loss went non-finite while every module output was finite) or "gradient" (the first
-gradient, in backward order, when the forward was finite; ``module`` is then the parameter).
+(a loss went non-finite while every module output was finite), "parameter" (a module's output
+was not finite because one of its parameters was not, before the step's forward: the previous
+update made it so; ``module`` is then the parameter) or "gradient" (the first gradient, in
+backward order, when the forward was finite; ``module`` is then the parameter).
 ``inputs_finite`` is whether that module's inputs were finite (None when not checked);
 ``loss_step`` the first step whose loss was not finite (None while it is finite); ``what`` and
 ``loss_what`` say "NaN" or "infinity";
@@ -57,6 +59,10 @@ class NonFiniteOrigin:
             "output": f"the output of `{self.module}`",
             "loss": f"the loss `{self.module}` (every module output was finite)",
             "gradient": f"the gradient of `{self.module}` (the forward pass was finite)",
+            "parameter": (
+                f"the parameter `{self.module}`, before the step's forward (the previous "
+                "update made it so: its gradient or the optimizer)"
+            ),
         }.get(self.kind, f"`{self.tensor}`")
         text = f"step {self.step}: first {self.what} in {where}"
         if self.kind == "output" and self.inputs_finite is not None:

@@ -345,7 +345,11 @@ class Hook(SmdebugSurface):
             # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
             self.module_types.add(name, submodule)
             if self.guard is not None:
-                self.guard.register(name, submodule)
+                own = [
+                    (naming.parameter_name(top, f"{qualified}.{key}" if qualified else key), value)
+                    for key, value in submodule.named_parameters(recurse=False)
+                ]
+                self.guard.register(name, submodule, own)
             hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
             self._handles.append(submodule.register_forward_hook(hook))
         parameters = [
@@ -407,8 +411,12 @@ class Hook(SmdebugSurface):
         capture = functools.partial(self._on_gradient, gradient)
 
         def gradient_hook(grad: torch.Tensor) -> None:
-            if self._active or (self._guarding and not torch.compiler.is_compiling()):
+            if self._active:
                 capture(grad)
+            elif self._guarding and not torch.compiler.is_compiling():
+                guard = self.guard
+                if guard is not None and not guard.implies(name):  # else no work: skip the call
+                    capture(grad)
 
         return gradient_hook
 
@@ -604,16 +612,23 @@ class Hook(SmdebugSurface):
 
         self._capture.ensure_writer().submit(SideJob(write))
 
+    def _check_nonfinite(self, check: Callable[[NonFiniteGuard], bool]) -> None:
+        """Run one of the guard's checks; from the run's first non-finite tensor on (CPU), the
+        rest of the step is saved in full."""
+        guard = self.guard
+        if not self._guarding or guard is None:
+            return
+        try:
+            went_bad = check(guard)
+        except Exception as error:
+            went_bad = self._guard_failed(error)
+        if went_bad:
+            self._save_rest_in_full()
+
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
-        guard = self.guard
-        if self._guarding and guard is not None:
-            try:
-                went_bad = guard.output(name, inputs, outputs, name in self._losses)
-            except Exception as error:
-                went_bad = self._guard_failed(error)
-            if went_bad:
-                self._save_rest_in_full()
+        is_loss = name in self._losses
+        self._check_nonfinite(lambda guard: guard.output(name, inputs, outputs, is_loss))
         if self._active:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
@@ -633,14 +648,8 @@ class Hook(SmdebugSurface):
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
-        guard = self.guard
-        if self._guarding and guard is not None:
-            try:
-                went_bad = guard.gradient(name.removeprefix(naming.GRADIENT_PREFIX), grad)
-            except Exception as error:
-                went_bad = self._guard_failed(error)
-            if went_bad:
-                self._save_rest_in_full()
+        parameter = name.removeprefix(naming.GRADIENT_PREFIX)
+        self._check_nonfinite(lambda guard: guard.gradient(parameter, grad))
         if self._active:
             self._capture.capture([(name, grad)])
 

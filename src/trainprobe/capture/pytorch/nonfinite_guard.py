@@ -14,11 +14,21 @@ finite values beyond float32's range, about 3e38) and tests it:
   when it has long finished, so a clean step costs no synchronisation. The origin is then
   known one step late, and the step after that is saved in full.
 
-Two kinds of output need no sum of their own, which keeps a clean step's cost down to one
-read of each tensor: an output that is the tensor checked last (an ``nn.Sequential`` returns
-its last member's output), and the output of an element-wise module that keeps finite values
-finite (``nn.ReLU``, ``nn.Tanh``, ``nn.GELU``, ...) when its input is the tensor covered last:
-if that input was non-finite, its own check found it first.
+Some tensors need no sum of their own, which keeps a clean step's cost down to one read of
+each module output and of a few gradients:
+
+- an output that is the tensor checked last (an ``nn.Sequential`` returns its last member's
+  output), and the output of an element-wise module that keeps finite values finite
+  (``nn.ReLU``, ``nn.Tanh``, ``nn.GELU``, ...) when its input is the tensor covered last: if that
+  input was non-finite, its own check found it first;
+- the other parameter gradients of a ``Linear``, convolution or normalisation layer with a
+  bias. Its bias gradient is the sum of its output's gradient over all but the channel axis,
+  so it is finite exactly when that gradient is (an infinity or a NaN never sums back to a
+  finite number); with its inputs finite too (checked in the forward), its weight gradient is
+  finite short of an overflow inside its product. Such an overflow, or an optimizer that makes
+  a parameter non-finite, shows at the next forward, where the layer's output goes non-finite
+  with finite inputs and the guard names the parameter. A parameter used outside its layer
+  as well (weights tied into a functional call) is covered the same way.
 
 The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
 inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
@@ -39,7 +49,7 @@ from trainprobe.storage.nonfinite_file import NonFiniteOrigin
 
 __all__ = ["NonFiniteGuard"]
 
-_OUTPUT, _LOSS, _GRADIENT = "output", "loss", "gradient"
+_OUTPUT, _LOSS, _GRADIENT, _PARAMETER = "output", "loss", "gradient", "parameter"
 
 # Element-wise, without parameters, finite wherever their input is finite.
 _KEEP_FINITE = (
@@ -58,6 +68,20 @@ _KEEP_FINITE = (
     torch.nn.Flatten,
 )
 
+# Layers whose bias gradient sums their output's gradient over every axis but the channel's.
+_BIAS_SUMS_OUTPUT_GRADIENT = (
+    torch.nn.Linear,
+    torch.nn.Conv1d,
+    torch.nn.Conv2d,
+    torch.nn.Conv3d,
+    torch.nn.ConvTranspose1d,
+    torch.nn.ConvTranspose2d,
+    torch.nn.ConvTranspose3d,
+    torch.nn.modules.batchnorm._BatchNorm,
+    torch.nn.LayerNorm,
+    torch.nn.GroupNorm,
+)
+
 
 @dataclass(frozen=True)
 class _Checked:
@@ -68,14 +92,26 @@ class _Checked:
     tensor: str
 
 
+_HALF = frozenset({torch.float16, torch.bfloat16})
+
+
 def _checked_sum(tensor: torch.Tensor) -> torch.Tensor | None:
     """The sum of a floating-point tensor (float32 or wider), None for tensors not checked."""
-    if not tensor.is_floating_point() or tensor.numel() == 0:
+    if not tensor.is_floating_point():
         return None
     tensor = tensor.detach()
-    if tensor.dtype in (torch.float16, torch.bfloat16):
+    if tensor.dtype in _HALF:
         return tensor.sum(dtype=torch.float32)
     return tensor.sum()
+
+
+def _tensor_name(kind: str, module: str, index: int) -> str:
+    """The saved name of a checked tensor: an output, a loss, a gradient or a parameter."""
+    if kind == _GRADIENT:
+        return naming.gradient_name(module)
+    if kind == _PARAMETER:
+        return module
+    return f"{module}{naming.OUTPUT_SUFFIX}{index}"
 
 
 def _word(tensor: torch.Tensor) -> str:
@@ -98,12 +134,25 @@ class NonFiniteGuard:
         self._loss_bad_now: str | None = None
         self._keep_finite: set[str] = set()
         self._covered: torch.Tensor | None = None  # the tensor checked (or implied) last
+        self._parameters: dict[str, list[tuple[str, torch.Tensor]]] = {}
+        self._implied: set[str] = set()  # parameters whose gradient a bias gradient implies
 
-    def register(self, name: str, module: torch.nn.Module) -> None:
-        """Note a registered module; an element-wise one that keeps finite values finite is
-        checked through its input."""
+    def register(
+        self, name: str, module: torch.nn.Module, parameters: list[tuple[str, torch.Tensor]]
+    ) -> None:
+        """Note a registered module and its own ``parameters`` (saved name, tensor). An
+        element-wise one that keeps finite values finite is checked through its input."""
         if isinstance(module, _KEEP_FINITE):
             self._keep_finite.add(name)
+        if parameters:
+            self._parameters[name] = parameters
+        bias = getattr(module, "bias", None)
+        if (
+            isinstance(module, _BIAS_SUMS_OUTPUT_GRADIENT)
+            and isinstance(bias, torch.Tensor)
+            and bias.requires_grad
+        ):
+            self._implied.update(key for key, tensor in parameters if tensor is not bias)
 
     # ----- the step -----
 
@@ -116,64 +165,86 @@ class NonFiniteGuard:
     def output(self, module: str, inputs: object, outputs: object, is_loss: bool) -> bool:
         """Check a module's outputs; True when this is the step's (and run's) first non-finite
         tensor, found now (CPU), so the hook saves the rest of the step in full."""
-        kind = _LOSS if is_loss else _OUTPUT
         if self.origin is not None and not is_loss:
             return False
-        produced = list(naming.module_tensors(outputs))
+        if isinstance(outputs, torch.Tensor):
+            produced = [outputs]
+        else:
+            produced = list(naming.module_tensors(outputs))
         keeps_finite = not is_loss and len(produced) == 1 and module in self._keep_finite
         if keeps_finite and self._covers(inputs):
             self._covered = produced[0]  # finite exactly when its input is
             return False
+        kind = _LOSS if is_loss else _OUTPUT
         for index, tensor in enumerate(produced):
             if tensor is self._covered and not is_loss:
                 continue  # checked already: a container returning its last member's output
-            name = f"{module}{naming.OUTPUT_SUFFIX}{index}"
-            if self._check(kind, module, name, tensor, inputs):
+            if self._check(kind, module, index, tensor, inputs):
                 return True
+            self._covered = tensor
         return False
 
     def _covers(self, inputs: object) -> bool:
-        """Whether ``inputs`` is just the tensor covered last."""
-        tensors = list(naming.module_tensors(inputs))
-        return len(tensors) == 1 and tensors[0] is self._covered
+        """Whether ``inputs`` (a forward's arguments) is just the tensor covered last."""
+        covered = self._covered
+        return (
+            covered is not None
+            and isinstance(inputs, tuple)
+            and len(inputs) == 1
+            and inputs[0] is covered
+        )
+
+    def implies(self, parameter: str) -> bool:
+        """Whether ``parameter``'s gradient needs no check: its layer's bias gradient implies
+        it is finite."""
+        return parameter in self._implied
 
     def gradient(self, parameter: str, grad: torch.Tensor) -> bool:
         """Check a gradient; True when it is the run's first non-finite tensor (CPU)."""
-        if self.origin is not None:
+        if self.origin is not None or parameter in self._implied:
             return False
-        return self._check(_GRADIENT, parameter, naming.gradient_name(parameter), grad, None)
+        return self._check(_GRADIENT, parameter, 0, grad, None)
 
     def _check(
-        self, kind: str, module: str, name: str, tensor: torch.Tensor, inputs: object
+        self, kind: str, module: str, index: int, tensor: torch.Tensor, inputs: object
     ) -> bool:
         total = _checked_sum(tensor)
         if total is None:
             return False
-        self._covered = tensor
-        if total.device.type != "cpu":
+        if not total.is_cpu:
             self._sums.append(total)
-            self._checked.append(_Checked(kind, module, name))
+            self._checked.append(_Checked(kind, module, _tensor_name(kind, module, index)))
             return False
-        value = float(total)
-        if math.isfinite(value):
+        if math.isfinite(total.item()):
             return False
         if kind == _LOSS and self._loss_bad_now is None:
             self._loss_bad_now = _word(tensor)
         if self.origin is not None:
             return False
+        inputs_finite = _all_finite(naming.module_tensors(inputs)) if kind == _OUTPUT else None
+        parameter = self._non_finite_parameter(module) if inputs_finite else None
+        if parameter is not None:  # made so by the last update, before this forward
+            kind, (module, tensor), inputs_finite = _PARAMETER, parameter, None
         self.origin = NonFiniteOrigin(
             step=self._step,
             mode=self._mode,
             mode_step=self._mode_step,
             kind=kind,
             module=module,
-            tensor=name,
+            tensor=_tensor_name(kind, module, index),
             what=_word(tensor),
-            inputs_finite=_all_finite(naming.module_tensors(inputs)) if kind == _OUTPUT else None,
+            inputs_finite=inputs_finite,
             saved_in_full=True,
         )
         self.unwritten = True
         return True
+
+    def _non_finite_parameter(self, module: str) -> tuple[str, torch.Tensor] | None:
+        """The first of ``module``'s own parameters that is not finite, if any."""
+        for name, tensor in self._parameters.get(module, []):
+            if not _all_finite([tensor]):
+                return name, tensor
+        return None
 
     def finish(self) -> None:
         """The step ends: read the previous GPU step's flags, queue this one's, note the loss."""
