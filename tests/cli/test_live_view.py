@@ -411,7 +411,8 @@ def test_an_issue_on_a_terminal_is_shown_with_its_evidence_and_fails_the_run(
     assert "  ExplodingTensor: IssuesFound" in summary
     start = summary.index("    Evidence at step 5:") + 1
     origin, evidence = summary[start], summary[start + 1 : start + 12]
-    assert "step 5: first NaN in the output of" in origin
+    # The weights were set to NaN between two steps: the guard names the parameter.
+    assert "step 5: first NaN in the parameter `Sequential_0.weight`, before" in origin
     assert any("NaN" in line and "CrossEntropyLoss_output_0" in line for line in evidence)
     # Without the system monitor there is nothing to show on the system row.
     assert set(panel_rows(lines, "system")) <= {"system"}

@@ -133,7 +133,8 @@ def test_a_stopped_diverging_run_fails_on_issue_with_its_evidence(tmp_path: Path
     assert "  ExplodingTensor: IssuesFound" in summary
     start = summary.index("    Evidence at step 5:") + 1
     origin, evidence = summary[start], summary[start + 1 : start + 12]
-    assert "step 5: first NaN in the output of" in origin
+    # The weights were set to NaN between two steps: the guard names the parameter.
+    assert "step 5: first NaN in the parameter `Sequential_0.weight`, before" in origin
     assert any("NaN" in line and "CrossEntropyLoss_output_0" in line for line in evidence)
     assert "finished" not in lines
 

@@ -27,8 +27,9 @@ each module output and of a few gradients:
   finite number); with its inputs finite too (checked in the forward), its weight gradient is
   finite short of an overflow inside its product. Such an overflow, or an optimizer that makes
   a parameter non-finite, shows at the next forward, where the layer's output goes non-finite
-  with finite inputs and the guard names the parameter. A parameter used outside its layer
-  as well (weights tied into a functional call) is covered the same way.
+  with finite inputs and the guard names the parameter (on a GPU, where the flags are read a
+  step late, it names the layer's output). A parameter used outside its layer as well
+  (weights tied into a functional call) is covered the same way.
 
 The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
 inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
