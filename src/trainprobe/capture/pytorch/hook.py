@@ -335,6 +335,11 @@ class Hook(SmdebugSurface):
         top = type(model).__name__
         self._top_names[id(model)] = top
         self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
+        parameters = [
+            (naming.parameter_name(top, name), parameter)
+            for name, parameter in model.named_parameters()
+        ]
+        saved_names = {id(parameter): name for name, parameter in parameters}
         for qualified, submodule in model.named_modules():
             if id(submodule) in self._module_names:
                 continue
@@ -346,16 +351,12 @@ class Hook(SmdebugSurface):
             self.module_types.add(name, submodule)
             if self.guard is not None:
                 own = [
-                    (naming.parameter_name(top, f"{qualified}.{key}" if qualified else key), value)
-                    for key, value in submodule.named_parameters(recurse=False)
+                    (saved_names[id(parameter)], parameter)
+                    for parameter in submodule.parameters(recurse=False)
                 ]
                 self.guard.register(name, submodule, own)
             hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
             self._handles.append(submodule.register_forward_hook(hook))
-        parameters = [
-            (naming.parameter_name(top, name), parameter)
-            for name, parameter in model.named_parameters()
-        ]
         for name, parameter in parameters:
             if parameter.requires_grad:
                 hook = self._gradient_hook(name)

@@ -202,7 +202,7 @@ class NonFiniteGuard:
 
     def gradient(self, parameter: str, grad: torch.Tensor) -> bool:
         """Check a gradient; True when it is the run's first non-finite tensor (CPU)."""
-        if self.origin is not None or parameter in self._implied:
+        if self.origin is not None or self.implies(parameter):
             return False
         return self._check(_GRADIENT, parameter, 0, grad, None)
 
