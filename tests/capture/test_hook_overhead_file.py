@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from hook_training import Net, run
 import trainprobe.pytorch as smd
 from torchrun import torchrun
 from trainprobe.capture import overhead as overhead_module
+from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch import hook as hook_module
+from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.storage.hook_overhead import (
     HookOverheadRecord,
     decode_hook_overhead,
@@ -70,6 +73,84 @@ def test_a_training_writes_its_overhead_file(tmp_path: Path) -> None:
     assert saved.bytes_written == bytes_on_disk(tmp_path) == hook.overhead.bytes_written
     # The extra directory does not disturb a trial of the tensors.
     assert create_trial(str(tmp_path)).steps() == [0, 2, 4, 5]  # EVAL counts its own steps
+
+
+class StillRunningEvent:
+    """A CUDA event whose step the device is still running: ``synchronize()`` returns once
+    ``seconds`` have passed on the clock (moved on by hand, no real wait)."""
+
+    def __init__(self, clock: OffsetClock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    def synchronize(self) -> None:
+        self.clock.offset += self.seconds
+
+
+class OffsetClock:
+    """``time.perf_counter`` plus however far a test has moved it on."""
+
+    def __init__(self) -> None:
+        self.real = time.perf_counter
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return self.real() + self.offset
+
+
+def test_a_wait_for_the_device_is_counted_apart_from_the_hooks_own_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a GPU whose queue still holds the last step: the guard waits 10 s for its flags.
+    clock = OffsetClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    read_flags = NonFiniteGuard._read_pending
+
+    def read_after_the_device(guard: NonFiniteGuard, wait: bool = False) -> None:
+        wait_for_device(StillRunningEvent(clock, 10.0))
+        read_flags(guard, wait)
+
+    monkeypatch.setattr(NonFiniteGuard, "_read_pending", read_after_the_device)
+    hook, model = hooked(tmp_path)
+    run(hook, model, [(TRAIN, 4)])
+    hook.close()
+
+    [saved] = read_hook_overhead(str(tmp_path))
+    assert saved.step == [0, 1, 2, 3]
+    # Each step's start waited once (for the step before; closing counts as no step's).
+    assert saved.device_wait == pytest.approx([10.0] * 4, abs=1e-3)
+    assert saved.device_wait_seconds == pytest.approx(40.0, abs=1e-3)
+    # The hook's own time holds none of it.
+    assert all(0 < seconds < 10.0 for seconds in saved.seconds)
+    assert saved.total_seconds == pytest.approx(sum(saved.seconds), abs=1e-5)
+    assert hook.overhead.device_wait_seconds == pytest.approx(40.0, abs=1e-3)
+
+
+def test_a_hook_that_never_waited_for_the_device_writes_no_waits(tmp_path: Path) -> None:
+    hook, model = hooked(tmp_path)
+    run(hook, model, [(TRAIN, 3)])
+    hook.close()
+
+    assert b"device_wait" not in next((tmp_path / "hook-overhead").glob("*.json")).read_bytes()
+    [saved] = read_hook_overhead(str(tmp_path))
+    assert saved.device_wait == [] and saved.device_wait_seconds == 0.0
+
+
+def test_device_waits_survive_the_file_and_a_file_without_them_reads_as_none() -> None:
+    waited = HookOverheadRecord(
+        "worker_0", 2, 0.003, 0.0015, 4096, 0.0, [0, 1], [0.002, 0.001],
+        device_wait_seconds=0.0075, device_wait=[0.0070004, 0.0005],
+    )  # fmt: skip
+    decoded = decode_hook_overhead(encode_hook_overhead(waited))
+    assert decoded.device_wait == [0.007, 0.0005]
+    assert decoded.device_wait_seconds == 0.0075
+    assert decoded.seconds == [0.002, 0.001] and decoded.total_seconds == 0.003
+    # A file from before waits were counted apart, or from a CPU training.
+    older = decode_hook_overhead(encode_hook_overhead(record("worker_0", [0], [0.001])))
+    assert older.device_wait == [] and older.device_wait_seconds == 0.0
+    with pytest.raises(ValueError, match="device_wait"):
+        encode_hook_overhead(
+            HookOverheadRecord("worker_0", 1, 0.1, 0.1, 0, 0.0, [0], [0.1], device_wait=[1, 2])
+        )
 
 
 def test_the_file_is_rewritten_during_training_by_the_writer_thread(

@@ -1,9 +1,16 @@
-"""What the hook costs the training: its own time per step and the bytes it wrote.
+"""What the hook costs the training: its own time per step, its waits on the device, the bytes
+it wrote.
 
 The time is measured on the thread that called the hook (the training thread, or the autograd
 thread that ran a gradient hook) around every hook entry; the writer thread's time is not in it,
 since it runs beside the training. A step's time runs from the start of its forward to the start
 of the next step's forward, so it includes finishing the step (handing its buffers over).
+
+A wait for the device inside the hook (a CUDA event's ``synchronize()``, through
+``wait_for_device``) is counted apart from that time: while the thread waits, the device runs the
+training's own queued work, which a wall clock around the hook would count as the hook's.
+``device_wait_seconds`` is what the calling thread has waited so far; the hook reads it around
+each entry and subtracts the difference from the entry's time.
 
 ``OverheadFile`` saves it as ``<out_dir>/hook-overhead/<worker>.json``
 (``trainprobe.storage.hook_overhead``) for the report: the hook has it written on its writer
@@ -20,9 +27,10 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from trainprobe.storage.hook_overhead import (
     HOOK_OVERHEAD_DIR,
@@ -33,22 +41,58 @@ from trainprobe.storage.hook_overhead import (
 )
 from trainprobe.storage.object_store import is_url
 
-__all__ = ["RESERVE_BYTES", "HookOverhead", "OverheadFile"]
+__all__ = [
+    "RESERVE_BYTES",
+    "HookOverhead",
+    "OverheadFile",
+    "device_wait_seconds",
+    "wait_for_device",
+]
 
 log = logging.getLogger("trainprobe")
 
 RESERVE_BYTES = 64 * 1024
 
 
+class Synchronizable(Protocol):
+    """What the hook waits for on a device: a ``torch.cuda.Event`` (or a stream)."""
+
+    def synchronize(self) -> None: ...
+
+
+class _Waited(threading.local):
+    seconds = 0.0
+
+
+_waited = _Waited()
+
+
+def wait_for_device(event: Synchronizable) -> None:
+    """Block until ``event`` has happened on its device, counting the wait as the calling
+    thread's (``device_wait_seconds``), apart from the hook's own time."""
+    started = time.perf_counter()
+    try:
+        event.synchronize()
+    finally:
+        _waited.seconds += time.perf_counter() - started
+
+
+def device_wait_seconds() -> float:
+    """How long the calling thread has waited for a device in ``wait_for_device`` so far."""
+    return _waited.seconds
+
+
 @dataclass
 class HookOverhead:
-    """The hook's seconds per global step, and the bytes it has written so far.
+    """The hook's seconds per global step, its device waits, and the bytes it has written so far.
 
-    ``add`` is called by the training thread; ``record`` may be called from another thread (the
-    writer's) and sees every step added before it.
+    ``add`` and ``add_device_wait`` are called by the training thread; ``record`` may be called
+    from another thread (the writer's) and sees every step added before it.
     """
 
     seconds_by_step: dict[int, float] = field(default_factory=dict)
+    device_wait_by_step: dict[int, float] = field(default_factory=dict)
+    """Seconds the hook waited for the device, by step; not part of ``seconds_by_step``."""
     _bytes: Callable[[], int] = field(default=lambda: 0, repr=False)
     blocked_seconds: Callable[[], float] = field(default=lambda: 0.0, repr=False)
     file_bytes: int = 0
@@ -63,10 +107,20 @@ class HookOverhead:
         with self._lock:
             self.seconds_by_step[step] = self.seconds_by_step.get(step, 0.0) + seconds
 
+    def add_device_wait(self, step: int, seconds: float) -> None:
+        """Count ``seconds`` spent waiting for the device against ``step``."""
+        with self._lock:
+            self.device_wait_by_step[step] = self.device_wait_by_step.get(step, 0.0) + seconds
+
     @property
     def total_seconds(self) -> float:
         """The hook's time over all steps."""
         return sum(self.seconds_by_step.values())
+
+    @property
+    def device_wait_seconds(self) -> float:
+        """The hook's waits for the device over all steps."""
+        return sum(self.device_wait_by_step.values())
 
     @property
     def steps(self) -> int:
@@ -87,9 +141,12 @@ class HookOverhead:
         """A snapshot of the overhead so far, as ``worker``'s overhead file holds it."""
         with self._lock:
             by_step = dict(self.seconds_by_step)
+            waits = dict(self.device_wait_by_step)
         steps = sorted(by_step)
         seconds = [by_step[step] for step in steps]
         total = sum(seconds)
+        # A wait counted against a step the hook has not finished yet shows once it has.
+        device_wait = [waits.get(step, 0.0) for step in steps]
         return HookOverheadRecord(
             worker=worker,
             steps=len(steps),
@@ -99,6 +156,8 @@ class HookOverhead:
             blocked_seconds=self.blocked_seconds(),
             step=steps,
             seconds=seconds,
+            device_wait_seconds=sum(device_wait),
+            device_wait=device_wait if any(device_wait) else [],
             stopped_step=self.stopped_step,
             stopped_error=self.stopped_error,
         )
@@ -117,6 +176,7 @@ class HookOverhead:
             "mean_seconds_per_step": self.mean_seconds_per_step,
             "bytes_written": self.bytes_written,
             "blocked_seconds": self.blocked_seconds(),
+            "device_wait_seconds": self.device_wait_seconds,
             "seconds_by_step": dict(self.seconds_by_step),
         }
 

@@ -347,6 +347,8 @@ def _overhead_section(content: dict[str, Any]) -> str:
             "debugger-overhead",
             "The hook recorded no cost: it did not run, or ran before trainprobe recorded it.",
         )
+    # A hook that waited for the device (a GPU) shows the waits beside its own time.
+    waited = any(w.get("DeviceWaitPlot") for w in workers)
     rows = [
         [
             text(w["Worker"]),
@@ -356,18 +358,25 @@ def _overhead_section(content: dict[str, Any]) -> str:
             number(w["MsPerStep"].get("max")),
             seconds_text(w["TotalSeconds"]),
             number(w["PercentOfTraining"]),
+            *([number(w["MeanDeviceWaitMsPerStep"])] if waited else []),
             bytes_text(w["BytesWritten"]),
             seconds_text(w["BlockedSeconds"]),
         ]
         for w in workers
     ]
     stopped = content["DebuggerOverhead"].get("SavingStopped")
+    device_note = (
+        " Its waits for the GPU are counted apart: the GPU was running the training's own work "
+        "meanwhile."
+        if waited
+        else ""
+    )
     parts = [
         f'<p class="issue">{text(stopped)}. The steps saved before it are intact.</p>'
         if stopped
         else "",
         '<p class="muted">Time the training thread spent in trainprobe\'s hook, and what the '
-        "hook's writer wrote.</p>",
+        f"hook's writer wrote.{device_note}</p>",
         table(
             (
                 "worker",
@@ -377,6 +386,7 @@ def _overhead_section(content: dict[str, Any]) -> str:
                 "max (ms)",
                 "total",
                 "% of training",
+                *(["waiting for the GPU (ms/step)"] if waited else []),
                 "written",
                 "waiting for the writer",
             ),

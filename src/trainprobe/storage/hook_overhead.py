@@ -1,4 +1,5 @@
-"""The hook's cost, one file per worker: its time per step and the bytes it wrote.
+"""The hook's cost, one file per worker: its time per step, its waits on the device and the bytes
+it wrote.
 
 ::
 
@@ -15,6 +16,12 @@ When the hook stopped saving (a full disk, an unwritable directory: its writer f
 header also says where and why, ``"saving_stopped": {"step": 41, "error": "No space left on
 device"}``, and ``saving_stopped_message`` puts it in words for the job's description, its live
 view, its report and its rules' statuses. smdebug reads nothing under ``hook-overhead/``.
+
+A hook that waited for the device (a GPU, to read a step's non-finite flags) counts those waits
+apart: the header's ``device_wait_seconds`` is their total, and ``device_wait`` lists them per
+step beside ``seconds`` (left out when the hook never waited, as on a CPU). ``seconds`` never
+includes them: while the hook waits, the device runs the training's own work. Files written before
+the waits were counted apart have neither; their ``seconds`` include any wait.
 
 Seconds are rounded to the microsecond, which keeps 100 000 steps near 1.5 MB. The file is
 replaced atomically, so a reader sees the previous version or the new one; a file that is not
@@ -63,8 +70,10 @@ class HookOverheadRecord:
     """What the hook of one worker cost the training, as its file holds it.
 
     ``step`` and ``seconds`` are parallel: the hook spent ``seconds[i]`` of the training thread's
-    time in global step ``step[i]``. ``bytes_written`` counts every file the hook wrote, this one
-    included; ``blocked_seconds`` is how long the training waited for the writer to catch up.
+    time in global step ``step[i]``, apart from waiting for the device, which ``device_wait[i]``
+    holds (an empty list: the hook never waited). ``bytes_written`` counts every file the hook
+    wrote, this one included; ``blocked_seconds`` is how long the training waited for the writer
+    to catch up.
     """
 
     worker: str
@@ -75,6 +84,9 @@ class HookOverheadRecord:
     blocked_seconds: float
     step: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    device_wait_seconds: float = 0.0
+    """The hook's waits for the device over all steps; not part of ``total_seconds``."""
+    device_wait: list[float] = field(default_factory=list)
     stopped_step: int | None = None
     """The step whose saving failed, after which the hook saved nothing more; None: it did not
     stop (or it stopped before its first step, then ``stopped_error`` alone is set)."""
@@ -103,10 +115,17 @@ def _header(record: HookOverheadRecord, bytes_written: int) -> bytes:
         "bytes_written": bytes_written,
         "blocked_seconds": _rounded(record.blocked_seconds),
     }
+    if record.device_wait:
+        head["device_wait_seconds"] = _rounded(record.device_wait_seconds)
     if record.stopped_error is not None:
         head["saving_stopped"] = {"step": record.stopped_step, "error": record.stopped_error}
     # Without its closing brace: the lists follow.
     return json.dumps(head, separators=(",", ":"), allow_nan=False).encode()[:-1]
+
+
+def _seconds_list(seconds: list[float]) -> bytes:
+    rounded = [_rounded(value) for value in seconds]
+    return json.dumps(rounded, separators=(",", ":"), allow_nan=False).encode()
 
 
 def encode_hook_overhead(record: HookOverheadRecord, *, count_itself: bool = False) -> bytes:
@@ -121,16 +140,22 @@ def encode_hook_overhead(record: HookOverheadRecord, *, count_itself: bool = Fal
             f"{len(record.seconds)} values for {len(record.step)} steps",
             "one value per step (step and seconds are parallel lists)",
         )
+    if record.device_wait and len(record.device_wait) != len(record.step):
+        raise ConfigError(
+            "device_wait",
+            f"{len(record.device_wait)} values for {len(record.step)} steps",
+            "one value per step, or none (the hook never waited for the device)",
+        )
+    waits = b""
+    if record.device_wait:
+        waits = b',"device_wait":' + _seconds_list(record.device_wait)
     tail = b"".join(
         (
             b',"step":',
             json.dumps([int(step) for step in record.step], separators=(",", ":")).encode(),
             b',"seconds":',
-            json.dumps(
-                [_rounded(seconds) for seconds in record.seconds],
-                separators=(",", ":"),
-                allow_nan=False,
-            ).encode(),
+            _seconds_list(record.seconds),
+            waits,
             b"}\n",
         )
     )
@@ -187,6 +212,11 @@ def decode_hook_overhead(data: bytes) -> HookOverheadRecord:
         raise ValueError("seconds holds a value that is not a finite number")
     if len(step) != len(seconds):
         raise ValueError(f"step has {len(step)} values but seconds has {len(seconds)}")
+    device_wait: list[float] = []
+    if "device_wait" in document:
+        device_wait = [float(value) for value in _list_of(document, "device_wait", (int, float))]
+        if len(device_wait) != len(step) or not all(math.isfinite(v) for v in device_wait):
+            raise ValueError("device_wait is not one finite number per step")
     stopped = document.get("saving_stopped")
     stopped_step = stopped_error = None
     if isinstance(stopped, dict) and isinstance(stopped.get("error"), str):
@@ -205,6 +235,10 @@ def decode_hook_overhead(data: bytes) -> HookOverheadRecord:
         blocked_seconds=_number(document, "blocked_seconds"),
         step=step,
         seconds=seconds,
+        device_wait_seconds=(
+            _number(document, "device_wait_seconds") if "device_wait_seconds" in document else 0.0
+        ),
+        device_wait=device_wait,
     )
 
 

@@ -3,10 +3,10 @@
 On CUDA the copy is asynchronous: the tensor is first snapshotted on the device (on the training
 stream, so a later in-place update cannot race with the copy), then copied into pinned host memory
 on a separate copy stream with ``non_blocking=True``; an event marks its end, and the writer thread
-waits on that event, never the training thread. On the CPU the copy is a detached clone, made at
-once (a later in-place update of the original cannot reach it), into a buffer reused from earlier
-steps once the writer thread has written it (fresh memory costs page faults). Other devices copy
-synchronously.
+waits on that event (``wait_for_device``, which counts a wait apart from the hook's own time),
+never the training thread. On the CPU the copy is a detached clone, made at once (a later in-place
+update of the original cannot reach it), into a buffer reused from earlier steps once the writer
+thread has written it (fresh memory costs page faults). Other devices copy synchronously.
 
 numpy has no bfloat16: a bfloat16 tensor travels as its raw 16-bit patterns (half the bytes) and
 the writer thread widens them to float32, which is exact. Other dtypes numpy lacks (float8 kinds)
@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 import torch
+
+from trainprobe.capture.overhead import wait_for_device
 
 __all__ = ["BufferPool", "HostCopy", "original_dtype_of", "start_copy"]
 
@@ -109,7 +111,7 @@ class HostCopy:
         if self._host is None:
             raise ValueError("the buffer was already released")
         if self._event is not None:
-            self._event.synchronize()
+            wait_for_device(self._event)  # the writer's wait; never the hook's time
         array = self._host.numpy()
         return _bfloat16_bits_to_float32(array) if self.bfloat16 else array
 

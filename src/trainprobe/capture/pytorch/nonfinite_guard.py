@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch import naming
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import NonFiniteOrigin
@@ -283,7 +284,9 @@ class NonFiniteGuard:
         step, mode, mode_step, checked, host, event = self._pending
         self._pending = None
         assert isinstance(event, torch.cuda.Event)
-        event.synchronize()  # recorded a whole step ago: already done unless ``wait``
+        # Recorded a step ago, yet the training's queue can still hold that step's work: the
+        # wait is counted apart from the hook's own time.
+        wait_for_device(event)
         bad = [item for item, fine in zip(checked, host.tolist(), strict=True) if not fine]
         if not bad:
             return

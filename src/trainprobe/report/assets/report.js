@@ -161,8 +161,11 @@
     },
     overhead(i) {
       const worker = report.DebuggerOverhead.Workers[i];
-      return [banded(worker.Plot, colors[1], "hook time"),
-              layout("Hook time per step: " + worker.Worker, "step", "ms")];
+      const traces = banded(worker.Plot, colors[1], "hook time");
+      if (worker.DeviceWaitPlot) {
+        traces.push(...banded(worker.DeviceWaitPlot, colors[2], "waiting for the GPU"));
+      }
+      return [traces, layout("Hook time per step: " + worker.Worker, "step", "ms")];
     },
   };
 
