@@ -1,8 +1,9 @@
 """The system monitor as a real process, watching a real busy process, read back from its files.
 
 What rows must exist and how smdebug's rules read them comes from reference/smdebug.md §5.1 and
-§5.3; the GPU path runs in-process with pynvml's functions replaced by a fake with two GPUs (this
-machine has none).
+§5.3; the GPU path runs in-process with pynvml's functions replaced by a fake with two GPUs. The
+busy run's monitor imports a stand-in pynvml whose driver is missing, so that it runs as on a
+host without a GPU on any machine.
 """
 
 from __future__ import annotations
@@ -58,11 +59,32 @@ child.wait()
 """
 
 
-def start_monitor(out: Path, *arguments: str) -> subprocess.Popen[str]:
+NO_DRIVER_NVML = """
+class NVMLError(Exception):
+    pass
+
+
+def nvmlInit():
+    raise NVMLError("Driver Not Loaded")
+"""
+
+
+def without_nvml(directory: Path) -> dict[str, str]:
+    """An environment whose ``pynvml`` finds no driver, as on a host without a GPU."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pynvml.py").write_text(NO_DRIVER_NVML)
+    path = os.pathsep.join([str(directory), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def start_monitor(
+    out: Path, *arguments: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "trainprobe.capture.system_monitor", "--out", str(out), *arguments],
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -106,10 +128,12 @@ def check_whole_lines(out: Path, problems: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def busy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One monitor run at 100 ms over an idle process with a busy child, stopped by SIGTERM."""
+    """One monitor run at 100 ms over an idle process with a busy child, stopped by SIGTERM, on
+    a host without a GPU (NVML finds no driver)."""
     out = tmp_path_factory.mktemp("busy") / "profiler-output"
+    env = without_nvml(tmp_path_factory.mktemp("nvml"))
     training, busy_child = start_waiting_parent_of_a_busy_child()
-    monitor = start_monitor(out, "--interval-ms", "100", "--pid", str(training.pid))
+    monitor = start_monitor(out, "--interval-ms", "100", "--pid", str(training.pid), env=env)
     try:
         problems: list[str] = []
         reader = SystemMetricsReader(str(out))

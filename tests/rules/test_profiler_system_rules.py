@@ -2,9 +2,10 @@
 
 The system monitor runs as the job runner runs it (its own process, 100 ms sampling) while a real
 training with a CPU-heavy DataLoader saturates this machine's cores; the rules follow the job live,
-in one-second windows. This machine has no GPU: a stand-in pynvml shows the monitor a GPU at a set
-utilization (idle: the GPU waits; busy: it does not). Its disks show next to no I/O wait, even for
-direct reads, so IOBottleneck reads synthesized metrics. Algorithms: reference/smdebug.md §5.3.
+in one-second windows. A stand-in pynvml shows the monitor a GPU at a set utilization (idle: the
+GPU waits; busy: it does not), or no GPU, whatever GPUs this machine has. Its disks show next to
+no I/O wait, even for direct reads, so IOBottleneck reads synthesized metrics. Algorithms:
+reference/smdebug.md §5.3.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def test_cpu_bottleneck_on_a_host_without_gpu_says_there_is_no_gpu_to_wait(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "profiler-output"
-    with monitored(out) as monitor:  # the real NVML: no GPU on this machine
+    # A stand-in pynvml that sees no GPU, whatever this machine has.
+    with monitored(out, fake_gpus(tmp_path / "nvml", utilization=0, count=0)) as monitor:
         monitor.wait_for_samples(15)
     end_job(out)
 
