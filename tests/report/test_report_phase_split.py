@@ -1,0 +1,139 @@
+"""The report's phase split counts each moment once, for trainings that step their optimizer
+with a closure (the forward and backward passes run inside ``optimizer.step(closure)``).
+
+Each training (``tests/report/closure_training.py``, which never imports trainprobe) runs under
+``trainprobe run`` with its default profiler and ProfilerReport; the split in ProfilerReport's
+OverallFrameworkMetrics data and in ``profiler-report.json`` is checked against the step
+timeline the training wrote, read independently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
+
+pytestmark = pytest.mark.slow
+
+TRAINING = Path(__file__).resolve().parent / "closure_training.py"
+NESTED = ("Forward", "Backward(post-forward)")
+
+_LIGHTNING = any(importlib.util.find_spec(name) for name in ("lightning", "pytorch_lightning"))
+
+
+@dataclass(frozen=True)
+class Job:
+    timeline: list[TraceEvent]
+    details: dict[str, Any]  # OverallFrameworkMetrics' report details
+    content: dict[str, Any]  # profiler-report.json
+
+
+def run_job(tmp_path: Path, how: str) -> Job:
+    home = tmp_path / "home"
+    command = ["run", str(TRAINING), "--name", how, "--", how]
+    finished = subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", *command],
+        env={**os.environ, "TRAINPROBE_HOME": str(home)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    job = home / "output" / how
+    [rule_output] = (job / "rule-output").glob("ProfilerReport-*/profiler-output")
+    overall = json.loads(
+        (rule_output / "profiler-reports" / "OverallFrameworkMetrics.json").read_text()
+    )
+    return Job(
+        TraceFileReader(str(job / "profiler-output")).events(),
+        overall["Details"],
+        json.loads((rule_output / "profiler-report.json").read_text()),
+    )
+
+
+def total_us(events: list[TraceEvent], phase: str) -> float:
+    return sum(event.duration_us for event in events if event.phase == phase)
+
+
+def nested_us(events: list[TraceEvent]) -> float:
+    """The time of the forward and backward passes that ran inside an optimizer's step."""
+    steps = [event for event in events if event.phase == "Optimizer"]
+    return sum(
+        event.duration_us
+        for event in events
+        if event.phase in NESTED
+        and any(
+            step.node_id == event.node_id
+            and step.start_us <= event.start_us
+            and event.end_us <= step.end_us
+            for step in steps
+        )
+    )
+
+
+def check_split(job: Job) -> dict[str, dict[str, float]]:
+    """The split's shares add up to at most 100 %, in the rule's data and in the report."""
+    split = job.details["step_split"]
+    assert sum(entry["percent_of_step_time"] for entry in split.values()) <= 100.0
+    shown = job.content["Framework"]["PhaseSplit"]
+    assert {row["Phase"] for row in shown} == set(split)
+    assert sum(row["PercentOfStepTime"] for row in shown) <= 100.0
+    for phase, entry in split.items():
+        assert entry["percent_of_step_time"] == pytest.approx(
+            entry["time_us"] / job.details["split_time_us"] * 100
+        ), phase
+    return split  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "closure",
+        "lbfgs",
+        pytest.param(
+            "lightning",
+            marks=pytest.mark.skipif(not _LIGHTNING, reason="PyTorch Lightning is not installed"),
+        ),
+    ],
+)
+def test_an_optimizer_step_with_a_closure_is_not_credited_with_its_passes(
+    tmp_path: Path, how: str
+) -> None:
+    job = run_job(tmp_path, how)
+    split = check_split(job)
+    events = job.timeline
+    inside = nested_us(events)
+    # The job's hook, and so its profiler, start in the first forward pass, inside the first
+    # optimizer step: every pass after that one ran inside an optimizer step.
+    first = min(e.start_us for e in events if e.phase == "Optimizer")
+    later = [e for e in events if e.start_us > first]
+    assert inside == pytest.approx(sum(total_us(later, phase) for phase in NESTED))
+    # The passes keep all their time; the optimizer only its own, outside them.
+    for phase in NESTED:
+        assert split[phase]["time_us"] == pytest.approx(total_us(events, phase))
+    assert split["Optimizer"]["time_us"] == pytest.approx(total_us(events, "Optimizer") - inside)
+    shown = {row["Phase"]: row for row in job.content["Framework"]["PhaseSplit"]}
+    assert shown["Optimizer"]["TimeMs"] == pytest.approx(
+        split["Optimizer"]["time_us"] / 1000, abs=1e-3
+    )
+    [optimizer] = [e for e in job.details["top_events"] if e["phase"] == "Optimizer"] or [None]
+    assert optimizer is None or optimizer["time_us"] == split["Optimizer"]["time_us"]
+
+
+def test_a_plain_optimizer_step_keeps_its_whole_time(tmp_path: Path) -> None:
+    job = run_job(tmp_path, "plain")
+    split = check_split(job)
+    events = job.timeline
+    assert nested_us(events) == 0
+    for phase in (*NESTED, "Optimizer", "DataLoading"):
+        assert split[phase]["time_us"] == pytest.approx(total_us(events, phase)), phase
