@@ -57,7 +57,7 @@ from trainprobe.capture.hook_arguments import (
     tensorboard_directory,
 )
 from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
-from trainprobe.capture.overhead import HookOverhead, OverheadFile
+from trainprobe.capture.overhead import HookOverhead, OverheadFile, device_wait_seconds
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.functional_activations import (
     FUNCTION_TYPES,
@@ -68,6 +68,18 @@ from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
 from trainprobe.capture.pytorch.step_capture import StepCapture
+from trainprobe.capture.pytorch.training_losses import (
+    LOSS_NAME,
+    LossSource,
+    StepLosses,
+    loss_watch,
+    output_loss,
+)
+from trainprobe.capture.pytorch.training_steps import (
+    OptimizerSteps,
+    mode_of,
+    optimizer_created,
+)
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.save_plan import SavePlan
@@ -136,7 +148,10 @@ def _advice(error: BaseException) -> str:
 
 
 def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
-    """Time a hook entry point and keep its failures out of the training (unless strict)."""
+    """Time a hook entry point and keep its failures out of the training (unless strict).
+
+    A wait for the device inside it is counted apart, against the step the entry's time goes to
+    (the one current when it returns): the device was running the training's work meanwhile."""
 
     @functools.wraps(method)
     def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
@@ -146,6 +161,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
             return None
         outermost = hook._depth == 0
         hook._depth += 1
+        waited = device_wait_seconds()
         started = time.perf_counter()
         try:
             return method(*args, **kwargs)
@@ -155,7 +171,11 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
         finally:
             hook._depth -= 1
             if outermost:
-                hook._spent += time.perf_counter() - started
+                elapsed = time.perf_counter() - started
+                waiting = device_wait_seconds() - waited
+                hook._spent += elapsed - waiting
+                if waiting:
+                    hook.overhead.add_device_wait(hook.step, waiting)
 
     return entry
 
@@ -173,6 +193,12 @@ class Hook(SmdebugSurface):
     ``nonfinite_guard`` (on by default, off for a compiled model) checks every step for the
     first NaN or infinity, records where it started and saves that step in full (see
     ``trainprobe.capture.pytorch.nonfinite_guard``).
+
+    ``follow_training`` (off by default, as in smdebug; on for the hook ``trainprobe run``
+    installs) reads steps, modes and losses from the training itself: a TRAIN step is one update
+    (``optimizer.step()``), however many forwards it took; the mode comes from ``model.training``
+    and the grad mode; the loss is found wherever the training computes it (see
+    ``trainprobe.capture.pytorch.training_steps`` and ``training_losses``).
     """
 
     def __init__(
@@ -190,6 +216,7 @@ class Hook(SmdebugSurface):
         *,
         strict: bool | None = None,
         nonfinite_guard: bool = True,
+        follow_training: bool = False,
     ) -> None:
         global _singleton
         super().__init__()
@@ -251,6 +278,15 @@ class Hook(SmdebugSurface):
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
         self.profiler = self._framework_profiler()
+        self.follow_training = False
+        self._step_losses = StepLosses()
+        self._updates = OptimizerSteps(self._on_update)
+        self._train_step_open = False
+        self._repeat_forward = False
+        self._backward_in_step = False
+        self._by_hand: bool | None = None
+        if follow_training:
+            self.start_following_training()
         _singleton = self
         close_at_exit(self, lambda hook: hook.close(), "the hook")
 
@@ -334,7 +370,9 @@ class Hook(SmdebugSurface):
             self.profiler.register_module(model)
         top = type(model).__name__
         self._top_names[id(model)] = top
-        self._handles.append(model.register_forward_pre_hook(self._step_hook(id(model))))
+        self._handles.append(
+            model.register_forward_pre_hook(self._step_hook(id(model)), with_kwargs=True)
+        )
         parameters = [
             (naming.parameter_name(top, name), parameter)
             for name, parameter in model.named_parameters()
@@ -368,6 +406,88 @@ class Hook(SmdebugSurface):
 
     def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         self._functional.stop()
+        if self.follow_training:
+            loss = output_loss(outputs)
+            if loss is not None:
+                self._on_loss(LossSource.OUTPUT, LOSS_NAME, loss)
+
+    # ----- following the training (follow_training) -----
+
+    def start_following_training(self) -> None:
+        """Read steps, modes and losses from the training from now on (``follow_training``)."""
+        if self.follow_training:
+            return
+        self.follow_training = True
+        self._updates.start()
+        loss_watch().listener = self._on_loss
+
+    def _stop_following_training(self) -> None:
+        if not self.follow_training:
+            return
+        self._updates.stop()
+        watch = loss_watch()
+        if watch.listener == self._on_loss:
+            watch.listener = None
+
+    def _on_loss(
+        self,
+        source: LossSource,
+        name: str,
+        loss: torch.Tensor,
+        module: torch.nn.Module | None = None,
+    ) -> None:
+        """A loss of the step in progress, from ``source`` (see ``training_losses``)."""
+        if self._failed or self._closed or self._capture.current is None:
+            return
+        if module is not None and name not in self._losses:
+            self._losses.add(name)
+            self.module_types.add(name, module)
+        if source is LossSource.BACKWARD:
+            self._backward_in_step = True
+        self._step_losses.add(source, name, loss)
+
+    def _continues_train_step(self, model: torch.nn.Module) -> bool:
+        """Take the mode of a forward of ``model`` from the training; True when the forward is
+        one more micro-batch of the TRAIN step in progress."""
+        mode = mode_of(model)
+        if mode is ModeKeys.TRAIN and self._train_step_open:
+            if not (self._backward_in_step and self._updates_by_hand()):
+                self._repeat_forward = True
+                return True
+            self._train_step_open = False  # a training that updates without torch.optim
+            self._end_train_step()
+        self._repeat_forward = False
+        self._train_step_open = mode is ModeKeys.TRAIN
+        if mode is not self.mode:
+            self.set_mode(mode)
+        return False
+
+    def _updates_by_hand(self) -> bool:
+        """Whether the training updates its parameters without a ``torch.optim`` optimizer
+        (asked once, when a TRAIN forward follows a backward before any update was seen)."""
+        if self._by_hand is None:
+            self._by_hand = not self._updates.seen and not optimizer_created()
+        return self._by_hand
+
+    def _on_update(self) -> None:
+        """An update of the training: the TRAIN step in progress ends (``follow_training``)."""
+        if not self._train_step_open or self._failed or self._closed:
+            return
+        self._train_step_open = False
+        self._end_train_step()
+
+    @_guarded
+    def _end_train_step(self) -> None:
+        if self._active:
+            # The gradients the optimizer used: summed over the step's micro-batches.
+            for parameters in self._registered.values():
+                gradients = [
+                    (naming.gradient_name(name), parameter.grad)
+                    for name, parameter in parameters
+                    if parameter.grad is not None
+                ]
+                self._capture.capture(gradients)
+        self._finish_step()
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
@@ -385,11 +505,16 @@ class Hook(SmdebugSurface):
         self._handles.append(loss_module.register_forward_hook(hook))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
-        def step_start(module: torch.nn.Module, inputs: Any) -> None:
-            if self._failed or self._closed:
+        def step_start(module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+            if self.follow_training and self._continues_train_step(module):
+                pass
+            elif self._failed or self._closed:
                 self._advance()
             else:
                 self._on_step_start(model_id)
+            if "num_items_in_batch" in kwargs:
+                # A Hugging Face model divides each micro-batch's loss by the step's token count.
+                self._step_losses.partial = True
             # Outside the error guard: a rule's StopTraining request must stop the training.
             self.stop_watch.raise_if_requested(self.step)
 
@@ -556,6 +681,7 @@ class Hook(SmdebugSurface):
         self._capture.ensure_writer().submit(SideJob(write))
 
     def _finish_step(self) -> None:
+        self._save_step_losses()
         self._active = False
         guard = self.guard
         if guard is not None:
@@ -570,6 +696,13 @@ class Hook(SmdebugSurface):
         if finished is not None:
             self.overhead.add(finished.step, self._spent)
             self._spent = 0.0
+
+    def _save_step_losses(self) -> None:
+        """Check and save the losses the step computed (``follow_training``)."""
+        self._backward_in_step = False
+        for name, loss in self._step_losses.take():
+            self._check_nonfinite(lambda guard: guard.output(name, (), loss, True))  # noqa: B023
+            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
 
     def _close_records(self) -> None:
         """Write what is still unwritten of the module types and the non-finite origin."""
@@ -629,8 +762,10 @@ class Hook(SmdebugSurface):
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
         is_loss = name in self._losses
+        if is_loss and self.follow_training:
+            return  # the step's losses are checked and saved at its end
         self._check_nonfinite(lambda guard: guard.output(name, inputs, outputs, is_loss))
-        if self._active:
+        if self._active and not self._repeat_forward:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
@@ -638,7 +773,7 @@ class Hook(SmdebugSurface):
     def _on_function(self, kind: str, inputs: Any, outputs: Any) -> None:
         """An activation function was called in the forward of a save step."""
         owner = self._functional_owner
-        if not self._active or owner is None:
+        if not self._active or owner is None or self._repeat_forward:
             return
         name = f"{owner}.{kind}"
         if name not in self.module_types.modules:
@@ -651,7 +786,7 @@ class Hook(SmdebugSurface):
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         parameter = name.removeprefix(naming.GRADIENT_PREFIX)
         self._check_nonfinite(lambda guard: guard.gradient(parameter, grad))
-        if self._active:
+        if self._active and not self.follow_training:  # else saved at the update
             self._capture.capture([(name, grad)])
 
     @_guarded
@@ -779,6 +914,7 @@ class Hook(SmdebugSurface):
             return
         self._closed = True
         self._functional.stop()
+        self._stop_following_training()
         if self.profiler is not None:
             try:
                 self.profiler.close()

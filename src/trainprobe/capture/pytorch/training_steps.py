@@ -1,0 +1,98 @@
+"""Steps and modes read from the training itself, for a hook that follows the training.
+
+smdebug counts a step at each forward of the model and takes the mode from ``set_mode``. A script
+written for Hugging Face's ``Trainer``, Lightning or accelerate calls neither the way smdebug
+expects: it runs several forwards per update (gradient accumulation, an optimizer closure),
+evaluates in between, and never calls ``set_mode``. A hook that follows the training reads both
+from what the training does:
+
+- **the mode** of a forward of the model: TRAIN while the model is in training mode and gradients
+  are recorded; PREDICT when a Lightning trainer says it is predicting; EVAL otherwise
+  (``model.eval()``, ``torch.no_grad()``, ``torch.inference_mode()``);
+- **a TRAIN step** runs from the first forward after an update to the next update: the next
+  ``optimizer.step()`` of any ``torch.optim`` optimizer, however a framework wraps it, or a
+  ``GradScaler.update()`` that skipped the optimizer's step because of an infinity. EVAL and
+  PREDICT steps are counted a forward each, as smdebug counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = ["OptimizerSteps", "mode_of", "optimizer_created"]
+
+
+def mode_of(model: torch.nn.Module) -> ModeKeys:
+    """The mode of a forward of ``model`` that starts now (see the module docstring)."""
+    trainer = getattr(model, "_trainer", None)  # a Lightning module's trainer, when attached
+    if trainer is not None and getattr(trainer, "predicting", False) is True:
+        return ModeKeys.PREDICT
+    if model.training and torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+        return ModeKeys.TRAIN
+    return ModeKeys.EVAL
+
+
+def optimizer_created() -> bool:
+    """Whether this process has created a ``torch.optim`` optimizer (of any class).
+
+    PyTorch marks an optimizer class's ``step`` as hooked when it makes the first instance.
+    """
+    classes: list[type] = [torch.optim.Optimizer]
+    while classes:
+        cls = classes.pop()
+        if getattr(cls.step, "hooked", False):
+            return True
+        classes.extend(cls.__subclasses__())
+    return False
+
+
+class OptimizerSteps:
+    """Calls ``on_update`` after every update of the process's training: each optimizer step,
+    and each ``GradScaler.update()`` (whose optimizer step may have been skipped).
+
+    ``on_update`` is called more often than there are updates (a GradScaler's update follows the
+    optimizer's step it allowed): the hook counts a TRAIN step only when one is open.
+    """
+
+    def __init__(self, on_update: Callable[[], None]) -> None:
+        self._on_update = on_update
+        self.seen = False
+        """Whether an optimizer has stepped since ``start``."""
+        self._handle: Any = None
+        self._scaler_update: Any = None
+
+    def start(self) -> None:
+        """Start watching (once)."""
+        if self._handle is not None:
+            return
+        self._handle = register_optimizer_step_post_hook(self._stepped)
+        scaler = torch.amp.GradScaler
+        original = scaler.update
+        self._scaler_update = original
+        on_update = self._on_update
+
+        def update(scaler_self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(scaler_self, *args, **kwargs)
+            on_update()
+            return result
+
+        scaler.update = update  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        """Stop watching."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        if self._scaler_update is not None:
+            torch.amp.GradScaler.update = self._scaler_update  # type: ignore[method-assign]
+            self._scaler_update = None
+
+    def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.seen = True
+        self._on_update()
