@@ -4,8 +4,11 @@
 the request's bytes as a client would send them. Most are one mutation of ``valid_request``
 (a request that creates a real, cheap job): a member of the wrong type, missing or unknown; a
 huge, negative or fractional number; NUL, control characters, unicode, lone surrogates and very
-long text; lists and objects nested deep; and traversal (``..``, ``/``, NUL, a path that is a
-file) in every name and path. The rest break the document itself: invalid JSON, bytes that are
+long text; lists and objects nested deep; strings that hold JSON (a profiling sub-config, an
+``action_json``, a hyperparameter) nested a few thousand levels deep; values that are not strings
+in the maps of strings (RuleParameters, HookParameters, CollectionParameters, Environment,
+HyperParameters, ProfilingParameters); and traversal (``..``, ``/``, NUL, a path that is a file)
+in every name and path. The rest break the document itself: invalid JSON, bytes that are
 not UTF-8, a byte order mark, JSON that is not an object, nesting far too deep to parse. The same
 seed gives the same cases, so a failure is reproduced by its seed and index.
 
@@ -192,6 +195,40 @@ _NUMBERS: list[Any] = [
 _OTHERS: list[Any] = [None, True, False, [], {}, [1, 2], {"a": 1}, "", "text"]
 
 
+# The maps of strings of the request: (path of the map, a key to set in it).
+STRING_MAP_ENTRIES: tuple[tuple[JsonPath, str], ...] = (
+    (("DebugRuleConfigurations", 0, "RuleParameters"), "tensor_regex"),
+    (("DebugHookConfig", "HookParameters"), "save_interval"),
+    (("DebugHookConfig", "CollectionConfigurations", 0, "CollectionParameters"), "save_interval"),
+    (("Environment",), "TRAINING_SEED"),
+    (("HyperParameters",), "epochs"),
+    (("ProfilerConfig", "ProfilingParameters"), "DetailedProfilingConfig"),
+)
+# Strings that trainprobe reads as JSON: (path of the map, its key).
+JSON_STRING_ENTRIES: tuple[tuple[JsonPath, str], ...] = (
+    (("ProfilerConfig", "ProfilingParameters"), "DetailedProfilingConfig"),
+    (("DebugRuleConfigurations", 0, "RuleParameters"), "action_json"),
+    (("HyperParameters",), "epochs"),
+)
+_NOT_STRINGS: list[Any] = [5, 0.5, True, None, [], ["1"], {}, {"StartStep": 5}]
+
+
+def deep_json_text(depth: int, opener: str = "{") -> str:
+    """JSON text nesting objects (``{``) or lists (``[``) ``depth`` levels deep."""
+    if opener == "[":
+        return "[" * depth + "]" * depth
+    return '{"StartStep":' * depth + "1" + "}" * depth
+
+
+def set_entry(document: Any, path: JsonPath, key: str, value: Any) -> None:
+    """``document``'s map at ``path`` (made when absent) gets ``key`` = ``value``."""
+    for step in path:
+        if isinstance(step, str) and step not in document:
+            document[step] = {}
+        document = document[step]
+    document[key] = value
+
+
 def _deep(depth: int) -> Any:
     value: Any = "bottom"
     for level in range(depth):
@@ -228,7 +265,17 @@ def _mutated(base: dict[str, Any], rng: random.Random, sandbox: Path) -> tuple[s
     """One mutation of a copy of ``base``: its label and the document."""
     document = copy.deepcopy(base)
     kinds = ["type", "type", "missing", "unknown", "number", "text", "deep", "traversal"]
-    kind = rng.choice([*kinds, "traversal", "profiler rule"])
+    kind = rng.choice([*kinds, "traversal", "profiler rule", "deep string", "not a string"])
+    if kind == "deep string":
+        path, key = rng.choice(JSON_STRING_ENTRIES)
+        depth, opener = rng.choice([40, 900, 3000]), rng.choice("{[")
+        set_entry(document, path, key, deep_json_text(depth, opener))
+        return f"deep string {_name((*path, key))} = {opener} x {depth}", document
+    if kind == "not a string":
+        path, key = rng.choice(STRING_MAP_ENTRIES)
+        value = rng.choice(_NOT_STRINGS)
+        set_entry(document, path, key, value)
+        return f"not a string {_name((*path, key))} = {value!r}", document
     if kind == "profiler rule":
         # A profiler rule (the request has none: each runs a process) with a name that
         # escapes, or one the debugging rule has, whatever its case.

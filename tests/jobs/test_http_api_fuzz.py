@@ -24,6 +24,7 @@ from tests.jobs.job_helpers import wait_until_ended
 from malformed_requests import (
     Case,
     closed_object_store,
+    deep_json_text,
     malformed_requests,
     prepare_sandbox,
     valid_request,
@@ -131,6 +132,37 @@ def _issue_cases(sandbox: Path) -> list[Case]:
             "a rule name of 300 bytes",
             {"DebugRuleConfigurations": [{**rule, "RuleConfigurationName": "r" * 300}]},
         ),
+        (
+            "a DetailedProfilingConfig 3000 levels deep",
+            {
+                "ProfilerConfig": {
+                    "ProfilingParameters": {"DetailedProfilingConfig": deep_json_text(3000)}
+                }
+            },
+        ),
+        (
+            "an action_json 1200 levels deep",
+            {
+                "DebugRuleConfigurations": [
+                    {
+                        **rule,
+                        "RuleParameters": {
+                            **rule["RuleParameters"],
+                            "action_json": deep_json_text(1200, "["),
+                        },
+                    }
+                ]
+            },
+        ),
+        (
+            "a number in RuleParameters",
+            {
+                "DebugRuleConfigurations": [
+                    {**rule, "RuleParameters": {**rule["RuleParameters"], "tensor_regex": 5}}
+                ]
+            },
+        ),
+        ("a list in HyperParameters", {"HyperParameters": {"epochs": [1]}}),
     ]
     cases = [Case("an empty object", b"{}"), Case("an empty body", b"")]
     for label, change in changes:
@@ -336,7 +368,6 @@ def test_the_other_operations_refuse_malformed_members_by_name(
         (b'{"TrainingJobName": NaN}', "NaN and Infinity are not JSON"),
         (b'{"TrainingJobName": -Infinity}', "NaN and Infinity are not JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "at most 32 levels"),
-        (b'{"TrainingJobName": "x", "Tags": ' + b"[" * 40 + b"]" * 40 + b"}", "at most 32 levels"),
         (b'["TrainingJobName"]', "JSON object"),
         (b"null", "JSON object"),
     ],
@@ -348,3 +379,38 @@ def test_a_body_that_is_no_request_is_a_serialization_exception(
     status, answer = _send(api_server, operation, body)
     assert (status, answer["__type"]) == (400, "SerializationException")
     assert answer["message"].startswith("body") and says in answer["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            b'{"TrainingJobName": "x", "Tags": ' + b"[" * 40 + b"]" * 40 + b"}",
+            "Tags[0][0][0][0][0]",
+        ),
+        (
+            b'{"TrainingJobName": "x", "DebugHookConfig": {"HookParameters": '
+            + b'{"k": ' * 200
+            + b'"v"'
+            + b"}" * 202,
+            "DebugHookConfig.HookParameters.k.k.k.k",
+        ),
+        (
+            b'{"TrainingJobName": "x", "Tags": [{"Key": "a", "Value": "b"}, '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"]}",
+            "Tags[1][0][0][0][0]",
+        ),
+    ],
+    ids=["list-40", "object-200", "too-deep-to-parse"],
+)
+@pytest.mark.parametrize("operation", ["CreateTrainingJob", "DescribeTrainingJob"])
+def test_a_member_nested_too_deep_is_named_by_its_path(
+    api_server: JobApiServer, operation: str, body: bytes, field: str
+) -> None:
+    # Issue 27: nesting too deep inside a request was refused naming only the body.
+    status, answer = _send(api_server, operation, body)
+    assert (status, answer["__type"]) == (400, "SerializationException")
+    assert answer["message"].startswith(f"{field}: "), answer
+    assert "nested at most 32 levels" in answer["message"], answer

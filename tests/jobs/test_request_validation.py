@@ -25,13 +25,16 @@ from tests.jobs.job_helpers import wait_until_ended
 from malformed_requests import (
     Case,
     closed_object_store,
+    deep_json_text,
     malformed_requests,
     prepare_sandbox,
+    set_entry,
     valid_request,
 )
 from trainprobe.cli.main import main
 from trainprobe.config import rule_configs
 from trainprobe.config.errors import ConfigError, ConfigErrors
+from trainprobe.config.json_bounds import path_text
 from trainprobe.config.request_json import parse_request
 from trainprobe.config.rules import Rule
 from trainprobe.estimator import Estimator
@@ -278,6 +281,96 @@ def test_an_output_or_input_path_that_is_a_file_is_refused(
     assert "not a directory" in problem.allowed
 
 
+def create_on_the_command_line(
+    request: dict[str, Any], sandbox: Path, capsys: pytest.CaptureFixture[str]
+) -> str:
+    """What ``trainprobe jobs create --cli-input-json`` says refusing ``request``."""
+    request_file = sandbox.parent / "create.json"
+    request_file.write_text(json.dumps(request))
+    status = main(["jobs", "create", "--cli-input-json", f"file://{request_file}"])
+    said = capsys.readouterr()
+    assert status == 2, said
+    assert "Traceback" not in said.out + said.err
+    return said.err
+
+
+_JSON_STRINGS = [
+    (("ProfilerConfig", "ProfilingParameters"), "DetailedProfilingConfig", "{"),
+    (("DebugRuleConfigurations", 0, "RuleParameters"), "action_json", "["),
+    (("HyperParameters",), "epochs", "["),
+]
+
+
+@pytest.mark.parametrize("depth", [40, 1200, 3000])
+@pytest.mark.parametrize(
+    ("path", "key", "opener"), _JSON_STRINGS, ids=[key for _, key, _ in _JSON_STRINGS]
+)
+def test_a_string_holding_json_nested_deep_is_refused_at_its_path(
+    store: JobStore,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: tuple[str | int, ...],
+    key: str,
+    opener: str,
+    depth: int,
+) -> None:
+    # Issue 27: a DetailedProfilingConfig a few thousand levels deep ended validate and create
+    # in a RecursionError; so did an action_json, and a hyperparameter (decoded for the script).
+    request = valid_request("deep-string", sandbox)
+    set_entry(request, path, key, deep_json_text(depth, opener))
+    (problem,) = refused(request, store, sandbox)
+    assert problem.field == path_text((*path, key))
+    assert f"{problem.field}:" in create_on_the_command_line(request, sandbox, capsys)
+
+
+_STRING_MAPS = [
+    (("DebugRuleConfigurations", 0, "RuleParameters"), "tensor_regex"),
+    (("ProfilerRuleConfigurations", 0, "RuleParameters"), "threshold"),
+    (("DebugHookConfig", "HookParameters"), "save_interval"),
+    (("DebugHookConfig", "CollectionConfigurations", 1, "CollectionParameters"), "include_regex"),
+    (("ProfilerConfig", "ProfilingParameters"), "DetailedProfilingConfig"),
+    (("Environment",), "TRAINING_SEED"),
+    (("HyperParameters",), "epochs"),
+]
+
+
+@pytest.mark.parametrize("value", [5, 0.5, True, None, ["fc.*"], {"StartStep": "5"}])
+@pytest.mark.parametrize(("path", "key"), _STRING_MAPS, ids=[str(p[-1]) for p, _ in _STRING_MAPS])
+def test_a_map_of_strings_takes_strings_only(
+    store: JobStore, sandbox: Path, path: tuple[str | int, ...], key: str, value: Any
+) -> None:
+    # Issue 27: SageMaker's maps of strings refuse any other value, naming it; a number in
+    # RuleParameters was accepted, or refused as something else.
+    request = valid_request("not-a-string", sandbox)
+    request["ProfilerRuleConfigurations"] = [
+        {
+            "RuleConfigurationName": "CPUBottleneck",
+            "RuleEvaluatorImage": "DEFAULT_RULE_EVALUATOR_IMAGE",
+            "RuleParameters": {"rule_to_invoke": "CPUBottleneck"},
+        }
+    ]
+    set_entry(request, path, key, value)
+    (problem,) = refused(request, store, sandbox)
+    assert problem.field == path_text((*path, key))
+    assert problem.allowed.startswith("a string") and ", not " in problem.allowed
+
+
+def test_a_member_nested_too_deep_is_refused_by_its_path_not_the_file(
+    store: JobStore, sandbox: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 27: HookParameters nested 200 levels deep was refused naming the request file.
+    request = valid_request("deep-member", sandbox)
+    nested: Any = "x"
+    for _ in range(200):
+        nested = {"k": nested}
+    request["DebugHookConfig"]["HookParameters"] = nested
+    (problem,) = refused(request, store, sandbox)
+    assert problem.field.startswith("DebugHookConfig.HookParameters.k")
+    assert "nested at most 32 levels" in problem.allowed
+    said = create_on_the_command_line(request, sandbox, capsys)
+    assert f"trainprobe jobs create: {problem.field}:" in said
+
+
 def test_every_problem_is_named_at_once(store: JobStore, sandbox: Path) -> None:
     request = valid_request("all-at-once", sandbox)
     request["OutputDataConfig"] = -1
@@ -382,11 +475,25 @@ def validate(path: Path, *, cwd: Path) -> subprocess.CompletedProcess[str]:
         (b'{"TrainingJobName": "caf\xe9"}', 1, "not UTF-8"),
         (b"[" * 100_000 + b"]" * 100_000, 1, "nested"),
         (b'{"TrainingJobName": ' + b"[" * 200 + b"]" * 200 + b"}", 1, "32 levels"),
+        (
+            b'{"DebugHookConfig": {"HookParameters": ' + b'{"k": ' * 100_000 + b"}" * 100_002,
+            1,
+            "DebugHookConfig.HookParameters.k.k.k.k: '{...}' is not valid",
+        ),
         (b"[1, 2]", 1, "JSON object"),
         (b"{}", 1, "TrainingJobName: None is not valid"),
         (b"", 1, "valid JSON"),
     ],
-    ids=["bom", "latin-1", "deep-array", "deep-member", "list", "empty-object", "empty"],
+    ids=[
+        "bom",
+        "latin-1",
+        "deep-array",
+        "deep-member",
+        "member-too-deep-to-parse",
+        "list",
+        "empty-object",
+        "empty",
+    ],
 )
 def test_validate_answers_every_file_without_a_traceback(
     tmp_path: Path,

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.json_bounds import embedded_json
 
 __all__ = [
     "SMS",
@@ -197,16 +198,17 @@ def is_valid_action_object(actions: object) -> bool:
 def parse_actions(text: object, *, field: str = "action_json") -> Action | ActionList:
     """Read an ``action_json`` string: a JSON object gives an Action, a list an ActionList.
 
-    Accepts the serialised form (quotes escaped by backslashes) and plain JSON; action names are
-    matched case-insensitively. Raises ConfigError, or ConfigErrors for several bad actions.
+    Accepts the serialised form (quotes escaped by backslashes) and plain JSON, within the
+    bounds of ``trainprobe.config.json_bounds``; action names are matched case-insensitively.
+    Raises ConfigError, or ConfigErrors for several bad actions.
     """
     if not isinstance(text, str):
         raise ConfigError(field, text, "expected a JSON string of actions")
     try:
-        data = json.loads(text)
+        data = embedded_json(text, field)
     except json.JSONDecodeError:
         try:
-            data = json.loads(text.replace('\\"', '"'))
+            data = embedded_json(text.replace('\\"', '"'), field)
         except json.JSONDecodeError:
             raise ConfigError(field, text, "expected a JSON object or list of actions") from None
     if isinstance(data, dict):

@@ -10,7 +10,9 @@ exist and all are read here, without ever evaluating it:
 - what the API documentation shows: quotes escaped as ``\\"``, ``//`` comments, quoted numbers.
 
 Single-quoted strings are read too. A text that cannot be read is reported with the field, the
-position and what was expected there.
+position and what was expected there; so is one longer or nested deeper than the bounds of
+``trainprobe.config.json_bounds`` (the reader recurses once a level, so its depth is bounded
+before Python's stack is).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.json_bounds import MAX_EMBEDDED_JSON_CHARS, MAX_JSON_DEPTH
 
 __all__ = ["format_config_text", "parse_config_text"]
 
@@ -45,6 +48,7 @@ class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.position = 0
+        self.depth = 1  # the dictionary the text holds
 
     def fail(self, reason: str) -> _Unreadable:
         return _Unreadable(self.position, reason)
@@ -77,10 +81,13 @@ class _Reader:
 
     def value(self) -> ConfigValue:
         first = self.peek()
-        if first == "{":
-            return self.mapping()
-        if first == "[":
-            return self.sequence()
+        if first in ("{", "["):
+            if self.depth >= MAX_JSON_DEPTH:
+                raise self.fail(f"lists and dictionaries nest at most {MAX_JSON_DEPTH} levels deep")
+            self.depth += 1
+            nested = self.mapping() if first == "{" else self.sequence()
+            self.depth -= 1
+            return nested
         if first in ('"', "'") or self.text.startswith('\\"', self.position):
             return self.string()
         number = _NUMBER.match(self.text, self.position)
@@ -190,6 +197,10 @@ def parse_config_text(text: str, field: str = "") -> dict[str, ConfigValue]:
     """
     if not isinstance(text, str):
         raise ConfigError(field, text, f"a dictionary written as text, such as {_EXAMPLE!r}")
+    if len(text) > MAX_EMBEDDED_JSON_CHARS:
+        raise ConfigError(
+            field, text, f"a dictionary written in at most {MAX_EMBEDDED_JSON_CHARS} characters"
+        )
     reader = _Reader(text)
     try:
         if reader.peek() != "{":

@@ -4,8 +4,9 @@ Requests arrive as files (``job.json`` or the AWS CLI's ``file://job.json``), as
 body) or as text. Whatever arrives, the answer is the request or a ConfigError saying what is
 wrong with it, never another exception: bytes that are not UTF-8 (the byte's offset is named; a
 leading UTF-8 byte order mark is allowed), an empty request, malformed JSON (its line and column),
-NaN and Infinity (not JSON), nesting deeper than a request ever does, and a document that is not
-a JSON object are all refused. A file that cannot be read is a RequestFileError, so a command
+NaN and Infinity (not JSON), nesting deeper than a request ever does (named by its path in the
+request, however deep it goes: ``trainprobe.config.json_bounds``), and a document that is not a
+JSON object are all refused. A file that cannot be read is a RequestFileError, so a command
 can tell "no request" from "a bad request".
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.config.request_shapes import MAX_JSON_DEPTH, json_depth_problem
+from trainprobe.config.json_bounds import MAX_JSON_DEPTH, nesting_problem, text_nesting_problem
 
 __all__ = ["RequestFileError", "load_request", "parse_request"]
 
@@ -61,7 +62,7 @@ def parse_request(data: str | bytes, *, source: str = "request") -> dict[str, An
             f"the request must be valid JSON: {error.msg}",
         ) from None
     except RecursionError:
-        raise _too_deep(source) from None
+        raise _too_deep(text_nesting_problem(text), source) from None
     except ValueError as error:  # what _refuse_constant raised
         raise ConfigError(
             source, str(error), "JSON numbers only: NaN and Infinity are not JSON"
@@ -70,17 +71,19 @@ def parse_request(data: str | bytes, *, source: str = "request") -> dict[str, An
         raise ConfigError(
             source, type(document).__name__, "the request must be a JSON object ({...})"
         )
-    if json_depth_problem(document) is not None:
-        raise _too_deep(source)
+    too_deep = nesting_problem(document)
+    if too_deep is not None:
+        raise _too_deep(too_deep, source)
     return document
 
 
-def _too_deep(source: str) -> ConfigError:
-    return ConfigError(
-        source,
-        f"lists or objects nested deeper than {MAX_JSON_DEPTH} levels",
-        f"JSON nested at most {MAX_JSON_DEPTH} levels deep",
-    )
+def _too_deep(problem: ConfigError | None, source: str) -> ConfigError:
+    """``problem`` (nesting too deep, at its path in the request), or the same said of the
+    whole ``source`` when no member of a request holds it (the document is a list)."""
+    if problem is None or not problem.field or problem.field.startswith("["):
+        allowed = f"a JSON object, lists and objects nested at most {MAX_JSON_DEPTH} levels deep"
+        return ConfigError(source, "[...]", allowed)
+    return problem
 
 
 def load_request(location: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ A shape is data: ``Text``, ``Whole``, ``Flag``, ``Items``, ``Members``, ``TextMa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,7 +26,7 @@ from trainprobe.config.errors import ConfigError, closest
 __all__ = [
     "CREATE_MEMBER_SHAPES",
     "MAX_INSTANCE_COUNT",
-    "MAX_JSON_DEPTH",
+    "STRING_MAP_PATHS",
     "Flag",
     "Items",
     "Members",
@@ -35,15 +35,12 @@ __all__ = [
     "Text",
     "TextMap",
     "Whole",
-    "json_depth_problem",
+    "string_map_problems",
 ]
 
 MAX_INSTANCE_COUNT = 16
 """The most hosts one local job starts (ResourceConfig.InstanceCount): each is a torchrun node
 and a system monitor on this machine."""
-
-MAX_JSON_DEPTH = 32
-"""The deepest nesting a request may have; SageMaker's deepest member is 6 levels down."""
 
 
 class Shape(Protocol):
@@ -233,11 +230,11 @@ class Members:
 
 @dataclass(frozen=True)
 class TextMap:
-    """An object of at most ``max_entries`` string keys and string values."""
+    """An object of string keys and string values (at most ``max_entries``, when given)."""
 
     key: Text
     value: Text
-    max_entries: int
+    max_entries: int | None = None
     key_words: str = "key"
 
     def problems(self, value: object, path: str) -> list[ConfigError]:
@@ -245,7 +242,7 @@ class TextMap:
             return [
                 ConfigError(path, _shown(value), f"an object of strings, not {_type_name(value)}")
             ]
-        if len(value) > self.max_entries:
+        if self.max_entries is not None and len(value) > self.max_entries:
             return [ConfigError(path, f"{len(value)} entries", f"at most {self.max_entries}")]
         errors: list[ConfigError] = []
         for key, item in value.items():
@@ -253,25 +250,6 @@ class TextMap:
                 errors.append(ConfigError(error.field, error.value, error.allowed))
             errors += self.value.problems(item, f"{path}.{key}")
         return errors
-
-
-def json_depth_problem(value: object, path: str = "request") -> ConfigError | None:
-    """A ConfigError when ``value`` nests lists and objects deeper than ``MAX_JSON_DEPTH``.
-
-    Walks without recursion, so no nesting can exhaust Python's stack here.
-    """
-    pending: list[tuple[object, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if not isinstance(item, dict | list):
-            continue
-        if depth > MAX_JSON_DEPTH:
-            return ConfigError(
-                path, f"nesting deeper than {MAX_JSON_DEPTH}", "JSON at most 32 levels deep"
-            )
-        children = item.values() if isinstance(item, dict) else item
-        pending.extend((child, depth + 1) for child in children)
-    return None
 
 
 _LOCATION = Text(1, 4096, pattern_words="a local directory or a file:// URL")
@@ -363,13 +341,13 @@ _CHANNEL = Members(
 )
 
 CREATE_MEMBER_SHAPES: dict[str, Shape] = {
-    "HyperParameters": TextMap(Text(0, 256), Text(0, 2500), 100),
+    "HyperParameters": TextMap(Text(0, 256), Text(0, 2500), max_entries=100),
     "Environment": TextMap(
         Text(
             1, 512, r"[a-zA-Z_][a-zA-Z0-9_]*", "letters, digits and '_', not starting with a digit"
         ),
         Text(0, 512),
-        100,
+        max_entries=100,
         key_words="variable",
     ),
     "AlgorithmSpecification": _ALGORITHM_SPECIFICATION,
@@ -401,3 +379,44 @@ CREATE_MEMBER_SHAPES: dict[str, Shape] = {
     "ModelPackageConfig": Opaque(),
 }
 """The shape of each member of CreateTrainingJob that is checked here, by name."""
+
+
+_EACH = -1
+"""In a path of ``STRING_MAP_PATHS``: every item of the list found there."""
+
+STRING_MAP_PATHS: tuple[tuple[str | int, ...], ...] = (
+    ("DebugHookConfig", "HookParameters"),
+    ("DebugHookConfig", "CollectionConfigurations", _EACH, "CollectionParameters"),
+    ("DebugRuleConfigurations", _EACH, "RuleParameters"),
+    ("ProfilerRuleConfigurations", _EACH, "RuleParameters"),
+    ("ProfilerConfig", "ProfilingParameters"),
+)
+"""Where the Debugger members of a request hold maps of strings to strings (SageMaker's API
+refuses any other value there); the classes that read those members are more lenient, as the
+SDK's classes are, so these are checked on the request first."""
+
+_STRING_MAP = TextMap(Text(1), Text())
+
+
+def string_map_problems(
+    request: Mapping[str, object], members: Collection[str]
+) -> list[ConfigError]:
+    """Every key or value that is not a string in the maps of ``STRING_MAP_PATHS`` under the
+    request's ``members`` (a member that is not what a path needs is left to its own reader)."""
+    errors: list[ConfigError] = []
+    for steps in STRING_MAP_PATHS:
+        if steps[0] not in members:
+            continue
+        found: list[tuple[str, object]] = [("", request)]
+        for step in steps:
+            below: list[tuple[str, object]] = []
+            for path, value in found:
+                if step == _EACH and isinstance(value, list):
+                    below += [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+                elif isinstance(step, str) and isinstance(value, Mapping) and step in value:
+                    below.append((f"{path}.{step}" if path else step, value[step]))
+            found = below
+        for path, value in found:
+            if value is not None:
+                errors += _STRING_MAP.problems(value, path)
+    return errors

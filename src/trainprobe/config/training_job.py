@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
+from trainprobe.config.json_bounds import embedded_json, nesting_problem
 from trainprobe.config.names import validate_training_job_name
 from trainprobe.config.profiler_config import ProfilerConfig
-from trainprobe.config.request_shapes import CREATE_MEMBER_SHAPES, json_depth_problem
+from trainprobe.config.request_shapes import CREATE_MEMBER_SHAPES, string_map_problems
 from trainprobe.config.rules import ProfilerRule, Rule
 
 __all__ = [
@@ -94,23 +95,41 @@ T = TypeVar("T")
 
 
 class _Problems:
-    """Collects the errors of one request, each placed at its path in the request."""
+    """Collects the errors of one request, each placed at its path in the request.
+
+    A value found not to be of its type (``cover``) is reported once: what a parser of the
+    member then says about that value, or anything below it, is left out.
+    """
 
     def __init__(self) -> None:
         self.errors: list[ConfigError] = []
+        self._covered: set[str] = set()
 
     def check(self, path: str, parse: Callable[[], T]) -> T | None:
         """The result of ``parse()``, or None with its errors recorded under ``path``."""
         try:
             return parse()
-        except ConfigErrors as errors:
-            self.errors += [error.at(path) for error in errors]
-        except ConfigError as error:
-            self.errors.append(error.at(path))
+        except ConfigError as found:
+            self.errors += [
+                error
+                for error in (problem.at(path) for problem in found.problems())
+                if not self._is_covered(error.field)
+            ]
         return None
 
     def add(self, error: ConfigError) -> None:
         self.errors.append(error)
+
+    def cover(self, errors: list[ConfigError]) -> None:
+        """Record ``errors``, each about a value of the wrong type at its field."""
+        self.errors += errors
+        self._covered.update(error.field for error in errors)
+
+    def _is_covered(self, field: str) -> bool:
+        return any(
+            field == covered or field.startswith((f"{covered}.", f"{covered}[", f"{covered} "))
+            for covered in self._covered
+        )
 
     def raise_if_any(self) -> None:
         if self.errors:
@@ -121,14 +140,15 @@ def _check_request(
     request: object, allowed: tuple[str, ...], problems: _Problems
 ) -> tuple[Mapping[str, Any], str | None]:
     """The request's members, each one SageMaker's request has, and the job it names (None when
-    that name is missing or wrong); a problem for each other member, for a request nested too
-    deep and for a missing or wrong TrainingJobName."""
+    that name is missing or wrong); a problem for each other member, for a missing or wrong
+    TrainingJobName and for a value that is not a string in a map of strings. A request nested
+    too deep is refused at once, with that problem alone: no reader is written for it."""
     if not isinstance(request, Mapping):
         problems.add(ConfigError("request", type(request).__name__, "a JSON object"))
         return {}, None
-    too_deep = json_depth_problem(request)
+    too_deep = nesting_problem(request)
     if too_deep is not None:
-        problems.add(too_deep)
+        raise ConfigErrors([too_deep])
     if "TrainingJobName" not in request:
         problems.add(ConfigError("TrainingJobName", None, "required: every request names its job"))
     for key in request:
@@ -144,14 +164,30 @@ def _check_request(
     name = None
     if "TrainingJobName" in request:
         name = problems.check("", lambda: validate_training_job_name(request["TrainingJobName"]))
+    problems.cover(string_map_problems(request, allowed))
     return request, name
 
 
 def _check_shapes(request: Mapping[str, Any], problems: _Problems) -> None:
     for key, shape in CREATE_MEMBER_SHAPES.items():
         if request.get(key) is not None:
-            for error in shape.problems(request[key], key):
-                problems.add(error)
+            problems.cover(shape.problems(request[key], key))
+
+
+def _check_hyperparameter_json(request: Mapping[str, Any], problems: _Problems) -> None:
+    """The training gets each hyperparameter JSON-decoded: one that is JSON must be within
+    ``trainprobe.config.json_bounds``' bounds (one that is not JSON stays a string)."""
+    for key, value in _string_map(request, "HyperParameters").items():
+        problems.check("", functools.partial(_bounded_json, value, f"HyperParameters.{key}"))
+
+
+def _bounded_json(text: str, field: str) -> None:
+    try:
+        embedded_json(text, field)
+    except ConfigError:
+        raise
+    except ValueError:  # not JSON: the training gets it as a string
+        pass
 
 
 def _string_map(request: Mapping[str, Any], key: str) -> dict[str, str]:
@@ -252,6 +288,7 @@ class TrainingJobRequest:
         problems = _Problems()
         request, name = _check_request(request, _CREATE_FIELDS, problems)
         _check_shapes(request, problems)
+        _check_hyperparameter_json(request, problems)
         _check_channel_names(request, problems)
 
         def optional(key: str, parse: Callable[[Any], T]) -> T | None:
