@@ -213,7 +213,9 @@ class Collection(JsonForm):
 
     def add_tensor_name(self, name: str) -> None:
         """List ``name`` explicitly as a member."""
-        self.tensor_names.add(name)
+        if name not in self.tensor_names:
+            self.tensor_names.add(name)
+            self.revision += 1
 
     def has_tensor_name(self, name: str) -> bool:
         """Whether ``name`` is listed (explicitly or because it matched before)."""

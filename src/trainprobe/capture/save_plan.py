@@ -26,7 +26,7 @@ from trainprobe.capture.collections import (
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig
 from trainprobe.capture.tensorboard_export import Summary, summary_for
-from trainprobe.config.errors import ConfigError, closest
+from trainprobe.config.errors import closest
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = ["SavePlan", "TensorPlan"]
@@ -91,11 +91,11 @@ class SavePlan:
         """Whether a collection changed since the plan was prepared."""
         return self.revision != self.collections.revision
 
-    def prepare(self, *, strict: bool = False) -> None:
+    def prepare(self) -> None:
         """Work out the saved collections and their effective configs.
 
-        A saved collection that could never hold a tensor (a new name with no pattern) is an
-        error: raised as ConfigError when ``strict``, otherwise logged and left out.
+        A saved collection with no pattern yet (a new name) is saved as smdebug saves it:
+        empty until ``save_tensor`` fills it (said in the log, with a near name if there is one).
         """
         save_everything = CollectionKeys.ALL in self.included
         saved = []
@@ -103,19 +103,17 @@ class SavePlan:
             if not save_everything and collection.name not in self.included:
                 continue
             if collection.needs_patterns():
-                error = ConfigError(
-                    f"collection {collection.name!r}",
-                    collection.include_regex,
-                    "at least one include_regex pattern or tensor name for a new collection",
-                    suggestion=closest(
-                        collection.name,
-                        [name for name in self.collections.names() if name != collection.name],
-                    ),
+                # As in smdebug: saved, holding what save_tensor puts in it.
+                suggestion = closest(
+                    collection.name,
+                    [name for name in self.collections.names() if name != collection.name],
                 )
-                if strict:
-                    raise error
-                log.warning("trainprobe: %s; the collection is not saved", error)
-                continue
+                log.info(
+                    "trainprobe: collection %r has no pattern or tensor name yet; it saves what "
+                    "save_tensor puts in it%s",
+                    collection.name,
+                    f" (did you mean {suggestion!r}?)" if suggestion else "",
+                )
             saved.append(collection)
         for collection in self.collections:
             own = collection.save_config
@@ -153,7 +151,7 @@ class SavePlan:
             found = 0
             for index, collection in enumerate(self.saved):
                 if collection.matches(name):
-                    collection.add_tensor_name(name)
+                    collection.tensor_names.add(name)  # a match: membership unchanged
                     found |= 1 << index
             self._members[name] = found
         return found

@@ -370,8 +370,11 @@ class Hook(SmdebugSurface):
             self.profiler.register_module(model)
         top = type(model).__name__
         self._top_names[id(model)] = top
+        # Following the training, the step's mode is decided before the profiler starts it.
         self._handles.append(
-            model.register_forward_pre_hook(self._step_hook(id(model)), with_kwargs=True)
+            model.register_forward_pre_hook(
+                self._step_hook(id(model)), with_kwargs=True, prepend=self.follow_training
+            )
         )
         parameters = [
             (naming.parameter_name(top, name), parameter)
@@ -453,6 +456,8 @@ class Hook(SmdebugSurface):
         if mode is ModeKeys.TRAIN and self._train_step_open:
             if not (self._backward_in_step and self._updates_by_hand()):
                 self._repeat_forward = True
+                if self.profiler is not None:
+                    self.profiler.continues_step = True
                 return True
             self._train_step_open = False  # a training that updates without torch.optim
             self._end_train_step()
@@ -639,7 +644,7 @@ class Hook(SmdebugSurface):
         self.module_types.attach(self.collections)
         self._names_resolved = len(self._module_names)
         if self.plan.is_stale():
-            self.plan.prepare(strict=self.strict)
+            self.plan.prepare()
 
     def _resolve_module_collections(self) -> None:
         for collection in self.collections:

@@ -23,7 +23,8 @@ false) it writes, under ``out_dir`` (by default the config's ``LocalPath``), the
 Where the moments come from: a forward pre-hook on the model starts a step (as smdebug's hook
 does) and a forward hook ends its forward pass; a hook on the gradient of the model's output
 starts the backward pass, and a callback queued to autograd's engine ends it; torch.optim's global
-step pre- and post-hooks time the optimizer; ``torch.utils.data.DataLoader`` iteration is wrapped
+step pre- and post-hooks time the optimizer, and the pre-hook hands the step a timed copy of its
+closure, if it has one; ``torch.utils.data.DataLoader`` iteration is wrapped
 (``.dataloader_patch``). Steps count every forward of a registered model, whatever the mode
 (``set_mode``); ranges are in these global steps, and events carry the step within its mode.
 
@@ -62,7 +63,7 @@ from trainprobe.capture.pytorch.profiling.node import default_node_id
 from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
-from trainprobe.capture.pytorch.profiling.timeline import StepRecord
+from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
@@ -169,6 +170,9 @@ class FrameworkProfiler:
         self.step = -1
         self.mode = ModeKeys.GLOBAL
         self.mode_steps = dict.fromkeys(ModeKeys, -1)
+        self.continues_step = False
+        """Set by a hook that follows the training: the next forward continues the TRAIN step
+        in progress (a micro-batch of gradient accumulation), so it starts no step."""
         self._spent = 0.0
         self._plan = plan
         self._schedules = Schedules.of(plan, 0, time.time())
@@ -278,7 +282,10 @@ class FrameworkProfiler:
         def forward_pre_hook(module: torch.nn.Module, inputs: Any) -> None:
             started = time.perf_counter()
             try:
+                step = self.step
                 self._start_step(name)
+                if self.step == step and self._recorder.recording:  # the step goes on
+                    self._recorder.timeline.forward_started(_now_us())
             except Exception as error:
                 self._fail("profiler", error)
             self._spent += time.perf_counter() - started
@@ -299,6 +306,9 @@ class FrameworkProfiler:
     # ----- the step -----
 
     def _start_step(self, model: str) -> None:
+        if self.continues_step:  # one more micro-batch of the hook's TRAIN step
+            self.continues_step = False
+            return
         entry_us = _now_us()
         if self._watch is not None and "config" not in self._off:
             self._check_config()
@@ -361,11 +371,51 @@ class FrameworkProfiler:
             self._fail("timeline", error)
         self._spent += time.perf_counter() - started
 
-    def _optimizer_started(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._recorder.recording:
-            started = time.perf_counter()
-            self._optimizer_starts[id(optimizer)] = _now_us()
-            self._spent += time.perf_counter() - started
+    def _optimizer_started(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        if not self._recorder.recording:
+            return None
+        started = time.perf_counter()
+        self._optimizer_starts[id(optimizer)] = _now_us()
+        try:
+            timed = self._timed_closure(optimizer, args, kwargs)
+        except Exception as error:
+            self._fail("timeline", error)
+            timed = None
+        self._spent += time.perf_counter() - started
+        return timed
+
+    def _timed_closure(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """The step's arguments with its closure (if any) replaced by one that is timed."""
+        in_kwargs = "closure" in kwargs
+        closure = kwargs["closure"] if in_kwargs else args[1] if len(args) > 1 else None
+        if not callable(closure):
+            return None
+        name = f"{type(optimizer).__name__}.step closure"
+
+        @functools.wraps(closure)
+        def timed_closure(*closure_args: Any, **closure_kwargs: Any) -> Any:
+            start_us = _now_us()
+            try:
+                return closure(*closure_args, **closure_kwargs)
+            finally:
+                self._closure_ended(name, start_us)
+
+        if in_kwargs:
+            return args, {**kwargs, "closure": timed_closure}
+        return (args[0], timed_closure, *args[2:]), kwargs
+
+    def _closure_ended(self, name: str, start_us: float) -> None:
+        started = time.perf_counter()
+        try:
+            if self._recorder.recording:
+                self._recorder.timeline.optimizer_step(name, start_us, _now_us(), OPTIMIZER_CLOSURE)
+        except Exception as error:
+            self._fail("timeline", error)
+        self._spent += time.perf_counter() - started
 
     def _optimizer_ended(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         started = time.perf_counter()
