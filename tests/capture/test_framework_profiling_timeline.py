@@ -112,6 +112,43 @@ def test_a_model_returning_a_dict_still_has_its_backward_timed(tmp_path: Path) -
     }
 
 
+def within(inner: TraceEvent, outer: TraceEvent) -> bool:
+    return outer.start_us <= inner.start_us and inner.end_us <= outer.end_us
+
+
+@pytest.mark.parametrize("as_keyword", [False, True], ids=["positional", "keyword"])
+def test_an_optimizer_closure_is_timed_inside_its_step_and_returns_its_loss(
+    tmp_path: Path, as_keyword: bool
+) -> None:
+    profiler = FrameworkProfiler(TIMELINE_ONLY, tmp_path, "0-algo-1")
+    model = Net()
+    profiler.register_module(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, labels in make_loader(batches=3, num_workers=0):
+
+        def closure(inputs: torch.Tensor = inputs, labels: torch.Tensor = labels) -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(inputs), labels)
+            loss.backward()
+            closure.loss = loss  # type: ignore[attr-defined]
+            return loss
+
+        returned = optimizer.step(closure=closure) if as_keyword else optimizer.step(closure)
+        assert returned is closure.loss  # type: ignore[attr-defined]
+    profiler.close()
+
+    events = timeline(tmp_path)
+    closures = by_step(events, "OptimizerClosure")
+    optimizer_steps = by_step(events, "Optimizer")
+    assert sorted(closures) == sorted(optimizer_steps) == [0, 1, 2]
+    assert {e.name for e in closures.values()} == {"SGD.step closure"}
+    forward, backward = by_step(events, "Forward"), by_step(events, "Backward(post-forward)")
+    for step, around in closures.items():
+        # The passes run in the closure, the closure in the optimizer's step.
+        assert within(around, optimizer_steps[step])
+        assert within(forward[step], around) and within(backward[step], around)
+
+
 def test_the_timeline_rotates_by_size_during_training(tmp_path: Path) -> None:
     plan = replace(TIMELINE_ONLY, trace_files=TraceFileSettings(file_max_size=3000))
     profiler = FrameworkProfiler(plan, tmp_path, "0-algo-1")

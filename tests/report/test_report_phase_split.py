@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
+from trainprobe.rules.profiler_rules.framework_summary import FrameworkTotals
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
 
 pytestmark = pytest.mark.slow
 
 TRAINING = Path(__file__).resolve().parent / "closure_training.py"
 NESTED = ("Forward", "Backward(post-forward)")
+CLOSURE = "OptimizerClosure"
 
 _LIGHTNING = any(importlib.util.find_spec(name) for name in ("lightning", "pytorch_lightning"))
 
@@ -65,26 +67,30 @@ def total_us(events: list[TraceEvent], phase: str) -> float:
     return sum(event.duration_us for event in events if event.phase == phase)
 
 
-def nested_us(events: list[TraceEvent]) -> float:
-    """The time of the forward and backward passes that ran inside an optimizer's step."""
-    steps = [event for event in events if event.phase == "Optimizer"]
+def inside_us(events: list[TraceEvent], phases: tuple[str, ...], outer: str) -> float:
+    """The time of the events of ``phases`` that ran inside an event of phase ``outer``."""
+    outers = [event for event in events if event.phase == outer]
     return sum(
         event.duration_us
         for event in events
-        if event.phase in NESTED
+        if event.phase in phases
         and any(
-            step.node_id == event.node_id
-            and step.start_us <= event.start_us
-            and event.end_us <= step.end_us
-            for step in steps
+            around.node_id == event.node_id
+            and around.start_us <= event.start_us
+            and event.end_us <= around.end_us
+            for around in outers
         )
     )
+
+
+def check_shares(split: dict[str, dict[str, float]]) -> None:
+    assert sum(entry["percent_of_step_time"] for entry in split.values()) <= 100.0
 
 
 def check_split(job: Job) -> dict[str, dict[str, float]]:
     """The split's shares add up to at most 100 %, in the rule's data and in the report."""
     split = job.details["step_split"]
-    assert sum(entry["percent_of_step_time"] for entry in split.values()) <= 100.0
+    check_shares(split)
     shown = job.content["Framework"]["PhaseSplit"]
     assert {row["Phase"] for row in shown} == set(split)
     assert sum(row["PercentOfStepTime"] for row in shown) <= 100.0
@@ -106,34 +112,49 @@ def check_split(job: Job) -> dict[str, dict[str, float]]:
         ),
     ],
 )
-def test_an_optimizer_step_with_a_closure_is_not_credited_with_its_passes(
-    tmp_path: Path, how: str
-) -> None:
+def test_an_optimizer_step_with_a_closure_keeps_only_its_own_time(tmp_path: Path, how: str) -> None:
     job = run_job(tmp_path, how)
     split = check_split(job)
     events = job.timeline
-    inside = nested_us(events)
     # The job's hook, and so its profiler, start in the first forward pass, inside the first
-    # optimizer step: every pass after that one ran inside an optimizer step.
+    # optimizer step: every pass after that one ran inside a closure, inside an optimizer step.
     first = min(e.start_us for e in events if e.phase == "Optimizer")
     later = [e for e in events if e.start_us > first]
-    assert inside == pytest.approx(sum(total_us(later, phase) for phase in NESTED))
-    # The passes keep all their time; the optimizer only its own, outside them.
+    passes_us = sum(total_us(later, phase) for phase in NESTED)
+    assert inside_us(events, NESTED, CLOSURE) == pytest.approx(passes_us)
+    closures_us = total_us(events, CLOSURE)
+    assert closures_us > 0 and inside_us(events, (CLOSURE,), "Optimizer") == pytest.approx(
+        closures_us
+    )
+    # The passes keep all their time; the closure its own outside them; the optimizer only its
+    # own, outside the closure.
     for phase in NESTED:
         assert split[phase]["time_us"] == pytest.approx(total_us(events, phase))
-    assert split["Optimizer"]["time_us"] == pytest.approx(total_us(events, "Optimizer") - inside)
+    assert split[CLOSURE]["time_us"] == pytest.approx(closures_us - passes_us)
+    optimizer_us = total_us(events, "Optimizer") - closures_us
+    assert split["Optimizer"]["time_us"] == pytest.approx(optimizer_us)
     shown = {row["Phase"]: row for row in job.content["Framework"]["PhaseSplit"]}
-    assert shown["Optimizer"]["TimeMs"] == pytest.approx(
-        split["Optimizer"]["time_us"] / 1000, abs=1e-3
-    )
+    assert shown["Optimizer"]["TimeMs"] == pytest.approx(optimizer_us / 1000, abs=1e-3)
     [optimizer] = [e for e in job.details["top_events"] if e["phase"] == "Optimizer"] or [None]
-    assert optimizer is None or optimizer["time_us"] == split["Optimizer"]["time_us"]
+    assert optimizer is None or optimizer["time_us"] == pytest.approx(optimizer_us)
+
+    # A timeline written before closures were timed (an older trainprobe's): the optimizer
+    # keeps its time outside the passes.
+    older = [e for e in events if e.phase != CLOSURE]
+    totals = FrameworkTotals()
+    totals.add(older)
+    older_split = totals.step_split()
+    check_shares(older_split)
+    assert older_split["Optimizer"]["time_us"] == pytest.approx(
+        total_us(older, "Optimizer") - inside_us(older, NESTED, "Optimizer")
+    )
+    assert older_split["Forward"]["time_us"] == pytest.approx(split["Forward"]["time_us"])
 
 
 def test_a_plain_optimizer_step_keeps_its_whole_time(tmp_path: Path) -> None:
     job = run_job(tmp_path, "plain")
     split = check_split(job)
     events = job.timeline
-    assert nested_us(events) == 0
+    assert total_us(events, CLOSURE) == 0 and inside_us(events, NESTED, "Optimizer") == 0
     for phase in (*NESTED, "Optimizer", "DataLoading"):
         assert split[phase]["time_us"] == pytest.approx(total_us(events, phase)), phase

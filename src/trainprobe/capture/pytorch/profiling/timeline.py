@@ -7,10 +7,19 @@ Events (phase / name, times in microseconds since the epoch, ``args`` with the s
     Backward(post-forward)    <model class>               first gradient of the model's output to
                                                           the end of that backward pass
     Optimizer                 <optimizer class>.step      torch.optim's step pre- to post-hook
+    OptimizerClosure          <optimizer class>.step      the closure handed to the step, while it
+                              closure                     runs (``optimizer.step(closure)``)
     DataLoading               <iterator class>::GetNext   the training waiting for a batch
 
 ``args`` carry ``step_num`` (the step within its mode, as text, as smdebug writes it),
 ``global_step``, ``mode`` and ``pid`` (the training process).
+
+With ``optimizer.step(closure)`` (PyTorch Lightning's automatic optimization, LBFGS) the forward
+and backward passes run inside the closure, inside the Optimizer event: the events nest, and a
+step whose closure starts the step's forward begins inside the Optimizer event that the step's
+args name. Readers credit each moment to the innermost event
+(``trainprobe.analysis.profiling_data.phase_time``): the optimizer keeps its own work, the
+closure its code outside the passes (the loss, a training step's own code).
 
 A step starts at its forward pre-hook and ends where the next one's data wait starts (or, when
 there is none, at the next forward pre-hook; for the last step, at the end of its last recorded
@@ -41,6 +50,7 @@ __all__ = [
     "FORWARD",
     "MAX_PENDING_WAITS",
     "OPTIMIZER",
+    "OPTIMIZER_CLOSURE",
     "StepRecord",
     "StepTimeline",
     "Wait",
@@ -49,6 +59,7 @@ __all__ = [
 FORWARD = "Forward"
 BACKWARD = "Backward(post-forward)"
 OPTIMIZER = "Optimizer"
+OPTIMIZER_CLOSURE = "OptimizerClosure"
 DATA_LOADING = "DataLoading"
 
 MAX_PENDING_WAITS = 1024
@@ -71,6 +82,7 @@ class StepRecord:
     first_wait_us: float | None = None
     args: dict[str, Any] = field(default_factory=dict)
     end_us: float | None = None
+    forward_start_us: float | None = None  # of the forward in progress, when not the step's
 
 
 @dataclass(frozen=True)
@@ -136,16 +148,21 @@ class StepTimeline:
             self._emit_wait(wait, record)
         return placed
 
+    def forward_started(self, start_us: float) -> None:
+        """Another forward of the current step began (a step of several micro-batches)."""
+        if self.current is not None:
+            self.current.forward_start_us = start_us
+
     def forward_ended(self, end_us: float) -> None:
         """The forward of the current step ended."""
         current = self.current
         if current is None:
             return
-        self._emit(
-            TimelineEvent(
-                FORWARD, current.model, current.start_us, end_us - current.start_us, current.args
-            )
+        start_us = (
+            current.start_us if current.forward_start_us is None else current.forward_start_us
         )
+        current.forward_start_us = None
+        self._emit(TimelineEvent(FORWARD, current.model, start_us, end_us - start_us, current.args))
         current.last_activity_us = max(current.last_activity_us, end_us)
 
     def backward(self, record: StepRecord, start_us: float, end_us: float) -> None:
@@ -153,12 +170,15 @@ class StepTimeline:
         self._emit(TimelineEvent(BACKWARD, record.model, start_us, end_us - start_us, record.args))
         record.last_activity_us = max(record.last_activity_us, end_us)
 
-    def optimizer_step(self, name: str, start_us: float, end_us: float) -> None:
-        """An optimizer stepped during the current step."""
+    def optimizer_step(
+        self, name: str, start_us: float, end_us: float, phase: str = OPTIMIZER
+    ) -> None:
+        """An optimizer stepped (or, ``phase`` OPTIMIZER_CLOSURE, ran its closure) during the
+        current step."""
         current = self.current
         if current is None:
             return
-        self._emit(TimelineEvent(OPTIMIZER, name, start_us, end_us - start_us, current.args))
+        self._emit(TimelineEvent(phase, name, start_us, end_us - start_us, current.args))
         current.last_activity_us = max(current.last_activity_us, end_us)
 
     def batch_fetched(self, wait: Wait) -> None:
