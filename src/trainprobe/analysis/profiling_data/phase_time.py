@@ -1,17 +1,19 @@
 """The time of each phase of a step timeline, every moment counted once.
 
 A training's phases nest: with ``optimizer.step(closure)`` (PyTorch Lightning's automatic
-optimization, LBFGS) the forward and backward passes run inside the optimizer's step, so the
-``Optimizer`` event spans them; smdebug's ``Forward-SubModuleInternal`` events sit inside
-``Forward``; the data loader profiling's ``DataLoaderIter`` wait is the timeline's ``DataLoading``
-wait again. Adding the events' durations up counts such moments twice or more.
+optimization, LBFGS) the forward and backward passes run inside the closure, inside the optimizer's
+step, so the ``Optimizer`` event (and trainprobe's ``OptimizerClosure``) spans them; smdebug's
+``Forward-SubModuleInternal`` events sit inside ``Forward``; the data loader profiling's
+``DataLoaderIter`` wait is the timeline's ``DataLoading`` wait again. Adding the events' durations
+up counts such moments twice or more.
 
-``PhaseTime`` credits each moment of a process to the *innermost* event running at it: the one
-that started last (of two that started together, the shorter one; of two identical ones, the one
-whose phase, then name, sorts last, which makes ``DataLoading`` win over ``DataLoaderIter``). An
-optimizer step that holds a forward and a backward pass so keeps only its own time outside them,
-and the phases of a process add up to at most the time it was busy. Nothing in the recording has
-to change, so timelines already written (by smdebug, by an older trainprobe) are read right too.
+``PhaseTime`` credits each moment of a process to the *innermost* event running at it: the one that
+started last (of two that started together, the shorter one; of two identical ones, the one whose
+phase, then name, sorts last, which makes ``DataLoading`` win over ``DataLoaderIter``). An
+optimizer step so keeps only its own work: not its closure's time, when the timeline records the
+closure, and never the forward and backward passes; the phases of a process add up to at most the
+time it was busy. Timelines already written (by smdebug, by an older trainprobe) are read right
+too.
 
 Two kinds of event stand aside. Steps (``Step:ModeKeys.<MODE>``) are the frame, not a phase:
 they only add to ``covered_us``, the time in which a node was in a step or a phase (each moment

@@ -2,16 +2,17 @@
 
 The timeline (``trainprobe.capture.pytorch.profiling.timeline``) has one phase per kind of work:
 ``Step:ModeKeys.<MODE>`` for the steps, ``Forward``, ``Backward(post-forward)``, ``Optimizer``,
-``DataLoading`` and the data loader's ``DataLoaderIter``/``DataLoaderWorker`` events, and any phase
-a user records. ``FrameworkTotals`` adds events up, window after window: time and count per phase
-and per event name, the time inside steps, and the job's first and last step. ``events_near``
-picks the events that overlap a set of moments (the samples where a rule found a bottleneck).
+``OptimizerClosure``, ``DataLoading`` and the data loader's ``DataLoaderIter``/``DataLoaderWorker``
+events, and any phase a user records. ``FrameworkTotals`` adds events up, window after window: time
+and count per phase and per event name, the time inside steps, and the job's first and last step.
+``events_near`` picks the events that overlap a set of moments (the samples where a rule found a
+bottleneck).
 
-Phases nest (the forward and backward passes inside ``optimizer.step(closure)``), so a phase's
-time is what ``analysis.profiling_data.phase_time`` credits it: each moment once, to the
-innermost event running at it. The step split divides the time in which the training was in a
-step, waited for a batch or ran another phase (each moment once), so its shares add up to at
-most 100 %.
+Phases nest (the forward and backward passes inside the closure of ``optimizer.step(closure)``,
+inside the optimizer's step), so a phase's time is what ``analysis.profiling_data.phase_time``
+credits it: each moment once, to the innermost event running at it. The step split divides the time
+in which the training was in a step, waited for a batch or ran another phase (each moment once), so
+its shares add up to at most 100 %.
 """
 
 from __future__ import annotations
