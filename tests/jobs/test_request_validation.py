@@ -355,6 +355,46 @@ def test_a_map_of_strings_takes_strings_only(
     assert problem.allowed.startswith("a string") and ", not " in problem.allowed
 
 
+_DEEP_GROUPS = "(" * 1200 + ")" * 1200
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "value", "field"),
+    [
+        (("DebugHookConfig", "HookParameters"), "include_regex", _DEEP_GROUPS, None),
+        (
+            ("DebugHookConfig", "CollectionConfigurations", 1, "CollectionParameters"),
+            "include_regex",
+            _DEEP_GROUPS,
+            None,
+        ),
+        (("DebugRuleConfigurations", 0, "RuleParameters"), "tensor_regex", _DEEP_GROUPS, None),
+        (
+            ("ProfilerConfig", "ProfilingParameters"),
+            "DataloaderProfilingConfig",
+            f'{{"MetricsRegex": "{_DEEP_GROUPS}"}}',
+            "ProfilerConfig.ProfilingParameters.DataloaderProfilingConfig.MetricsRegex",
+        ),
+    ],
+    ids=["hook", "collection", "rule", "dataloader"],
+)
+def test_a_regular_expression_too_deep_to_compile_is_refused_at_its_path(
+    store: JobStore,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: tuple[str | int, ...],
+    key: str,
+    value: str,
+    field: str | None,
+) -> None:
+    # Groups nested 1200 deep exhaust re's compiler: a RecursionError where create said nothing.
+    request = valid_request("deep-regex", sandbox)
+    set_entry(request, path, key, value)
+    (problem,) = refused(request, store, sandbox)
+    assert problem.field == (field or path_text((*path, key)))
+    assert f"{problem.field}:" in create_on_the_command_line(request, sandbox, capsys)
+
+
 def test_a_member_nested_too_deep_is_refused_by_its_path_not_the_file(
     store: JobStore, sandbox: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,12 +14,12 @@ smdebug's hook rejects it, so it is rejected here too.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.names import check_collection_name
+from trainprobe.config.regexes import compile_problem
 from trainprobe.config.true_false import true_or_false
 
 __all__ = [
@@ -94,10 +94,9 @@ def _check_regexes(value: object) -> str | None:
     if not isinstance(value, str):
         return "comma-separated regular expressions"
     for pattern in _items(value) or []:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            return f"comma-separated regular expressions; {pattern!r} does not compile ({error})"
+        problem = compile_problem(pattern)
+        if problem is not None:
+            return f"comma-separated regular expressions; {pattern!r} does not compile ({problem})"
     return None
 
 
@@ -252,7 +251,10 @@ class CollectionConfig:
         errors = _name_errors(name, "name")
         if parameters is not None:
             errors += _under("parameters", check_collection_parameters(parameters))
-        _raise_if_any(_under(f"CollectionConfig({name!r})", errors))
+        # The name says which collection, when it can be shown (not a value nested deep).
+        shown = isinstance(name, str) and len(name) <= 256
+        where = f"CollectionConfig({name!r})" if shown else "CollectionConfig"
+        _raise_if_any(_under(where, errors))
         self.name = name
         self.parameters = parameters
 

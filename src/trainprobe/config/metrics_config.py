@@ -15,7 +15,6 @@ Range keys are read case-insensitively (smdebug lower-cases them), and a duratio
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
 from trainprobe.config.profiling_parameters import format_config_text, parse_config_text
+from trainprobe.config.regexes import compile_problem
 
 __all__ = [
     "DATALOADER_PROFILING_START_STEP_DEFAULT",
@@ -452,11 +452,8 @@ class DataloaderProfilingConfig(MetricsConfigBase):
 def _regex_problem(regex: object) -> str | None:
     if not isinstance(regex, str):
         return "a regular expression"
-    try:
-        re.compile(regex)
-    except re.error as error:
-        return f"a regular expression ({error})"
-    return None
+    problem = compile_problem(regex)
+    return None if problem is None else f"a regular expression ({problem})"
 
 
 _PROFILERS = "'cprofile' or 'pyinstrument' (any case), or a PythonProfiler"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from trainprobe.config.errors import ConfigError, closest
+from trainprobe.config.regexes import compile_problem
 
 __all__ = [
     "CREATE_MEMBER_SHAPES",
@@ -105,11 +106,9 @@ class Text:
         )
         if not fits:
             return [ConfigError(path, value, self.allowed())]
-        if self.regex:
-            try:
-                re.compile(value)
-            except (re.error, RecursionError, OverflowError) as error:
-                return [ConfigError(path, value, f"a regular expression that compiles ({error})")]
+        problem = compile_problem(value) if self.regex else None
+        if problem is not None:
+            return [ConfigError(path, value, f"a regular expression that compiles ({problem})")]
         return []
 
 

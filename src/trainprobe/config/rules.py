@@ -31,6 +31,7 @@ from trainprobe.config.actions import Action, ActionList, parse_actions
 from trainprobe.config.catalogue.model import is_engine_key, raise_if_any
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.hook_config import CollectionConfig
+from trainprobe.config.json_bounds import nesting_problem
 from trainprobe.config.names import check_rule_name
 
 __all__ = [
@@ -276,6 +277,9 @@ class RuleBase(abc.ABC):
             return errors
         if not isinstance(parameters, Mapping) or not all(isinstance(k, str) for k in parameters):
             return [*errors, ConfigError(where, parameters, "expected a dict with string keys")]
+        too_deep = nesting_problem(dict(parameters), where)
+        if too_deep is not None:
+            return [*errors, too_deep]
         return errors + cls._check_parameters(fields["image_uri"], parameters, where)
 
     @classmethod
@@ -371,6 +375,8 @@ def _custom_parameters(
         parameters["source_s3_uri"] = source
     if rule_to_invoke:
         parameters["rule_to_invoke"] = rule_to_invoke
+    if rule_parameters is not None and not isinstance(rule_parameters, Mapping):
+        raise ConfigError("rule_parameters", rule_parameters, "a dict of parameters, or None")
     parameters.update(rule_parameters or {})
     return parameters
 

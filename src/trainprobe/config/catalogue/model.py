@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from trainprobe.config.errors import ConfigError, ConfigErrors, closest
+from trainprobe.config.regexes import compile_problem
 from trainprobe.config.true_false import true_or_false
 
 __all__ = [
@@ -107,12 +108,11 @@ def _check_compiles(converted: object, value: object, field: str) -> None:
     for pattern in patterns:
         if not isinstance(pattern, str):
             continue
-        try:
-            re.compile(pattern)
-        except (re.error, RecursionError, OverflowError) as error:
+        problem = compile_problem(pattern)
+        if problem is not None:
             raise ConfigError(
-                field, value, f"regular expressions that compile; {pattern!r} does not ({error})"
-            ) from None
+                field, value, f"regular expressions that compile; {pattern!r} does not ({problem})"
+            )
 
 
 def _number(value: float) -> str:
