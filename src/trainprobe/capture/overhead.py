@@ -10,7 +10,8 @@ A wait for the device inside the hook (a CUDA event's ``synchronize()``, through
 ``wait_for_device``) is counted apart from that time: while the thread waits, the device runs the
 training's own queued work, which a wall clock around the hook would count as the hook's.
 ``device_wait_seconds`` is what the calling thread has waited so far; the hook reads it around
-each entry and subtracts the difference from the entry's time.
+each entry and subtracts the difference from the entry's time. A kernel launch that blocks
+because the device's queue is full cannot be told apart, and stays in the hook's time.
 
 ``OverheadFile`` saves it as ``<out_dir>/hook-overhead/<worker>.json``
 (``trainprobe.storage.hook_overhead``) for the report: the hook has it written on its writer
