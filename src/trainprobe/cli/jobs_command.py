@@ -19,22 +19,12 @@ import sys
 import time
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.request_json import load_request
-from trainprobe.jobs import (
-    JobStore,
-    create_training_job,
-    describe_training_job,
-    list_training_jobs,
-    stop_training_job,
-    update_training_job,
-)
-from trainprobe.jobs.describe import find_job, layout_of
-from trainprobe.jobs.progress import LogTail
+
+# Each action imports the operation it runs when it runs: `jobs create`, called many times by
+# a script, loads what creating a job needs and no more (not rich, not DescribeTrainingJob's
+# readers of rule statuses).
 
 __all__ = ["register"]
 
@@ -64,17 +54,23 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.launcher import create_training_job
+
     response = create_training_job(load_request(args.cli_input_json))
     _print_json(response)
     return 0
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.describe import describe_training_job
+
     _print_json(describe_training_job(_job_name(args)))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.listing import list_training_jobs
+
     request: dict[str, Any] = {}
     for option, member in (
         ("name_contains", "NameContains"),
@@ -105,6 +101,10 @@ def _when(value: object) -> str:
 
 def _print_table(response: dict[str, Any]) -> None:
     """ListTrainingJobs as a table: one job a row, its status and times."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("Name", "Status", "Secondary", "Created", "Ended"):
         table.add_column(column)
@@ -126,11 +126,15 @@ def _print_table(response: dict[str, Any]) -> None:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.control import stop_training_job
+
     _print_json(stop_training_job(_job_name(args)))
     return 0
 
 
 def _update(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.control import update_training_job
+
     if args.cli_input_json is not None:
         request = load_request(args.cli_input_json)
     else:
@@ -148,6 +152,9 @@ def _update(args: argparse.Namespace) -> int:
 
 
 def _log_path(args: argparse.Namespace) -> tuple[str, str]:
+    from trainprobe.jobs.describe import find_job, layout_of
+    from trainprobe.jobs.store import JobStore
+
     store = JobStore()
     record = find_job(store, {"TrainingJobName": args.job})
     layout = layout_of(record)
@@ -161,6 +168,10 @@ def _log_path(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _logs(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.describe import find_job
+    from trainprobe.jobs.progress import LogTail
+    from trainprobe.jobs.store import JobStore
+
     name, path = _log_path(args)
     tail = LogTail(path)
     store = JobStore()

@@ -23,18 +23,60 @@ StopTrainingJob or MaxRuntimeInSeconds says so. Its files are laid out as on Sag
 
 from __future__ import annotations
 
-from trainprobe.jobs.control import stop_training_job, update_training_job
-from trainprobe.jobs.describe import describe_training_job
-from trainprobe.jobs.errors import JobNameInUse, JobNotFound, JobOperationError, JobStateError
-from trainprobe.jobs.launcher import create_training_job, default_output_root
-from trainprobe.jobs.listing import list_training_jobs
-from trainprobe.jobs.sdk_defaults import (
-    job_name_from_base,
-    with_default_profiler_rule,
-    with_rule_collections,
-)
-from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
-from trainprobe.storage.job_layout import JobLayout
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainprobe.jobs.control import stop_training_job, update_training_job
+    from trainprobe.jobs.describe import describe_training_job
+    from trainprobe.jobs.errors import (
+        JobNameInUse,
+        JobNotFound,
+        JobOperationError,
+        JobStateError,
+    )
+    from trainprobe.jobs.launcher import create_training_job, default_output_root
+    from trainprobe.jobs.listing import list_training_jobs
+    from trainprobe.jobs.sdk_defaults import (
+        job_name_from_base,
+        with_default_profiler_rule,
+        with_rule_collections,
+    )
+    from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
+    from trainprobe.storage.job_layout import JobLayout
+
+# Each name is imported from its module when first asked for: importing one module of the
+# package (``trainprobe.jobs.launcher``, as ``trainprobe jobs create`` does) does not import
+# every operation's (DescribeTrainingJob reads rule statuses with the rules' code).
+_MODULES = {
+    "stop_training_job": "trainprobe.jobs.control",
+    "update_training_job": "trainprobe.jobs.control",
+    "describe_training_job": "trainprobe.jobs.describe",
+    "JobNameInUse": "trainprobe.jobs.errors",
+    "JobNotFound": "trainprobe.jobs.errors",
+    "JobOperationError": "trainprobe.jobs.errors",
+    "JobStateError": "trainprobe.jobs.errors",
+    "create_training_job": "trainprobe.jobs.launcher",
+    "default_output_root": "trainprobe.jobs.launcher",
+    "list_training_jobs": "trainprobe.jobs.listing",
+    "job_name_from_base": "trainprobe.jobs.sdk_defaults",
+    "with_default_profiler_rule": "trainprobe.jobs.sdk_defaults",
+    "with_rule_collections": "trainprobe.jobs.sdk_defaults",
+    "JobRecord": "trainprobe.jobs.store",
+    "JobStore": "trainprobe.jobs.store",
+    "trainprobe_home": "trainprobe.jobs.store",
+    "JobLayout": "trainprobe.storage.job_layout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "JobLayout",

@@ -21,8 +21,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
-import numpy as np
-
 from trainprobe.storage import object_store
 
 __all__ = [
@@ -352,6 +350,8 @@ def size(path: str) -> int:
 
 
 def _read_into(file: io.FileIO, path: str, start: int, length: int) -> memoryview:
+    import numpy as np  # here, not above: what only writes or lists files starts without it
+
     # numpy's empty() leaves the memory uninitialised: nothing is zero-filled only to be
     # read over. The memoryview is writable, so arrays made from it are too, without a copy.
     buffer = np.empty(length, dtype=np.uint8).data
