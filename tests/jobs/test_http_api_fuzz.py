@@ -320,6 +320,25 @@ def _other_operation_cases(rng: random.Random, known: str) -> list[tuple[str, by
         ("ProfilerRuleConfigurations", [None]),
         ("ResourceConfig", {"KeepAlivePeriodInSeconds": -1}),
         ("Unknown", 1),
+        (
+            "ProfilerRuleConfigurations",
+            [
+                {
+                    "RuleConfigurationName": "CPUBottleneck",
+                    "RuleEvaluatorImage": "DEFAULT_RULE_EVALUATOR_IMAGE",
+                    "RuleParameters": {"rule_to_invoke": "CPUBottleneck", "threshold": 50},
+                }
+            ],
+        ),
+        ("ProfilerConfig", {"ProfilingParameters": {"DetailedProfilingConfig": {"StartStep": 5}}}),
+        (
+            "ProfilerConfig",
+            {"ProfilingParameters": {"DetailedProfilingConfig": deep_json_text(3000)}},
+        ),
+        (
+            "ProfilerConfig",
+            {"ProfilingParameters": {"PythonProfilingConfig": deep_json_text(200)}},
+        ),
     ]:
         body = json.dumps({"TrainingJobName": known, member: value}).encode()
         cases.append(("UpdateTrainingJob", body, member))
