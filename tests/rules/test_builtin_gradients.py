@@ -58,6 +58,86 @@ def test_vanishing_gradient_cannot_judge_a_step_without_gradients(tmp_path: Path
         rule.evaluate(1)
 
 
+def test_vanishing_gradient_sets_aside_a_gradient_that_has_never_been_non_zero(
+    tmp_path: Path,
+) -> None:
+    """A branch behind a zero-initialised layer: 0 until the first update, then judged."""
+    branch, head = "gradient/Net_block.conv.weight", "gradient/Net_head.weight"
+    trial = (
+        TrialBuilder(tmp_path)
+        .series(branch, {0: [0.0, 0.0], 1: [1e-3, -1e-3], 2: [0.0, 0.0]})
+        .series(head, {0: [0.1], 1: [0.1], 2: [0.1]})
+        .write()
+    )
+    rule = VanishingGradient(trial)
+    # Step 2: the branch's gradient has been non-zero, and is 0 again: that fires.
+    assert fired_steps(rule) == [2]
+    assert evidence_of(rule)[0].tensor == branch
+    (remark,) = rule.remarks()
+    assert remark.startswith("Set aside while their gradient was exactly 0 and had never been")
+    assert remark.endswith(f", at step 0: {branch}.")
+
+
+def test_vanishing_gradient_fires_when_every_gradient_is_zero(tmp_path: Path) -> None:
+    trial = (
+        TrialBuilder(tmp_path)
+        .series("gradient/Net_fc1.weight", {0: [0.0, 0.0]})
+        .series("gradient/Net_fc2.weight", {0: [0.0]})
+        .write()
+    )
+    rule = VanishingGradient(trial)
+    assert fired_steps(rule) == [0]
+    assert len(evidence_of(rule)) == 2
+    assert rule.remarks() == []
+
+
+def test_vanishing_gradient_sets_aside_a_bias_the_loss_is_invariant_to(tmp_path: Path) -> None:
+    key = "gradient/Net_attention.key."
+    trial = (
+        TrialBuilder(tmp_path)
+        # Step 0: the bias is rounding noise beside its weight's gradient (1e5 times smaller).
+        .add(0, key + "bias", [1e-12, -1e-12])
+        .add(0, key + "weight", [1e-7, -1e-7])
+        # Step 1: 500 times smaller only, as a vanishing layer's bias and weight can be.
+        .add(1, key + "bias", [2e-8, -2e-8])
+        .add(1, key + "weight", [1e-5, -1e-5])
+        # Step 2: the weight is below threshold too: both vanish.
+        .add(2, key + "bias", [1e-12, -1e-12])
+        .add(2, key + "weight", [5e-8, -5e-8])
+        .write()
+    )
+    rule = VanishingGradient(trial)
+    assert fired_steps(rule) == [1, 2]
+    assert [item.tensor for item in evidence_of(rule)] == [
+        key + "bias",
+        key + "bias",
+        key + "weight",
+    ]
+    (remark,) = rule.remarks()
+    assert remark.startswith(
+        "Set aside biases whose gradient was below threshold while their layer's weight gradient "
+        "was above it and over 1000 times larger"
+    )
+    assert remark.endswith(f", at step 0: {key}bias.")
+
+
+def test_vanishing_gradient_sets_aside_a_gradient_that_is_not_finite(tmp_path: Path) -> None:
+    trial = (
+        TrialBuilder(tmp_path)
+        .series(GRAD, {0: [0.1], 1: [float("nan")]})
+        .series("gradient/Net_fc2.weight", {0: [0.1], 1: [float("inf")]})
+        .write()
+    )
+    rule = VanishingGradient(trial)
+    assert rule.evaluate(0) is False
+    with pytest.raises(InsufficientInformationForRuleInvocation, match="finite"):
+        rule.evaluate(1)
+    assert rule.remarks() == [
+        "Set aside gradients that were not finite (ExplodingTensor is the rule for those), at "
+        f"step 1: {GRAD}, gradient/Net_fc2.weight."
+    ]
+
+
 def _update(weights: np.ndarray, ratio: float) -> np.ndarray:
     """``weights`` moved by ``ratio`` times their norm, in the direction of the weights."""
     return weights * (1.0 + ratio)

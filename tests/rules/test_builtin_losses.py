@@ -13,6 +13,7 @@ import pytest
 from builtin_trials import EVAL, TRAIN, TrialBuilder, evidence_of, fired_steps, scalars
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.rules import InsufficientInformationForRuleInvocation
 from trainprobe.rules.builtin import LossNotDecreasing, Overfit, Overtraining
 
 LOSS = "CrossEntropyLoss_output_0"
@@ -27,6 +28,9 @@ def _old_vector(path: Path, values: list[float]) -> TrialBuilder:
 
 
 def test_loss_not_decreasing_old_vector_default(tmp_path: Path) -> None:
+    """smdebug's vector fired at step 12, comparing step 12's 0.30 with step 0's 0.30. Smoothed,
+    step 12 compares the mean of steps 8 and 12 (0.305) with step 0's 0.3: up 1.7 %, within
+    increase_threshold_percent."""
     trial = _old_vector(tmp_path, [0.3, 0.33, 0.31, 0.30, 0.28]).write()
     rules = [
         LossNotDecreasing(trial, tensor_regex="loss, losses"),
@@ -34,60 +38,107 @@ def test_loss_not_decreasing_old_vector_default(tmp_path: Path) -> None:
         LossNotDecreasing(trial),
     ]
     for rule in rules:
-        # Step 12 is the first with a loss at least 10 steps back (step 0, also 0.30); the
-        # next check is due at step 22 or later, so step 16 is not checked.
-        assert fired_steps(rule) == [12]
-        evidence = evidence_of(rule)
-        assert {item.tensor for item in evidence} == {"loss_0", "loss_1"}
-        assert "went from 0.3 at step 0 to 0.3 at step 12" in evidence[0].message
+        assert fired_steps(rule) == []
 
 
 def test_loss_not_decreasing_old_vector_min_diff(tmp_path: Path) -> None:
-    """smdebug's old test expected the first firing at step 24 with diff_percent=20; under the
-    spec's reading of diff_percent (the minimum decrease), step 12's flat loss fires as well.
-    Step 24 fires because the loss rose 40 % over step 12's."""
+    """smdebug's old test expected the first firing at step 24 with diff_percent=20, and so it
+    is: the mean of steps 16-24 (0.3) is 3.2 % below that of steps 0-12 (0.31)."""
     trial = _old_vector(tmp_path, [0.3, 0.33, 0.31, 0.30, 0.28, 0.2, 0.42]).write()
     rule = LossNotDecreasing(trial, diff_percent=20)
-    assert fired_steps(rule) == [12, 24]
-    last = evidence_of(rule)[-1]
-    assert last.step == 24
-    assert "up 40% > increase_threshold_percent 5%" in last.message
+    assert fired_steps(rule) == [24]
+    evidence = evidence_of(rule)
+    assert {item.tensor for item in evidence} == {"loss_0", "loss_1"}
+    assert evidence[0].message == (
+        "loss_0: the loss went from 0.31 (mean of 4 saved, steps 0-12) to 0.3 (mean of 3 saved, "
+        "steps 16-24), down 3.226% < diff_percent 20%"
+    )
+
+
+def test_loss_not_decreasing_compares_means_not_single_batches(tmp_path: Path) -> None:
+    """A loss that falls by 0.01 a step, with a bad batch (+0.1) at every tenth step: step 10's
+    batch alone is as high as step 0's, which fired before smoothing."""
+    losses = {
+        step: 1.0 - 0.01 * step + (0.1 if step and step % 10 == 0 else 0.0) for step in range(31)
+    }
+    trial = TrialBuilder(tmp_path).series(LOSS, losses).write()
+    assert losses[10] == pytest.approx(losses[0])
+    assert fired_steps(LossNotDecreasing(trial)) == []
+    flat = TrialBuilder(tmp_path / "flat").series(LOSS, dict.fromkeys(range(21), 0.5)).write()
+    rule = LossNotDecreasing(flat)
+    assert fired_steps(rule) == [10, 20]
+    first = evidence_of(rule)[0].message
+    assert first == (
+        f"{LOSS}: the loss went from 0.5 at step 0 to 0.5 (mean of 5 saved, steps 6-10), "
+        "down 0% < diff_percent 0.1%"
+    )
 
 
 def test_loss_not_decreasing_diff_percent_boundary(tmp_path: Path) -> None:
-    # Checks at steps 10, 20, 30: down 0.09 %, down 0.11 %, down 0.1 % exactly.
-    losses = {0: 1.0, 10: 1.0 - 0.0009, 20: (1.0 - 0.0009) * (1 - 0.0011)}
-    losses[30] = losses[20] * (1 - 0.001)
-    trial = TrialBuilder(tmp_path).series(LOSS, losses).write()
-    rule = LossNotDecreasing(trial)
+    def fired(after: float) -> list[int]:
+        trial = TrialBuilder(tmp_path / str(after)).series(LOSS, {0: 1.0, 10: after}).write()
+        return fired_steps(LossNotDecreasing(trial))
+
+    rule = LossNotDecreasing(
+        TrialBuilder(tmp_path / "a").series(LOSS, {0: 1.0, 10: 0.9991}).write()
+    )
     assert fired_steps(rule) == [10]
     assert "down 0.09% < diff_percent 0.1%" in evidence_of(rule)[0].message
+    assert fired(0.9989) == []
 
 
 def test_loss_not_decreasing_increase_threshold_boundary(tmp_path: Path) -> None:
-    losses = {0: 1.0, 10: 1.045, 20: 1.045 * 1.055}
-    trial = TrialBuilder(tmp_path).series(LOSS, losses).write()
-    assert fired_steps(LossNotDecreasing(trial)) == [20]
+    trial = TrialBuilder(tmp_path).series(LOSS, {0: 1.0, 10: 1.045}).write()
+    assert fired_steps(LossNotDecreasing(trial)) == []
+    trial = TrialBuilder(tmp_path / "up").series(LOSS, {0: 1.0, 10: 1.055}).write()
+    rule = LossNotDecreasing(trial)
+    assert fired_steps(rule) == [10]
+    assert "up 5.5% > increase_threshold_percent 5%" in evidence_of(rule)[0].message
     assert fired_steps(LossNotDecreasing(trial, increase_threshold_percent=6)) == []
+
+
+def test_loss_not_decreasing_fires_on_a_loss_that_is_not_finite(tmp_path: Path) -> None:
+    losses = {0: 2.0, 1: 1.5, 2: float("nan"), 3: float("inf")}
+    rule = LossNotDecreasing(TrialBuilder(tmp_path).series(LOSS, losses).write())
+    # Not yet due for a comparison (num_steps 10), yet NaN and infinity are issues at once.
+    assert fired_steps(rule) == [2, 3]
+    messages = [item.message for item in evidence_of(rule)]
+    assert messages == [f"{LOSS}: the loss is nan at step 2", f"{LOSS}: the loss is inf at step 3"]
+
+
+def test_loss_not_decreasing_judges_nothing_before_its_first_comparison(tmp_path: Path) -> None:
+    trial = TrialBuilder(tmp_path).series(LOSS, scalars([1.0, 0.9, 0.8], every=4)).write()
+    rule = LossNotDecreasing(trial)
+    for step in trial.steps():
+        with pytest.raises(InsufficientInformationForRuleInvocation, match="num_steps 10"):
+            rule.evaluate(step)
+    longer = TrialBuilder(tmp_path / "b").series(LOSS, scalars([1.0, 0.9, 0.8, 0.7, 0.6], every=4))
+    rule = LossNotDecreasing(longer.write())
+    for step in (0, 4, 8):
+        with pytest.raises(InsufficientInformationForRuleInvocation):
+            rule.evaluate(step)
+    assert rule.evaluate(12) is False  # the first comparison: judged
+    assert rule.evaluate(16) is False  # not due, but judged: no NaN, and the history grows
 
 
 def test_loss_not_decreasing_in_one_mode_counts_that_mode_s_steps(tmp_path: Path) -> None:
     builder = TrialBuilder(tmp_path)
     for step in range(10):
         builder.add(step, LOSS, 1.0 - 0.05 * step, TRAIN)
-    builder.add(10, LOSS, 0.9, EVAL)
+    builder.add(10, LOSS, 3.0, EVAL)
     for step in range(11, 21):
         builder.add(step, LOSS, 0.5 - 0.02 * (step - 11), TRAIN)
-    builder.add(21, LOSS, 0.95, EVAL)
+    builder.add(21, LOSS, 3.2, EVAL)
     trial = builder.write()
-    # GLOBAL mixes both modes: step 10's EVAL 0.9 is compared with step 5's TRAIN 0.75.
+    # GLOBAL mixes both modes: step 10's EVAL 3.0 lifts the mean of steps 6-10 above that of
+    # steps 1-5.
     assert fired_steps(LossNotDecreasing(trial, num_steps=5)) == [10]
     # TRAIN steps count as TRAIN steps 0-19, and keep decreasing.
     assert fired_steps(LossNotDecreasing(trial, num_steps=5, mode="TRAIN")) == []
-    # The EVAL steps are EVAL steps 0 and 1: 0.9 then 0.95, up 5.6 %.
+    # The EVAL steps are EVAL steps 0 and 1: 3.0 then 3.2, up 6.7 %.
     rule = LossNotDecreasing(trial, num_steps=1, mode="eval")
     assert fired_steps(rule) == [21]
-    assert "at step 10 to 0.95 at step 21" in evidence_of(rule)[0].message
+    assert "at step 10 to 3.2 at step 21" in evidence_of(rule)[0].message
 
 
 def test_loss_not_decreasing_rejects_a_bad_mode(tmp_path: Path) -> None:

@@ -1,5 +1,8 @@
 """What every rule's run keeps, debugging or profiler rule alike: its verdict, its status as
 SageMaker reports it (written to ``status.json`` as it changes), and its actions on a first issue.
+
+A rule may say what it did not judge and why (a built-in rule's ``remarks()``: tensors it set
+aside); its final status ends with those sentences, whatever the status.
 """
 
 from __future__ import annotations
@@ -43,7 +46,12 @@ class RuleRun:
         self._set_status(STOPPING, "stop requested")
 
     def finish(self, status: str, details: str) -> None:
-        """End the rule's run with ``status``; later calls change nothing."""
+        """End the rule's run with ``status``, followed by the rule's remarks; later calls
+        change nothing."""
+        # A debugging rule's evaluator holds its rule as ``rule``; a profiler run has none.
+        said = _remarks(getattr(self, "rule", None))
+        if said and not self.finished:
+            details = " ".join([details.rstrip(), *said])
         self._set_status(status, details, finished=True)
         if self._writer is not None:
             self._writer.close()
@@ -81,3 +89,15 @@ class RuleRun:
                 )
         if finished:
             log.info("trainprobe: %s %s: %s: %s", self.kind, self.name, status, details)
+
+
+def _remarks(rule: object) -> list[str]:
+    """The rule's own remarks (``remarks()``, where it has one); a failing one says nothing."""
+    remarks = getattr(rule, "remarks", None)
+    if not callable(remarks):
+        return []
+    try:
+        return [str(remark) for remark in remarks()]
+    except Exception:
+        log.exception("trainprobe: the remarks of %r failed", rule)
+        return []

@@ -7,6 +7,8 @@ value raises ConfigError naming ``<Rule>.<parameter>``.
 
 ``BuiltinRule`` reads tensors the way the rules need: the raw value or a reduction, whichever
 was saved, or None when neither was (a rule skips such a tensor instead of failing the step).
+It also keeps what a rule set aside without judging, and why (``set_aside``), so the rule's
+status can say so (``remarks``): a rule never passes quietly over a tensor it did not judge.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
 from trainprobe.rules.rule import InsufficientInformationForRuleInvocation, Rule
 
-__all__ = ["BuiltinRule", "Parameters", "compile_patterns", "number"]
+__all__ = ["BuiltinRule", "Parameters", "compile_patterns", "number", "steps_in_words"]
+
+_NAMES_SHOWN = 3
 
 _MISSING = (TensorUnavailable, TensorUnavailableForStep, StepUnavailable)
 
@@ -41,6 +45,15 @@ def number(value: float) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.4g}"
+
+
+def steps_in_words(steps: Sequence[int]) -> str:
+    """Steps as a person reads them: ``step 0``, ``steps 0 and 10``, ``steps 0-90 (10 steps)``."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if len(steps) == 2:
+        return f"steps {steps[0]} and {steps[1]}"
+    return f"steps {steps[0]}-{steps[-1]} ({len(steps)} steps)"
 
 
 def compile_patterns(field: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
@@ -142,6 +155,27 @@ class BuiltinRule(Rule):
         action_str: str = "",
     ) -> None:
         super().__init__(base_trial, other_trials=other_trials, action_str=action_str)
+        self._set_aside: dict[str, dict[str, list[int]]] = {}
+
+    def set_aside(self, why: str, tensor: str, step: int) -> None:
+        """Say that ``tensor`` was not judged at ``step``, for the reason ``why`` (a phrase that
+        completes "set aside ..."); ``remarks`` reports it."""
+        steps = self._set_aside.setdefault(why, {}).setdefault(tensor, [])
+        if not steps or steps[-1] != step:
+            steps.append(step)
+
+    def remarks(self) -> list[str]:
+        """What the rule set aside and why, one sentence per reason (the rule's status ends
+        with them)."""
+        said = []
+        for why, tensors in self._set_aside.items():
+            names = sorted(tensors)
+            shown = ", ".join(names[:_NAMES_SHOWN])
+            if len(names) > _NAMES_SHOWN:
+                shown += f" ({len(names)} in all)"
+            steps = sorted({step for found in tensors.values() for step in found})
+            said.append(f"Set aside {why}, at {steps_in_words(steps)}: {shown}.")
+        return said
 
     def value(self, name: str, step: int, trial: Trial | None = None) -> np.ndarray | None:
         """Tensor ``name``'s raw value at global ``step``, or None when it was not saved."""

@@ -33,10 +33,48 @@ def _weights(trial: Trial) -> TensorSelection:
     return TensorSelection(patterns=(re.compile(r"^(?!gradient).*weight"),))
 
 
+_BIAS = re.compile(r"bias(?=(_grad)?$)")
+
+INVARIANCE_RATIO = 1e3
+"""How many times larger than a bias's gradient its layer's weight gradient must be for the
+bias to count as one the loss is invariant to (see VanishingGradient)."""
+
+NEVER_NONZERO = (
+    "while their gradient was exactly 0 and had never been non-zero, and other gradients were "
+    "not (a zero-initialised branch before its first update, or a parameter the loss does not "
+    "reach)"
+)
+INVARIANT_BIAS = (
+    f"biases whose gradient was below threshold while their layer's weight gradient was above "
+    f"it and over {INVARIANCE_RATIO:g} times larger (the loss is invariant to such a bias: one "
+    "before a normalisation, or attention's key bias under softmax)"
+)
+NOT_FINITE = "gradients that were not finite (ExplodingTensor is the rule for those)"
+
+
 class VanishingGradient(BuiltinRule):
     """Fires when a gradient's mean absolute value is below ``threshold``.
 
     Uses the saved ``abs_mean`` reduction when there is one, the raw gradient otherwise.
+
+    Some gradients are zero or tiny by construction in a healthy model, and are set aside
+    rather than judged (the status names them, and why):
+
+    - a gradient exactly 0 that has never been non-zero, at a step where some other gradient
+      is at or above ``threshold``: a branch behind a zero-initialised layer (timm zeroes the
+      last BatchNorm of each residual block) gets no gradient until the first update, and an
+      unused parameter none at all. Once non-zero, the tensor is judged like any other; a
+      gradient that falls to 0 later fires.
+    - a bias whose mean |g| is below ``threshold`` while its layer's weight gradient (the same
+      name with ``weight`` for ``bias``) is at or above ``threshold`` and over
+      ``INVARIANCE_RATIO`` times larger. Both share the layer's output gradient; the weight's
+      is it times the layer's inputs, so a vanishing output gradient shrinks both. Only a
+      loss invariant to the bias (a bias before a normalisation, attention's ``key.bias``
+      under softmax) makes the bias's alone vanish, to rounding noise.
+    - a non-finite gradient: neither vanishing nor not (ExplodingTensor is the rule for it).
+
+    A genuinely vanishing gradient (a deep sigmoid network's first layers) still fires: its
+    weight and bias are tiny together, and were non-zero.
     """
 
     modes = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -52,6 +90,7 @@ class VanishingGradient(BuiltinRule):
         super().__init__(base_trial, other_trials, action_str)
         parameters = Parameters("VanishingGradient", {"threshold": threshold})
         self.threshold = parameters.real("threshold")
+        self._nonzero: set[str] = set()
 
     def invoke_at_step(self, step: int) -> bool:
         """Whether a gradient's mean |g| is below ``threshold`` at ``step``."""
@@ -60,30 +99,54 @@ class VanishingGradient(BuiltinRule):
             raise self.insufficient(
                 f"no gradients were saved at step {step}: save the gradients collection"
             )
-        fired = False
-        judged = False
+        means: dict[str, float] = {}
         for name in names:
             mean = self.reduction(name, step, "mean", of_abs=True)
             if mean is None:
                 continue
-            judged = True
-            if mean < self.threshold:
-                fired = True
-                self.record(
-                    message=(
-                        f"{name}: mean |g| = {number(mean)} < threshold "
-                        f"{number(self.threshold)} at step {step}"
-                    ),
-                    tensor=name,
-                    step=step,
-                    value=mean,
-                    threshold=self.threshold,
-                )
-        if not judged:
+            if not math.isfinite(mean):
+                self.set_aside(NOT_FINITE, name, step)
+                continue
+            means[name] = mean
+        if not means:
             raise self.insufficient(
-                f"neither the gradients nor their abs_mean reduction were saved at step {step}"
+                f"neither the gradients nor their abs_mean reduction were saved (finite) at "
+                f"step {step}"
+            )
+        others_alive = any(mean >= self.threshold for mean in means.values())
+        fired = False
+        for name, mean in means.items():
+            if mean != 0:
+                self._nonzero.add(name)
+            if mean >= self.threshold:
+                continue
+            why = self._by_construction(name, mean, means, others_alive)
+            if why is not None:
+                self.set_aside(why, name, step)
+                continue
+            fired = True
+            self.record(
+                message=(
+                    f"{name}: mean |g| = {number(mean)} < threshold "
+                    f"{number(self.threshold)} at step {step}"
+                ),
+                tensor=name,
+                step=step,
+                value=mean,
+                threshold=self.threshold,
             )
         return fired
+
+    def _by_construction(
+        self, name: str, mean: float, means: dict[str, float], others_alive: bool
+    ) -> str | None:
+        """Why gradient ``name`` (below threshold) is small by construction, or None."""
+        if mean == 0 and name not in self._nonzero and others_alive:
+            return NEVER_NONZERO
+        weight = means.get(_BIAS.sub("weight", name)) if _BIAS.search(name) else None
+        if weight is not None and weight >= self.threshold and weight > INVARIANCE_RATIO * mean:
+            return INVARIANT_BIAS
+        return None
 
 
 class WeightUpdateRatio(BuiltinRule):

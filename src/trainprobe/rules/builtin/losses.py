@@ -39,9 +39,13 @@ class _LossRule(BuiltinRule):
         return found
 
 
+WINDOW = 5
+"""LossNotDecreasing compares means of at most this many saved losses, not single mini-batches."""
+
+
 @dataclass
 class _History:
-    """One loss's values by position (the step number the rule counts in), oldest first."""
+    """One loss's finite values by position (the step number the rule counts in), oldest first."""
 
     positions: list[int] = field(default_factory=list)
     entries: list[tuple[int, float]] = field(default_factory=list)
@@ -50,20 +54,45 @@ class _History:
         self.positions.append(position)
         self.entries.append((step, loss))
 
-    def at_or_before(self, position: int) -> tuple[int, float] | None:
-        """(global step, loss) of the newest entry at or before ``position``."""
-        index = bisect_right(self.positions, position)
-        return self.entries[index - 1] if index else None
+    def windows(self, gap: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
+        """(earlier, recent): the newest entries (at most ``WINDOW``, at most half of those
+        saved) and the ``WINDOW`` entries before them, the newest of which is at least ``gap``
+        positions before the newest entry; None while no entry is that far back."""
+        newest = len(self.entries) - 1
+        far_enough = bisect_right(self.positions, self.positions[-1] - gap) - 1
+        if far_enough < 0:
+            return None
+        size = min(WINDOW, max(1, len(self.entries) // 2))
+        last_earlier = min(far_enough, newest - size)
+        earlier = self.entries[max(0, last_earlier - WINDOW + 1) : last_earlier + 1]
+        return earlier, self.entries[newest - size + 1 :]
+
+
+def _mean_of(window: list[tuple[int, float]]) -> tuple[float, str]:
+    """A window's mean loss, and where it comes from in words."""
+    mean = float(np.mean([loss for _, loss in window]))
+    if len(window) == 1:
+        return mean, f"{number(mean)} at step {window[0][0]}"
+    steps = f"steps {window[0][0]}-{window[-1][0]}"
+    return mean, f"{number(mean)} (mean of {len(window)} saved, {steps})"
 
 
 class LossNotDecreasing(_LossRule):
-    """Fires when a loss has not decreased enough over ``num_steps`` steps.
+    """Fires when a loss has not decreased enough over ``num_steps`` steps, or is not finite.
 
     Every ``num_steps`` steps (counted in ``mode``'s own step numbers; GLOBAL counts every
-    step), the loss at step s is compared with the loss at the newest saved step at or before
-    ``s - num_steps``. If the loss went up, the rule fires when it rose by more than
-    ``increase_threshold_percent`` percent; otherwise it fires when it fell by less than
-    ``diff_percent`` percent (a flat loss fires).
+    step), the loss now is compared with the loss at least ``num_steps`` steps before. If it
+    went up, the rule fires when it rose by more than ``increase_threshold_percent`` percent;
+    otherwise it fires when it fell by less than ``diff_percent`` percent (a flat loss fires).
+
+    Each side of the comparison is smoothed, since one mini-batch's loss is noisy: "now" is
+    the mean of the newest ``WINDOW`` saved losses (fewer while fewer than twice as many are
+    saved), "before" the mean of the ``WINDOW`` saved losses that precede them, the newest of
+    those at least ``num_steps`` steps back. The first check needs two saved losses
+    ``num_steps`` apart, as SageMaker's; until one is made the rule has judged nothing, and a
+    job that never gets that far ends in Error, not NoIssuesFound.
+
+    A loss that is NaN or infinite is an issue at the step it was saved.
 
     The losses are the tensors of ``collection_names`` and ``tensor_regex``, plus the
     ``losses`` collection when ``use_losses_collection``; with none of these in the job, the
@@ -117,7 +146,8 @@ class LossNotDecreasing(_LossRule):
         return loss_selection(self.base_trial)
 
     def invoke_at_step(self, step: int) -> bool:
-        """Whether a loss that is due for a check at ``step`` has not decreased enough."""
+        """Whether a loss at ``step`` is not finite, or, due for a check, has not decreased
+        enough."""
         step_mode, mode_step = self.base_trial.mode_modestep(step)
         if self.mode != ModeKeys.GLOBAL and step_mode != self.mode:
             raise self.insufficient(
@@ -131,28 +161,48 @@ class LossNotDecreasing(_LossRule):
             raise self.insufficient(
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
             )
-        fired = False
+        fired, judged = False, False
         for name, loss in losses.items():
+            if not np.isfinite(loss):
+                judged = fired = True
+                self.record(
+                    message=f"{name}: the loss is {number(loss)} at step {step}",
+                    tensor=name,
+                    step=step,
+                    value=loss,
+                )
+                continue
             history = self._history.setdefault(name, _History())
             if history.positions and history.positions[-1] >= position:
                 continue
             history.add(position, step, loss)
             last = self._last_evaluated.get(name)
-            if last is not None and position < last + self.num_steps:
-                continue
-            before = history.at_or_before(position - self.num_steps)
-            if before is None:
+            if last is not None:
+                judged = True
+                if position < last + self.num_steps:
+                    continue
+            windows = history.windows(self.num_steps)
+            if windows is None:
                 continue
             self._last_evaluated[name] = position
-            fired |= self._compare(name, before[0], before[1], step, loss)
+            judged = True
+            fired |= self._compare(name, *windows)
+        if not judged:
+            raise self.insufficient(
+                f"no loss was saved yet at least num_steps {self.num_steps} steps before step "
+                f"{step}: the rule compares losses that far apart"
+            )
         return fired
 
-    def _compare(self, name: str, before_step: int, before: float, step: int, loss: float) -> bool:
+    def _compare(
+        self, name: str, earlier: list[tuple[int, float]], recent: list[tuple[int, float]]
+    ) -> bool:
+        before, before_words = _mean_of(earlier)
+        loss, loss_words = _mean_of(recent)
         if before == 0:
             return False
         change = 100.0 * (loss - before) / abs(before)
-        went = f"{name}: the loss went from {number(before)} at step {before_step} to "
-        went += f"{number(loss)} at step {step}"
+        went = f"{name}: the loss went from {before_words} to {loss_words}"
         if change > 0:
             if change <= self.increase_threshold_percent:
                 return False
@@ -164,8 +214,11 @@ class LossNotDecreasing(_LossRule):
         else:
             if -change >= self.diff_percent:
                 return False
-            message = f"{went}, down {number(-change)}% < diff_percent {number(self.diff_percent)}%"
+            message = (
+                f"{went}, down {number(abs(change))}% < diff_percent {number(self.diff_percent)}%"
+            )
             threshold = self.diff_percent
+        step = recent[-1][0]
         self.record(message=message, tensor=name, step=step, value=loss, threshold=threshold)
         return True
 
