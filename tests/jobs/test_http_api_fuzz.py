@@ -12,6 +12,7 @@ out of range): each is a 4xx naming the member, or 200 where the request is vali
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from pathlib import Path
@@ -267,6 +268,8 @@ _BAD_LIST_MEMBERS: list[tuple[str, Any]] = [
     ("NextToken", 12),
     ("NextToken", {"offset": 1}),
     ("NextToken", "\x00"),
+    ("NextToken", base64.urlsafe_b64encode(b"[" * 100_000).decode()),
+    ("NextToken", base64.urlsafe_b64encode(b'{"offset": ' * 2000).decode()),
     ("CreationTimeAfter", "yesterday"),
     ("CreationTimeAfter", {}),
     ("CreationTimeBefore", [1]),

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainprobe.config.errors import ConfigError, closest
+from trainprobe.config.json_bounds import embedded_json
 from trainprobe.config.request_shapes import Text
 from trainprobe.jobs.describe import timestamp
 from trainprobe.jobs.liveness import settle
@@ -84,7 +85,8 @@ def _token(offset: int, snapshot: float) -> str:
 
 def _read_token(token: object) -> tuple[int, float]:
     try:
-        data = json.loads(base64.urlsafe_b64decode(str(token).encode()))
+        text = base64.urlsafe_b64decode(str(token).encode()).decode()
+        data = embedded_json(text, "NextToken")  # within bounds: never a RecursionError
         return int(data["offset"]), float(data["snapshot"])
     except (ValueError, KeyError, TypeError, binascii.Error):
         raise ConfigError(
