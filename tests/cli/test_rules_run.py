@@ -93,6 +93,44 @@ def test_no_issue_exits_zero_and_parameters_change_the_verdict(tmp_path: Path) -
     assert (tmp_path / "rule-output" / "VanishingGradient" / "status.json").exists()
 
 
+def test_a_rerun_writes_beside_the_job_s_own_verdict_unless_asked_to_replace_it(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "job"
+    write_gradients(job / "debug-output", [1.0, 1e-9, 1.0])
+    rules = job / "rule-output"
+    own = trainprobe("rules", "run", "VanishingGradient", str(job))
+    assert own.returncode == 1, own.stdout + own.stderr
+    kept = {path.name: path.read_bytes() for path in (rules / "VanishingGradient").iterdir()}
+    assert set(kept) == {"status.json", "evaluations.jsonl"}
+
+    lenient = ("rules", "run", "VanishingGradient", "--param", "threshold=1e-10", str(job))
+    again = trainprobe(*lenient)
+    assert again.returncode == 0, again.stdout + again.stderr
+    beside = rules / "VanishingGradient-rerun-1"
+    assert again.stdout.startswith(
+        f"{rules / 'VanishingGradient'} holds an earlier verdict, left as it is; this run writes "
+        f"{beside} (--replace writes over it)"
+    )
+    assert "VanishingGradient-rerun-1: NoIssuesFound" in again.stdout
+    assert f"Output: {beside}" in again.stdout
+    status = json.loads((beside / "status.json").read_text())
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"
+    assert {path.name: path.read_bytes() for path in (rules / "VanishingGradient").iterdir()} == (
+        kept
+    )
+    third = trainprobe(*lenient)
+    assert f"Output: {rules / 'VanishingGradient-rerun-2'}" in third.stdout
+
+    replaced = trainprobe(*lenient[:-1], "--replace", str(job))
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    assert "VanishingGradient: NoIssuesFound" in replaced.stdout
+    status = json.loads((rules / "VanishingGradient" / "status.json").read_text())
+    assert status["RuleEvaluationStatus"] == "NoIssuesFound"
+    lines = (rules / "VanishingGradient" / "evaluations.jsonl").read_text().splitlines()
+    assert [json.loads(line)["result"] for line in lines] == ["NoIssuesFound"] * 3
+
+
 def test_every_step_lists_every_issue(tmp_path: Path) -> None:
     out = tmp_path / "tensors"
     write_gradients(out, [1e-9, 1.0, 1e-9])

@@ -13,6 +13,7 @@ with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -29,13 +30,26 @@ from trainprobe.jobs.describe import layout_at
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Evaluation
-from trainprobe.storage.job_layout import DEBUG_OUTPUT, RULE_OUTPUT, job_dir_of
+from trainprobe.storage.job_layout import (
+    ACTIONS_FILE,
+    DEBUG_OUTPUT,
+    EVALUATIONS_FILE,
+    RULE_OUTPUT,
+    STATUS_FILE,
+    job_dir_of,
+)
 
-__all__ = ["job_layout", "register", "run_list", "run_rule", "run_show"]
+__all__ = ["job_layout", "register", "rerun_name", "run_list", "run_rule", "run_show"]
+
+RERUN = "-rerun-"
+"""Between a rule configuration's name and the count of an ad-hoc run written beside it."""
 
 _RUN_EPILOG = """\
 PATH is a job directory (holding debug-output/) or a tensor output directory (a hook's
-out_dir). With a job directory, the rule's output goes to <job>/rule-output/<NAME>/.
+out_dir). With a job directory, the rule's output goes to <job>/rule-output/<NAME>/; where
+that folder already holds a verdict (the job's own rule, or an earlier run), it is left as it
+is and this run writes beside it, to <NAME>-rerun-1/ (then -rerun-2, ...), the name its
+verdict then takes, unless --replace says to write over it.
 The rule follows a running job until it ends; --wait bounds the wait for the first tensors.
 
 Actions given as --param action_json=... are carried out. Email uses TRAINPROBE_SMTP_HOST,
@@ -95,6 +109,12 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--output",
         metavar="DIR",
         help="write the rule's output under DIR/<NAME>/ (default: <job>/rule-output/)",
+    )
+    run.add_argument(
+        "--replace",
+        action="store_true",
+        help="write over an earlier verdict in DIR/<NAME>/ (by default this run writes beside "
+        "it, to <NAME>-rerun-<N>/)",
     )
     run.add_argument(
         "--wait",
@@ -308,16 +328,35 @@ def _param_pairs(pairs: list[str]) -> dict[str, str]:
     return parameters
 
 
+def rerun_name(root: str, name: str) -> str:
+    """The folder under ``root`` an ad-hoc run of rule configuration ``name`` writes to:
+    ``name`` while no run has written there, else the first free ``name-rerun-<N>``."""
+    if not os.path.exists(os.path.join(root, name)):
+        return name
+    count = 1
+    while os.path.exists(os.path.join(root, f"{name}{RERUN}{count}")):
+        count += 1
+    return f"{name}{RERUN}{count}"
+
+
+def _clear(directory: str) -> None:
+    """Remove an earlier run's rule output files from ``directory`` (nothing else in it)."""
+    for name in (EVALUATIONS_FILE, ACTIONS_FILE, STATUS_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, name))
+
+
+def _definition(args: argparse.Namespace, name: str | None) -> RuleDefinition:
+    parameters = _param_pairs(args.param)
+    if args.source:
+        return RuleDefinition.for_custom(args.source, args.rule, parameters, name=name)
+    return RuleDefinition.for_builtin(args.rule, parameters, name=name)
+
+
 def run_rule(args: argparse.Namespace) -> int:
     """Evaluate the rule and print its verdict; the exit status says what it found."""
     try:
-        parameters = _param_pairs(args.param)
-        if args.source:
-            definition = RuleDefinition.for_custom(
-                args.source, args.rule, parameters, name=args.name
-            )
-        else:
-            definition = RuleDefinition.for_builtin(args.rule, parameters, name=args.name)
+        definition = _definition(args, args.name)
     except ValueError as error:
         print(f"trainprobe rules run: {error}", file=sys.stderr)
         return 2
@@ -326,6 +365,17 @@ def run_rule(args: argparse.Namespace) -> int:
         return 2
     trial_path, job = job_layout(args.path, wait=args.wait)
     root = args.output or (os.path.join(job, RULE_OUTPUT) if job is not None else None)
+    if root is not None and args.replace:
+        _clear(os.path.join(root, definition.name))
+    elif root is not None:
+        folder = rerun_name(root, definition.name)
+        if folder != definition.name:
+            print(
+                f"{os.path.join(root, definition.name)} holds an earlier verdict, left as it is; "
+                f"this run writes {os.path.join(root, folder)} (--replace writes over it)",
+                flush=True,
+            )
+            definition = _definition(args, folder)
 
     def show(name: str, evaluation: Evaluation) -> None:
         if evaluation.result == ISSUES_FOUND and not args.quiet:
