@@ -85,7 +85,10 @@ def test_the_digits_example_trains_under_trainprobe_run(tmp_path: Path) -> None:
     assert f"Report: {report}" in finished.stdout
     content = json.loads(report.with_suffix(".json").read_text())
     assert content["Job"]["Steps"] > 0
-    assert content["StepDurations"]["Processes"][0]["Steps"] == content["Job"]["Steps"]
+    # Each epoch's training batches are TRAIN steps, its one evaluation forward an EVAL step.
+    by_mode = {p["Mode"]: p["Steps"] for p in content["StepDurations"]["Processes"]}
+    assert by_mode["EVAL"] == 2
+    assert by_mode["TRAIN"] + by_mode["EVAL"] == content["Job"]["Steps"]
     assert len(content["Rules"]["Rules"]) == 11
     [worker] = content["DebuggerOverhead"]["Workers"]
     assert worker["Steps"] > 0 and worker["BytesWritten"] > 0
