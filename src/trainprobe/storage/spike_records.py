@@ -1,0 +1,121 @@
+"""The spikes an in-training rule saw, and what it did about each, one file per worker.
+
+::
+
+    <out_dir>/spikes/<worker>.json
+    {"version": 1, "worker": "worker_0", "spikes": [
+      {"rule": "LossSpike", "worker": "worker_0", "step": 41, "mode": "TRAIN", "mode_step": 37,
+       "value": 9.81, "mean": 2.03, "std": 0.11, "z": 70.7, "action": "skip",
+       "time": 1795822751.03}, ...]}
+
+The hook rewrites its worker's file (atomically: spikes are rare) with every spike the
+in-training rules (``LossSpike``, ``GradientNormSpike``) found so far, on its writer thread; the
+rule's evaluator reads them for its status and evaluations, and the report shows them.
+``value`` is the loss (or the gradient norm) of the step, ``mean`` and ``std`` those of the
+rolling window it was judged against (None while it was warming up), ``z`` the two-sided z-score
+(None for a non-finite value, always a spike),
+``action`` what was done: "skip" (the update was not applied), "rollback" (the model and
+optimizer went back to a snapshot), "stop" (the training stopped before the update) or "none".
+A record that cannot be read is skipped with a warning. smdebug ignores this directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass
+
+from trainprobe.storage import files
+from trainprobe.storage.modes import ModeKeys
+
+__all__ = ["ACTIONS", "SPIKES_DIR", "SpikeRecord", "read_spikes", "write_spikes"]
+
+log = logging.getLogger(__name__)
+
+SPIKES_DIR = "spikes"
+_VERSION = 1
+_SUFFIX = ".json"
+ACTIONS = ("skip", "rollback", "stop", "none")
+
+
+@dataclass(frozen=True)
+class SpikeRecord:
+    """One spike: the rule that saw it, the step, the value against its window, the action."""
+
+    rule: str
+    worker: str
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    value: float
+    mean: float | None
+    std: float | None
+    z: float | None
+    action: str
+    time: float
+
+    def describe(self) -> str:
+        """One line for a status or a log: the step, the value against its window, the action."""
+        against = (
+            f"window mean {self.mean:.4g}, deviation {self.std:.4g}, z {self.z:.1f}"
+            if self.mean is not None and self.std is not None and self.z is not None
+            else "not finite"
+            if not math.isfinite(self.value)
+            else "above the ratio to the window mean"
+        )
+        done = {
+            "skip": "the update was skipped",
+            "rollback": "the model and optimizer were rolled back",
+            "stop": "the training was stopped before the update",
+            "none": "no action",
+        }[self.action]
+        return (
+            f"{self.mode.name} step {self.mode_step} (step {self.step}): "
+            f"{self.value:.4g} ({against}); {done}"
+        )
+
+
+def write_spikes(out_dir: str, worker: str, records: list[SpikeRecord]) -> int:
+    """Write ``worker``'s spikes (replacing its file atomically); returns the bytes written."""
+    spikes = [{**asdict(record), "mode": record.mode.name} for record in records]
+    data = {"version": _VERSION, "worker": worker, "spikes": spikes}
+    path = f"{out_dir.rstrip('/')}/{SPIKES_DIR}/{worker}{_SUFFIX}"
+    return files.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
+
+
+def read_spikes(out_dir: str) -> list[SpikeRecord]:
+    """Every worker's spikes under ``out_dir``, by step."""
+    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
+    if not files.is_dir(directory):
+        return []
+    found: list[SpikeRecord] = []
+    for name in files.list_files(directory, _SUFFIX):
+        path = f"{directory}/{name}"
+        try:
+            data = json.loads(files.read_bytes(path))
+            found.extend(_record(item) for item in data["spikes"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            log.warning("trainprobe: skipping %s, not a spike record: %s", path, error)
+    return sorted(found, key=lambda record: (record.step, record.worker))
+
+
+def _record(data: dict[str, object]) -> SpikeRecord:
+    def number(key: str) -> float | None:
+        value = data[key]
+        return None if value is None else float(value)  # type: ignore[arg-type]
+
+    action = str(data["action"])
+    return SpikeRecord(
+        rule=str(data["rule"]),
+        worker=str(data["worker"]),
+        step=int(data["step"]),  # type: ignore[call-overload]
+        mode=ModeKeys[str(data["mode"])],
+        mode_step=int(data["mode_step"]),  # type: ignore[call-overload]
+        value=float(data["value"]),  # type: ignore[arg-type]
+        mean=number("mean"),
+        std=number("std"),
+        z=number("z"),
+        action=action if action in ACTIONS else "none",
+        time=float(data["time"]),  # type: ignore[arg-type]
+    )
