@@ -17,6 +17,7 @@ import pstats
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from framework_training import (
     plan_of,
     profiler_steps,
     python_profiles,
+    spin_a_while,
     timeline,
     train,
 )
@@ -154,6 +156,46 @@ def test_the_default_cprofile_timers_are_total_cpu_and_off_cpu_time_in_turn(
     assert spinning[10] >= spin * 0.9 and sleeping[10] < pause * 0.1
     # Step 11, off-CPU time: the sleep is all waiting, the spin mostly not.
     assert sleeping[11] >= pause * 0.9 and spinning[11] < sleeping[11]
+
+
+def busy_beside_the_training(stop: threading.Event) -> None:
+    """Another thread's Python work (a logger, a prefetcher), while the training runs."""
+    while not stop.is_set():
+        spin_a_while(0.002)
+        stop.wait(0.005)
+
+
+def test_another_threads_calls_stay_out_of_the_training_threads_profile(tmp_path: Path) -> None:
+    # From Python 3.12 cProfile hears every thread unless told otherwise.
+    config = PythonProfilingConfig(profile_default_steps=True)
+    plan = plan_of(FrameworkProfile(python_profiling_config=config))
+    profiler = FrameworkProfiler(plan, tmp_path, NODE, profile_after_close=False)
+    stop = threading.Event()
+    beside = threading.Thread(target=busy_beside_the_training, args=(stop,))
+    beside.start()
+    try:
+        train(profiler, 12, model=Net(pause=0.1), loader=make_loader(num_workers=0))
+    finally:
+        stop.set()
+        beside.join()
+    profiler.close()
+
+    profiles = step_profiles(tmp_path)
+    assert len(profiles) == 6  # steps 9 to 11, two segments each
+    for profile in profiles:
+        stats = pstats.Stats(str(profile.directory / "python_stats"))
+        functions = {key[2] for key in stats.stats}  # type: ignore[attr-defined]
+        assert "busy_beside_the_training" not in functions
+        assert "spin_a_while" not in functions
+    forwards = [p for p in profiles if p.start.phase == "stepstart"]
+    clocks = [(p.directory / "cprofile_timer").read_text().strip() for p in forwards]
+    assert clocks == ["total_time", "cpu_time", "off_cpu_time"]
+    sleeping = [
+        function_time(pstats.Stats(str(p.directory / "python_stats")), "sleep_a_while")
+        for p in forwards
+    ]
+    # Wall clock and off-CPU time see the whole sleep, the training thread's CPU time none of it.
+    assert sleeping[0] >= 0.09 and sleeping[2] >= 0.09 and 0 <= sleeping[1] < 0.01
 
 
 def test_detailed_profiling_alone_records_operators_shapes_and_memory(tmp_path: Path) -> None:

@@ -20,6 +20,12 @@ cProfile's clocks:
   than the wall clock, so this clock never goes back. cProfile only sees the thread it was enabled
   on, so its CPU time is the right one to subtract.
 
+From Python 3.12 cProfile listens through ``sys.monitoring``, which reports every thread's calls:
+another thread's calls (the timeline's writer, a data loader's pin-memory thread) would land in
+the profiled thread's call stack, and read with that thread's clocks, which makes every figure
+wrong (negative off-CPU times, a sleep that took no time). ``_hear_this_thread_only`` has the
+profile's callbacks pass on the profiled thread's events alone, as before 3.12.
+
 Pyinstrument is imported only when asked for; when it is not installed, that is logged once and
 Python profiling is skipped.
 """
@@ -30,6 +36,8 @@ import cProfile
 import importlib
 import logging
 import marshal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -79,6 +87,39 @@ _CLOCKS: dict[cProfileTimer, Callable[[], float]] = {
 }
 
 
+# The events cProfile listens to through sys.monitoring (Python 3.12 and later).
+_PROFILE_EVENTS = (
+    "PY_START",
+    "PY_RESUME",
+    "PY_THROW",
+    "PY_RETURN",
+    "PY_YIELD",
+    "PY_UNWIND",
+    "CALL",
+    "C_RETURN",
+    "C_RAISE",
+)
+
+
+def _hear_this_thread_only(profile: cProfile.Profile) -> None:
+    """Have the enabled ``profile`` hear only the calling thread's calls (see the module
+    docstring); nothing to do before Python 3.12, where it hears no other thread."""
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        return
+    tool, thread, current = monitoring.PROFILER_ID, threading.get_ident(), threading.get_ident
+    for name in _PROFILE_EVENTS:
+        event = getattr(monitoring.events, name, None)
+        heard = None if event is None else monitoring.register_callback(tool, event, None)
+        if heard is None:
+            continue
+
+        def on_this_thread(*arguments: Any, heard: Callable[..., Any] = heard) -> Any:
+            return heard(*arguments) if current() == thread else None
+
+        monitoring.register_callback(tool, event, on_this_thread)
+
+
 class _Session(Protocol):
     def stop(self) -> None: ...
 
@@ -90,6 +131,7 @@ class _CProfileSession:
         self._timer = timer if timer is not None and timer in _CLOCKS else cProfileTimer.TOTAL_TIME
         self._profile = cProfile.Profile(_CLOCKS[self._timer])
         self._profile.enable()
+        _hear_this_thread_only(self._profile)
 
     def stop(self) -> None:
         self._profile.disable()
