@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -524,13 +525,22 @@ def main() -> None:
         "nan": lambda: nan_origin(device, root),
     }
     print(f"trainprobe's hook on {describe(device)}", flush=True)
+    failed = []
     try:
         for name, section in sections.items():
-            if name not in arguments.skip:
+            if name in arguments.skip:
+                continue
+            # One check's failure must not hide the others' figures (a GPU machine is lent once).
+            try:
                 section()
-                sys.stdout.flush()
+            except Exception:
+                failed.append(name)
+                print(f"\n{name}: failed\n{traceback.format_exc()[-3000:]}")
+            sys.stdout.flush()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
 
 
 def cnn(device: torch.device, arguments: argparse.Namespace, root: str) -> None:
