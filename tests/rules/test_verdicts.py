@@ -285,3 +285,48 @@ def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_pa
     assert verdict.status == "NoIssuesFound", verdict.details
     # The three ReLU inputs, and the loss the hook saves by default.
     assert verdict.tensors_checked == 3 + len(healthy.tensor_names(collection="losses")) == 4
+
+
+@pytest.mark.parametrize(
+    ("rule", "parameters", "why"),
+    [
+        (
+            "LossNotDecreasing",
+            {},
+            "LossNotDecreasing judged no step (the losses saved up to step 4 span 4 step(s), "
+            "fewer than num_steps 10: the rule compares losses num_steps apart",
+        ),
+        ("Overfit", {}, "Overfit judged no step (no validation loss could be compared"),
+        (
+            "Overtraining",
+            {},
+            "Overtraining judged no step (no loss was saved at more than patience_train 5 "
+            "training steps",
+        ),
+        (
+            "UnchangedTensor",
+            {"collection_names": "weights", "num_steps": 6},
+            "UnchangedTensor judged no step (collection weights was saved at fewer than 6 steps "
+            "of a mode yet, as of step 4",
+        ),
+    ],
+)
+def test_a_rule_never_passes_before_its_own_minimum(
+    tmp_path: Path, rule: str, parameters: dict[str, object], why: str
+) -> None:
+    """Five training steps are too few for each of these rules at these parameters: each ends
+    in Error saying why, where it used to pass; given enough, it judges."""
+    trial = train(
+        tmp_path / "run",
+        sequential(nn.ReLU()),
+        DATA,
+        Run(steps=5, lr=0.05, collections=("weights", "losses")),
+    )
+    verdict = builtin(trial, rule, **parameters)
+    assert verdict.status == "Error", verdict.details
+    assert verdict.details.startswith(why), verdict.details
+    assert "0 step(s) evaluated" in verdict.details
+    if rule == "LossNotDecreasing":
+        verdict = builtin(trial, rule, num_steps=2)
+        assert verdict.status == "NoIssuesFound", verdict.details
+        assert "3 step(s) evaluated, 1 tensor(s) checked, 2 step(s) skipped" in verdict.details

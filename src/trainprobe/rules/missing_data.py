@@ -1,11 +1,12 @@
 """Why a rule checked nothing, in words a user can act on.
 
-When a rule ends without having judged a single tensor, its Error says three things: what it
-looked for, what the job did save (its collections and a few tensor names), and the
-configuration that would save what it needs (a ``CollectionConfig`` line for the SDK, a hook
-argument for a script; for activations found by module type, a pattern naming the job's own
-modules of that type). Activation rules add which activations the hook can see: modules, and
-on save steps the relu, tanh and sigmoid functions, but no other function.
+When a rule ends without having judged a single step, its Error says three things: what it
+looked for (or, where it found tensors it could not judge yet, why not), what the job did save
+(its collections and a few tensor names), and the configuration that would save what it needs
+(a ``CollectionConfig`` line for the SDK, a hook argument for a script; for activations found
+by module type, a pattern naming the job's own modules of that type). Activation rules add
+which activations the hook can see: modules, and on save steps the relu, tanh and sigmoid
+functions, but no other function.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def nothing_checked(
     if asked:
         text += f": it looked for {asked}, and found none"
     elif reason:
-        text += f" ({reason})"
+        # What it found could not be judged yet (too few steps, say): the reason says why.
+        text = f"{rule} judged no step ({reason})"
     text += "."
     if trial is not None:
         text += " " + saved_summary(trial)

@@ -156,6 +156,18 @@ class BuiltinRule(Rule):
     ) -> None:
         super().__init__(base_trial, other_trials=other_trials, action_str=action_str)
         self._set_aside: dict[str, dict[str, list[int]]] = {}
+        self.has_judged = False
+        """Whether the rule has yet had the data its judgement needs (two losses ``num_steps``
+        apart, ``samples`` labels, ...): see ``nothing_due``."""
+
+    def nothing_due(self, why: str) -> bool:
+        """For a step with nothing due to judge: False (this step passes) once the rule has
+        judged (``has_judged``), else InsufficientInformation saying ``why`` (the step is
+        skipped). So a rule never ends NoIssuesFound before it has reached its own minimum:
+        with nothing judged, it ends in Error saying why."""
+        if self.has_judged:
+            return False
+        raise self.insufficient(why)
 
     def set_aside(self, why: str, tensor: str, step: int) -> None:
         """Say that ``tensor`` was not judged at ``step``, for the reason ``why`` (a phrase that

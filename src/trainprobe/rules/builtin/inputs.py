@@ -99,6 +99,7 @@ class CheckInputImages(BuiltinRule):
         for name, seen in self._seen.items():
             if seen.images < self.threshold_samples:
                 continue
+            self.has_judged = True
             means = seen.sums / seen.values
             for index, mean in enumerate(means):
                 if abs(mean) > self.threshold_mean:
@@ -115,7 +116,11 @@ class CheckInputImages(BuiltinRule):
                         value=float(mean),
                         threshold=self.threshold_mean,
                     )
-        return fired
+        images = max(seen.images for seen in self._seen.values())
+        return fired or self.nothing_due(
+            f"{images} image(s) seen up to step {step}, fewer than threshold_samples "
+            f"{self.threshold_samples}: CheckInputImages judges the channel means over that many"
+        )
 
 
 class NLPSequenceRatio(BuiltinRule):

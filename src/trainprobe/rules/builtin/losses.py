@@ -161,10 +161,10 @@ class LossNotDecreasing(_LossRule):
             raise self.insufficient(
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
             )
-        fired, judged = False, False
+        fired = False
         for name, loss in losses.items():
             if not np.isfinite(loss):
-                judged = fired = True
+                fired = True
                 self.record(
                     message=f"{name}: the loss is {number(loss)} at step {step}",
                     tensor=name,
@@ -177,22 +177,22 @@ class LossNotDecreasing(_LossRule):
                 continue
             history.add(position, step, loss)
             last = self._last_evaluated.get(name)
-            if last is not None:
-                judged = True
-                if position < last + self.num_steps:
-                    continue
+            if last is not None and position < last + self.num_steps:
+                continue
             windows = history.windows(self.num_steps)
             if windows is None:
                 continue
             self._last_evaluated[name] = position
-            judged = True
+            self.has_judged = True
             fired |= self._compare(name, *windows)
-        if not judged:
-            raise self.insufficient(
-                f"no loss was saved yet at least num_steps {self.num_steps} steps before step "
-                f"{step}: the rule compares losses that far apart"
-            )
-        return fired
+        if fired:
+            return True
+        first = min((history.positions[0] for history in self._history.values()), default=0)
+        return self.nothing_due(
+            f"the losses saved up to step {step} span {position - first} step(s), fewer "
+            f"than num_steps {self.num_steps}: the rule compares losses num_steps apart "
+            "(run longer, or lower num_steps)"
+        )
 
     def _compare(
         self, name: str, earlier: list[tuple[int, float]], recent: list[tuple[int, float]]
@@ -280,8 +280,19 @@ class Overfit(_LossRule):
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
             )
         pairs = metric_pairs(losses) if mode == ModeKeys.GLOBAL else []
-        if pairs:
-            return self._compare_sets(step, losses, pairs)
+        fired = (
+            self._compare_sets(step, losses, pairs)
+            if pairs
+            else self._compare_phases(step, mode, losses)
+        )
+        return fired or self.nothing_due(
+            f"no validation loss could be compared with a training loss yet, as of step {step}: "
+            f"Overfit compares the losses of EVAL steps (from start_step {self.start_step}) "
+            "with those of the TRAIN steps before them"
+        )
+
+    def _compare_phases(self, step: int, mode: ModeKeys, losses: dict[str, float]) -> bool:
+        """Each loss of an EVAL step against the same loss's latest training phase."""
         fired = False
         for name, loss in losses.items():
             phases = self._phases.setdefault(name, _Phases())
@@ -326,6 +337,7 @@ class Overfit(_LossRule):
     ) -> bool:
         """Count one evaluation whose validation loss is ``ratio_threshold`` above the training
         loss; fire, with ``difference`` showing the sum, after ``patience`` in a row."""
+        self.has_judged = True
         ratio = (validation - train) / train
         phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
         if phases.strikes < self.patience:
@@ -372,6 +384,8 @@ class _Optimum:
 
     best: float
     since: int = 0
+    seen: int = 1
+    """How many saved steps the loss has been seen at."""
 
 
 class Overtraining(_LossRule):
@@ -428,9 +442,12 @@ class Overtraining(_LossRule):
             kind = "validation" if validation else "training"
             parameter = "patience_validation" if validation else "patience_train"
             optimum = self._optima.get((name, validation))
+            seen = 1 if optimum is None else optimum.seen + 1
+            self.has_judged |= seen > patience
             if optimum is None or loss < optimum.best - self.delta:
-                self._optima[name, validation] = _Optimum(loss)
+                self._optima[name, validation] = _Optimum(loss, seen=seen)
                 continue
+            optimum.seen = seen
             optimum.since += 1
             if optimum.since >= patience:
                 fired = True
@@ -445,4 +462,8 @@ class Overtraining(_LossRule):
                     value=optimum.since,
                     threshold=patience,
                 )
-        return fired
+        return fired or self.nothing_due(
+            f"no loss was saved at more than patience_train {self.patience_train} training "
+            f"steps or patience_validation {self.patience_validation} EVAL steps yet, as of "
+            f"step {step}: Overtraining gives a loss that many steps to improve"
+        )

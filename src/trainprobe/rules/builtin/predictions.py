@@ -112,7 +112,11 @@ class ClassImbalance(BuiltinRule):
             self.predicted.update(labels.tolist())
         seen = sum(self.counts.values())
         if seen < self.samples:
-            return False
+            return self.nothing_due(
+                f"{seen} label(s) counted up to step {step}, fewer than samples {self.samples}: "
+                "ClassImbalance judges the classes over that many"
+            )
+        self.has_judged = True
         fired = self._check_imbalance(step, seen)
         return self._check_mispredictions(step) or fired
 

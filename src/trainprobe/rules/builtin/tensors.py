@@ -332,6 +332,7 @@ class UnchangedTensor(_SelectedTensorsRule):
                 recent.append(step)
             if len(recent) < self._window:
                 continue
+            self.has_judged = True
             steps = list(recent)
             if self._unchanged(name, steps):
                 fired = True
@@ -351,7 +352,11 @@ class UnchangedTensor(_SelectedTensorsRule):
                 f"the values of {self.selection.describe()} were not saved at step {step} "
                 "(UnchangedTensor compares raw values, not reductions)"
             )
-        return fired
+        return fired or self.nothing_due(
+            f"{self.selection.describe()} was saved at fewer than {self._window} steps of a "
+            f"mode yet, as of step {step}: UnchangedTensor compares num_steps "
+            f"{self.num_steps} saved steps"
+        )
 
     def _unchanged(self, name: str, steps: list[int]) -> bool:
         values = [self.value(name, step) for step in steps]
