@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from synthetic_job import write_synthetic_job
 
+from browser import open_page
 from trainprobe.report import build_report
 from trainprobe.storage.hook_overhead import (
     HookOverheadRecord,
@@ -76,3 +77,18 @@ def test_a_cpu_jobs_section_has_no_gpu_waits(tmp_path: Path) -> None:
     [worker] = content["DebuggerOverhead"]["Workers"]
     assert worker["MeanMsPerStep"] == pytest.approx(1.0) and worker["DeviceWaitPlot"] is None
     assert "debugger-overhead" in section and "GPU" not in section
+
+
+@pytest.mark.slow
+def test_the_hook_time_plot_draws_the_gpu_waits_beside_it_in_a_browser(tmp_path: Path) -> None:
+    job = write_synthetic_job(tmp_path / "job", seconds=60, steps=len(STEPS), outlier_every=0)
+    write_overhead(job.job_dir / "debug-output", "worker_0", ms=3.0, wait_ms=7.0)
+    write_overhead(job.job_dir / "debug-output", "worker_1", ms=2.0, wait_ms=0.0)
+    report = build_report(job.job_dir)
+
+    visit = open_page(Path(report.html), tmp_path / "report.png")
+
+    assert visit.console_errors == [] and visit.page_errors == []
+    assert visit.plots_drawn == visit.plots_with_traces == visit.plots
+    # The table's column, and the legend of worker_0's plot (worker_1's has one line, no legend).
+    assert visit.text.count("waiting for the GPU") == 2
