@@ -105,6 +105,9 @@ class HookArguments:
     save_all: bool = False
     include_workers: str = "one"
     collections: tuple[CollectionSettings, ...] = field(default=())
+    training_rules: tuple[Mapping[str, Any], ...] = field(default=())
+    """The rules the hook runs inside the training (``TrainingRules``: LossSpike,
+    GradientNormSpike), as the job configured them."""
 
     def hook_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of the hook's constructor."""
@@ -254,6 +257,12 @@ def parse_hook_config(
         params = entry.get("CollectionParameters") or {}
         found = check_collection_parameters(params)
         errors += [error.at(f"{where}.CollectionParameters") for error in found]
+    training_rules = document.get("TrainingRules") or []
+    if not isinstance(training_rules, list) or not all(
+        isinstance(rule, Mapping) for rule in training_rules
+    ):
+        errors.append(ConfigError("TrainingRules", training_rules, "a list of rule objects"))
+        training_rules = []
     out_dir = document.get("LocalPath", DEFAULT_OUT_DIR)
     if not isinstance(out_dir, str) or not out_dir or "\0" in out_dir:
         errors.append(ConfigError("LocalPath", out_dir, "a non-empty path without NUL characters"))
@@ -296,4 +305,5 @@ def parse_hook_config(
         save_all=_bool(hook_params.get("save_all", False)),
         include_workers=str(hook_params.get("include_workers", "one")),
         collections=tuple(collections),
+        training_rules=tuple(training_rules),
     )

@@ -3,7 +3,8 @@
 ::
 
     <out_dir>/spikes/<worker>.json
-    {"version": 1, "worker": "worker_0", "spikes": [
+    {"version": 1, "worker": "worker_0", "judged": {"LossSpike": {"TRAIN": 120, "EVAL": 8}},
+     "spikes": [
       {"rule": "LossSpike", "worker": "worker_0", "step": 41, "mode": "TRAIN", "mode_step": 37,
        "value": 9.81, "mean": 2.03, "std": 0.11, "z": 70.7, "action": "skip",
        "time": 1795822751.03}, ...]}
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass
 from trainprobe.storage import files
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["ACTIONS", "SPIKES_DIR", "SpikeRecord", "read_spikes", "write_spikes"]
+__all__ = ["ACTIONS", "SPIKES_DIR", "SpikeRecord", "read_judged", "read_spikes", "write_spikes"]
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,16 @@ class SpikeRecord:
         )
 
 
-def write_spikes(out_dir: str, worker: str, records: list[SpikeRecord]) -> int:
-    """Write ``worker``'s spikes (replacing its file atomically); returns the bytes written."""
+def write_spikes(
+    out_dir: str,
+    worker: str,
+    records: list[SpikeRecord],
+    judged: dict[str, dict[str, int]] | None = None,
+) -> int:
+    """Write ``worker``'s spikes and how many steps each rule judged, by mode (replacing its
+    file atomically); returns the bytes written."""
     spikes = [{**asdict(record), "mode": record.mode.name} for record in records]
-    data = {"version": _VERSION, "worker": worker, "spikes": spikes}
+    data = {"version": _VERSION, "worker": worker, "judged": judged or {}, "spikes": spikes}
     path = f"{out_dir.rstrip('/')}/{SPIKES_DIR}/{worker}{_SUFFIX}"
     return files.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
 
@@ -98,6 +105,24 @@ def read_spikes(out_dir: str) -> list[SpikeRecord]:
         except (OSError, ValueError, KeyError, TypeError) as error:
             log.warning("trainprobe: skipping %s, not a spike record: %s", path, error)
     return sorted(found, key=lambda record: (record.step, record.worker))
+
+
+def read_judged(out_dir: str) -> dict[str, dict[str, int]]:
+    """How many steps each in-training rule judged, by mode, summed over the workers."""
+    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
+    if not files.is_dir(directory):
+        return {}
+    total: dict[str, dict[str, int]] = {}
+    for name in files.list_files(directory, _SUFFIX):
+        try:
+            judged = json.loads(files.read_bytes(f"{directory}/{name}")).get("judged", {})
+            for rule, modes in judged.items():
+                for mode, count in modes.items():
+                    counts = total.setdefault(str(rule), {})
+                    counts[str(mode)] = counts.get(str(mode), 0) + int(count)
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return total
 
 
 def _record(data: dict[str, object]) -> SpikeRecord:

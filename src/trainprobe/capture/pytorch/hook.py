@@ -47,6 +47,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
@@ -67,6 +68,7 @@ from trainprobe.capture.pytorch.module_types import ModuleTypes
 from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
+from trainprobe.capture.pytorch.spike_guard import SpikeGuard, spike_rules
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.pytorch.training_losses import (
     LOSS_NAME,
@@ -83,12 +85,14 @@ from trainprobe.capture.pytorch.training_steps import (
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.save_plan import SavePlan
-from trainprobe.capture.stop_request import StopRequestWatch
+from trainprobe.capture.stop_request import StopRequestWatch, TrainingStopRequested
 from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.rules import Rule
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.module_types_file import write_module_types
 from trainprobe.storage.nonfinite_file import write_nonfinite_origin
+from trainprobe.storage.spike_records import SpikeRecord, write_spikes
 
 __all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
 
@@ -199,6 +203,11 @@ class Hook(SmdebugSurface):
     (``optimizer.step()``), however many forwards it took; the mode comes from ``model.training``
     and the grad mode; the loss is found wherever the training computes it (see
     ``trainprobe.capture.pytorch.training_steps`` and ``training_losses``).
+
+    ``training_rules`` are the rules the hook runs inside the training, on every step: the
+    ``LossSpike`` and ``GradientNormSpike`` rules among them (``Rule`` objects or their
+    configuration dictionaries), whose actions (skip the update, roll back, stop) take effect
+    before the spiking update (see ``trainprobe.capture.pytorch.spike_guard``).
     """
 
     def __init__(
@@ -217,6 +226,7 @@ class Hook(SmdebugSurface):
         strict: bool | None = None,
         nonfinite_guard: bool = True,
         follow_training: bool = False,
+        training_rules: Sequence[Any] | None = None,
     ) -> None:
         global _singleton
         super().__init__()
@@ -285,6 +295,8 @@ class Hook(SmdebugSurface):
         self._repeat_forward = False
         self._backward_in_step = False
         self._by_hand: bool | None = None
+        self._models: list[torch.nn.Module] = []
+        self.spikes = self._spike_guard(training_rules or [])
         if follow_training:
             self.start_following_training()
         _singleton = self
@@ -308,7 +320,7 @@ class Hook(SmdebugSurface):
         """
         try:
             arguments = read_hook_config(path)
-            hook = cls(**arguments.hook_kwargs())
+            hook = cls(**arguments.hook_kwargs(), training_rules=arguments.training_rules)
         except FileNotFoundError:
             raise
         except Exception as error:
@@ -351,6 +363,20 @@ class Hook(SmdebugSurface):
             )
             return None
 
+    def _spike_guard(self, rules: Sequence[Any]) -> SpikeGuard | None:
+        """The guard running the in-training spike rules among ``rules``, if there are any."""
+        configurations = [
+            rule.to_debugger_rule_config_dict() if isinstance(rule, Rule) else rule
+            for rule in rules
+        ]
+        found = spike_rules(configurations)
+        if not found:
+            return None
+        guard = SpikeGuard(found, self._on_spike, self.out_dir, lambda: self._models)
+        guard.start()
+        self._handles.append(register_optimizer_step_pre_hook(self._before_update))
+        return guard
+
     # ----- registration -----
 
     def register_module(self, module: torch.nn.Module) -> None:
@@ -370,6 +396,7 @@ class Hook(SmdebugSurface):
             self.profiler.register_module(model)
         top = type(model).__name__
         self._top_names[id(model)] = top
+        self._models.append(model)
         # Following the training, the step's mode is decided before the profiler starts it.
         self._handles.append(
             model.register_forward_pre_hook(
@@ -440,7 +467,7 @@ class Hook(SmdebugSurface):
         module: torch.nn.Module | None = None,
     ) -> None:
         """A loss of the step in progress, from ``source`` (see ``training_losses``)."""
-        if self._failed or self._closed or self._capture.current is None:
+        if self._failed or self._closed:
             return
         if module is not None and name not in self._losses:
             self._losses.add(name)
@@ -473,6 +500,67 @@ class Hook(SmdebugSurface):
         if self._by_hand is None:
             self._by_hand = not self._updates.seen and not optimizer_created()
         return self._by_hand
+
+    # ----- in-training rules (training_rules) -----
+
+    def _before_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """An optimizer is about to step: the spike rules judge the TRAIN step first."""
+        guard = self.spikes
+        if guard is None or self._closed or self.mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            return
+        started = time.perf_counter()
+        try:
+            where = (self.step, self.mode, self._mode_step(), self._worker_name())
+            guard.judge_update(optimizer, self._step_losses.peek(), where)
+        except TrainingStopRequested:
+            raise  # the rule's StopTraining, before the spiking update
+        except Exception as error:
+            self._spikes_failed(error)
+        finally:
+            self._spent += time.perf_counter() - started
+
+    def _judge_loss(self, loss: torch.Tensor) -> None:
+        """An EVAL or PREDICT step's loss: the spike rules judge it (no action)."""
+        guard = self.spikes
+        if guard is None or self.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            return
+        try:
+            guard.judge_loss(loss, (self.step, self.mode, self._mode_step(), self._worker_name()))
+        except Exception as error:
+            self._spikes_failed(error)
+
+    def _spikes_failed(self, error: Exception) -> None:
+        if self.strict:
+            raise error
+        self.spikes = None
+        log.warning(
+            "trainprobe: the in-training spike rules stop for the rest of this run (%s: %s); "
+            "the training goes on without them",
+            type(error).__name__,
+            error,
+        )
+
+    def _on_spike(self, record: SpikeRecord) -> None:
+        """A spike rule found a spike: its records are rewritten on the writer thread."""
+        self._write_spikes()
+
+    def _write_spikes(self) -> None:
+        guard = self.spikes
+        if guard is None or self.dry_run or not self._capture.writes:
+            return
+        out_dir, worker = self.out_dir, self._worker_name()
+        records, judged = list(guard.records), guard.judged()
+
+        def write() -> None:
+            self.overhead.file_bytes += write_spikes(out_dir, worker, records, judged)
+
+        self._capture.ensure_writer().submit(SideJob(write))
+
+    def _mode_step(self) -> int:
+        return self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
+
+    def _worker_name(self) -> str:
+        return self._capture.resolve_worker().name
 
     def _on_update(self) -> None:
         """An update of the training: the TRAIN step in progress ends (``follow_training``)."""
@@ -705,7 +793,12 @@ class Hook(SmdebugSurface):
     def _save_step_losses(self) -> None:
         """Check and save the losses the step computed (``follow_training``)."""
         self._backward_in_step = False
-        for name, loss in self._step_losses.take():
+        losses = self._step_losses.take()
+        if losses:
+            self._judge_loss(losses[0][1])
+        if not self.follow_training:
+            return  # a hook that does not follow the training saves its losses as they come
+        for name, loss in losses:
             self._check_nonfinite(lambda guard: guard.output(name, (), loss, True))  # noqa: B023
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
 
@@ -715,6 +808,7 @@ class Hook(SmdebugSurface):
             return
         if self.module_types.unwritten and self.step >= 0:
             self._write_module_types()
+        self._write_spikes()  # with the final counts of the steps judged
         guard = self.guard
         if guard is not None:
             try:
@@ -769,6 +863,8 @@ class Hook(SmdebugSurface):
         is_loss = name in self._losses
         if is_loss and self.follow_training:
             return  # the step's losses are checked and saved at its end
+        if is_loss and self.spikes is not None and isinstance(outputs, torch.Tensor):
+            self._step_losses.add(LossSource.MODULE, name, outputs)  # for the spike rules
         self._check_nonfinite(lambda guard: guard.output(name, inputs, outputs, is_loss))
         if self._active and not self._repeat_forward:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
@@ -920,6 +1016,8 @@ class Hook(SmdebugSurface):
         self._closed = True
         self._functional.stop()
         self._stop_following_training()
+        if self.spikes is not None:
+            self.spikes.stop()
         if self.profiler is not None:
             try:
                 self.profiler.close()

@@ -80,6 +80,13 @@ class StepLosses:
         """Whether a loss from ``source`` or a better one was seen in this step."""
         return any(found <= source for found in self._found)
 
+    def peek(self) -> torch.Tensor | None:
+        """The step's loss so far (its best source's first), leaving the step as it is."""
+        if not self._found:
+            return None
+        best = self._found[min(self._found)]
+        return _combined(next(iter(best.values())), self.partial)
+
     def take(self) -> list[tuple[str, torch.Tensor]]:
         """The step's losses (name, value) from its best source; the step starts over."""
         found, self._found = self._found, {}

@@ -43,7 +43,7 @@ def optimizer_created() -> bool:
 
     PyTorch marks an optimizer class's ``step`` as hooked when it makes the first instance.
     """
-    classes: list[type] = [torch.optim.Optimizer]
+    classes: list[type[torch.optim.Optimizer]] = [torch.optim.Optimizer]
     while classes:
         cls = classes.pop()
         if getattr(cls.step, "hooked", False):
@@ -82,7 +82,7 @@ class OptimizerSteps:
             on_update()
             return result
 
-        scaler.update = update  # type: ignore[method-assign]
+        scaler.update = update  # type: ignore[method-assign,assignment]
 
     def stop(self) -> None:
         """Stop watching."""

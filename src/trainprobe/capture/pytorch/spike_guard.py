@@ -1,0 +1,425 @@
+"""Loss and gradient-norm spikes, judged inside the step and acted on before the update.
+
+The in-training rules ``LossSpike`` and ``GradientNormSpike`` (see ``capture.spike_window`` for
+when a value is a spike) judge every step, not only the saved ones: the loss the hook found for
+the step, or the norm of every gradient the optimizer is about to apply. A TRAIN step is judged
+in ``optimizer.step()``'s pre-hook, so that its rule's action takes effect on this very update:
+
+- **skip** (``SkipStep``): every gradient of the optimizer is dropped before it steps, so the
+  update is a no-op: the parameters, the optimizer's state and its step counts stay exactly as
+  they were; the learning-rate scheduler's next ``step()`` is skipped with it;
+- **rollback** (``Rollback(steps, lr_factor)``): the model and the optimizer go back to the
+  snapshot kept in memory every ``steps`` updates (on the model's device), the learning rates are
+  scaled by ``lr_factor``, and the update is skipped; the batches since the snapshot are not
+  seen again. A model whose snapshot would exceed ``ROLLBACK_LIMIT_BYTES`` is skipped instead,
+  said once in the log;
+- **stop** (``StopTraining``): a stop request is written and the training stops before the
+  update, so the last weights are the healthy ones.
+
+More than ``max_skips`` skips or rollbacks within ``max_skips_window`` updates stop the training
+instead: a threshold below the training's normal noise cannot silently skip all of it. In a
+distributed training every rank takes the same decision: the spike flag is all-reduced (max)
+once a step. EVAL and PREDICT losses are judged too (each mode has its own window), with no
+action. Each spike becomes a ``SpikeRecord`` (``storage.spike_records``).
+
+The value is read on the host when the step is judged: on a GPU that is one synchronisation per
+step while a rule is armed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
+from trainprobe.capture.stop_request import TrainingStopRequested
+from trainprobe.config.errors import ConfigError
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.spike_records import SpikeRecord
+from trainprobe.storage.stop_request import StopRequest, write_stop_request
+
+__all__ = ["ROLLBACK_LIMIT_BYTES", "SPIKE_RULES", "SpikeGuard", "SpikeRule", "spike_rules"]
+
+log = logging.getLogger("trainprobe")
+
+SPIKE_RULES = ("LossSpike", "GradientNormSpike")
+"""The rules the hook runs inside the training."""
+
+ROLLBACK_LIMIT_BYTES = 4 << 30
+"""The largest snapshot (model and optimizer state) a rollback keeps."""
+
+_ACTIONS = {"SkipStep": "skip", "Rollback": "rollback", "StopTraining": "stop"}
+
+
+@dataclass
+class SpikeRule:
+    """One configured in-training rule: what it judges, when, and what it does on a spike."""
+
+    name: str
+    """The rule configuration's name (the rule's name unless the job named it otherwise)."""
+    rule: str
+    """``LossSpike`` or ``GradientNormSpike``."""
+    settings: SpikeSettings = field(default_factory=SpikeSettings)
+    action: str = "none"
+    max_skips: int = 10
+    max_skips_window: int = 100
+    rollback_steps: int = 50
+    lr_factor: float = 1.0
+    windows: dict[ModeKeys, SpikeWindow] = field(default_factory=dict)
+    judged: dict[ModeKeys, int] = field(default_factory=dict)
+    skips: deque[int] = field(default_factory=deque)
+
+    def judge(self, mode: ModeKeys, value: float) -> tuple[bool, float | None, float | None, Any]:
+        """Judge a value of ``mode``: (spike, window mean, deviation, z)."""
+        window = self.windows.get(mode)
+        if window is None:
+            window = self.windows[mode] = SpikeWindow(self.settings)
+        self.judged[mode] = self.judged.get(mode, 0) + 1
+        verdict = window.judge(value)
+        return verdict.spike, verdict.mean, verdict.std, verdict.z
+
+    def allows_another_skip(self, update: int) -> bool:
+        """Note a skip at ``update``; False when it is one too many for the window."""
+        self.skips.append(update)
+        while self.skips and self.skips[0] <= update - self.max_skips_window:
+            self.skips.popleft()
+        return len(self.skips) <= self.max_skips
+
+
+def spike_rules(configurations: Iterable[Mapping[str, Any]]) -> list[SpikeRule]:
+    """The in-training rules among ``configurations`` (a hook configuration's ``TrainingRules``,
+    or ``DebugRuleConfigurations``): each ``{"RuleConfigurationName", "RuleName" or
+    RuleParameters' "rule_to_invoke", "RuleParameters"}``. ConfigError names a bad field."""
+    rules = []
+    for index, configuration in enumerate(configurations):
+        where = f"TrainingRules[{index}]"
+        if not isinstance(configuration, Mapping):
+            raise ConfigError(where, configuration, "a rule configuration object")
+        parameters = configuration.get("RuleParameters") or {}
+        if not isinstance(parameters, Mapping):
+            raise ConfigError(f"{where}.RuleParameters", parameters, "a map of strings")
+        rule = configuration.get("RuleName") or parameters.get("rule_to_invoke")
+        if rule not in SPIKE_RULES:
+            continue
+        name = str(configuration.get("RuleConfigurationName") or rule)
+        rules.append(_rule(str(rule), name, parameters, f"{where}.RuleParameters"))
+    return rules
+
+
+def _rule(rule: str, name: str, parameters: Mapping[str, Any], where: str) -> SpikeRule:
+    def number(key: str, kind: type, default: float, minimum: float, above: bool = False) -> Any:
+        return _number(parameters, key, kind, default, minimum, f"{where}.{key}", above)
+
+    defaults = SpikeSettings()
+    settings = SpikeSettings(
+        window=number("window", int, defaults.window, 2),
+        sigma=number("sigma", float, defaults.sigma, 0, above=True),
+        warmup=number("warmup_steps", int, defaults.warmup, 0),
+        ratio=number("ratio", float, defaults.ratio, 0),
+    )
+    found = SpikeRule(
+        name=name,
+        rule=rule,
+        settings=settings,
+        max_skips=number("max_skips", int, 10, 1),
+        max_skips_window=number("max_skips_window", int, 100, 1),
+    )
+    actions = f"{where}.action_json"
+    for action in _actions(parameters.get("action_json"), actions):
+        kind = _ACTIONS.get(str(action.get("name")))
+        if kind is None:
+            continue  # a notification (Email, SMS, Webhook): the rule's evaluator sends it
+        found.action = kind
+        if kind == "rollback":
+            found.rollback_steps = _number(action, "steps", int, 50, 1, f"{actions}.steps")
+            found.lr_factor = _number(
+                action, "lr_factor", float, 1.0, 0, f"{actions}.lr_factor", above=True
+            )
+    return found
+
+
+def _number(
+    values: Mapping[str, Any],
+    key: str,
+    kind: type,
+    default: float,
+    minimum: float,
+    field: str,
+    above: bool = False,
+) -> Any:
+    """``values[key]`` (a string) as an int or a float of at least (or above) ``minimum``."""
+    text = values.get(key)
+    if text is None or text == "":
+        return default
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < minimum or (above and value == minimum):
+        allowed = f"{'an integer' if kind is int else 'a number'} "
+        allowed += f"{'above' if above else 'at least'} {minimum:g}"
+        raise ConfigError(field, text, allowed)
+    return value
+
+
+def _actions(text: object, where: str) -> list[Mapping[str, Any]]:
+    if text is None or text == "":
+        return []
+    try:
+        document = json.loads(str(text))
+    except ValueError:
+        raise ConfigError(where, text, "the JSON of an action or a list of actions") from None
+    items = document if isinstance(document, list) else [document]
+    if not all(isinstance(item, Mapping) for item in items):
+        raise ConfigError(where, text, "the JSON of an action or a list of actions")
+    return items
+
+
+class SpikeGuard:
+    """Runs a hook's in-training spike rules (see the module docstring).
+
+    ``on_record`` receives each spike's record (the hook has it written); ``out_dir`` is where a
+    stop request goes; ``models`` gives the registered models (for a rollback's snapshot).
+    """
+
+    def __init__(
+        self,
+        rules: list[SpikeRule],
+        on_record: Callable[[SpikeRecord], None],
+        out_dir: str,
+        models: Callable[[], list[torch.nn.Module]],
+    ) -> None:
+        self.rules = rules
+        self.records: list[SpikeRecord] = []
+        self._on_record = on_record
+        self._out_dir = out_dir
+        self._models = models
+        self._updates = 0
+        self._skipped_schedulers = 0
+        self._snapshot: tuple[int, list[dict[str, Any]], dict[str, Any]] | None = None
+        self._snapshot_too_large = False
+        self._scheduler_step: Any = None
+        self._schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @property
+    def loss_rules(self) -> list[SpikeRule]:
+        return [rule for rule in self.rules if rule.rule == "LossSpike"]
+
+    def start(self) -> None:
+        """Skip a scheduler's step after a skipped update (patches ``LRScheduler.step``)."""
+        scheduler = torch.optim.lr_scheduler.LRScheduler
+        original = scheduler.step
+        self._scheduler_step = original
+        guard = self
+
+        def step(scheduler_self: Any, *args: Any, **kwargs: Any) -> Any:
+            guard._schedulers.add(scheduler_self)
+            if guard._skipped_schedulers > 0 and args == () and not kwargs:
+                guard._skipped_schedulers -= 1
+                return None
+            return original(scheduler_self, *args, **kwargs)
+
+        scheduler.step = step  # type: ignore[method-assign,assignment]
+
+    def stop(self) -> None:
+        """Restore ``LRScheduler.step``."""
+        if self._scheduler_step is not None:
+            torch.optim.lr_scheduler.LRScheduler.step = self._scheduler_step  # type: ignore[method-assign]
+            self._scheduler_step = None
+
+    # ----- judging -----
+
+    def judge_update(
+        self,
+        optimizer: torch.optim.Optimizer,
+        loss: torch.Tensor | None,
+        where: tuple[int, ModeKeys, int, str],
+    ) -> None:
+        """Judge a TRAIN step in its optimizer's pre-hook and act before the update.
+
+        ``where`` is (step, mode, mode step, worker). Raises TrainingStopRequested to stop.
+        """
+        step, mode, mode_step, worker = where
+        update = self._updates
+        self._updates += 1
+        found: list[tuple[SpikeRule, float, float | None, float | None, Any]] = []
+        for rule in self.rules:
+            judged = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            if judged is None:
+                continue
+            number = float(judged)
+            spike, mean, std, z = rule.judge(mode, number)
+            if spike:
+                found.append((rule, number, mean, std, z))
+        if not _any_rank(bool(found)):
+            self._keep_snapshot(update, optimizer)
+            return
+        if not found:  # another rank's spike: act with it
+            found = [(rule, float("nan"), None, None, None) for rule in self.rules[:1]]
+        rule = max(found, key=lambda item: _STRENGTH[item[0].action])[0]
+        action = rule.action
+        if action in ("skip", "rollback") and not rule.allows_another_skip(update):
+            log.warning(
+                "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
+                "training instead",
+                rule.name,
+                rule.max_skips,
+                rule.max_skips_window,
+            )
+            action = "stop"
+        if action == "rollback" and not self._roll_back(optimizer, rule.lr_factor):
+            action = "skip"
+        if action in ("skip", "rollback"):
+            _drop_gradients(optimizer)
+            self._skipped_schedulers += 1
+        for spiking, seen, mean, std, z in found:
+            taken = action if spiking is rule else "none"
+            self._record(spiking, seen, mean, std, z, taken, (step, mode, mode_step, worker))
+        if action == "stop":
+            self._stop(rule, step)
+
+    def judge_loss(self, loss: torch.Tensor, where: tuple[int, ModeKeys, int, str]) -> None:
+        """Judge a step's loss where no update follows (EVAL, PREDICT): recorded, no action."""
+        mode = where[1]
+        number = float(loss)
+        for rule in self.loss_rules:
+            spike, mean, std, z = rule.judge(mode, number)
+            if spike:
+                self._record(rule, number, mean, std, z, "none", where)
+
+    def _record(
+        self,
+        rule: SpikeRule,
+        value: float,
+        mean: float | None,
+        std: float | None,
+        z: Any,
+        action: str,
+        where: tuple[int, ModeKeys, int, str],
+    ) -> None:
+        step, mode, mode_step, worker = where
+        record = SpikeRecord(
+            rule=rule.name,
+            worker=worker,
+            step=step,
+            mode=mode,
+            mode_step=mode_step,
+            value=value,
+            mean=mean,
+            std=std,
+            z=None if z is None else float(z),
+            action=action,
+            time=time.time(),
+        )
+        self.records.append(record)
+        log.warning("trainprobe: %s: %s", rule.name, record.describe())
+        self._on_record(record)
+
+    def judged(self) -> dict[str, dict[str, int]]:
+        """How many steps each rule judged, by mode."""
+        return {
+            rule.name: {mode.name: count for mode, count in rule.judged.items()}
+            for rule in self.rules
+        }
+
+    # ----- actions -----
+
+    def _keep_snapshot(self, update: int, optimizer: torch.optim.Optimizer) -> None:
+        steps = [rule.rollback_steps for rule in self.rules if rule.action == "rollback"]
+        if not steps or self._snapshot_too_large or update % min(steps) != 0:
+            return
+        models = self._models()
+        size = sum(
+            tensor.numel() * tensor.element_size()
+            for model in models
+            for tensor in model.state_dict().values()
+        )
+        if size * 3 > ROLLBACK_LIMIT_BYTES:  # the model, and an optimizer's state of twice it
+            self._snapshot_too_large = True
+            log.warning(
+                "trainprobe: the model is too large to keep a snapshot for a rollback "
+                "(%d MB); a spike skips its update instead",
+                size >> 20,
+            )
+            return
+        weights = [
+            {key: value.detach().clone() for key, value in model.state_dict().items()}
+            for model in models
+        ]
+        self._snapshot = (update, weights, copy.deepcopy(optimizer.state_dict()))
+
+    def _roll_back(self, optimizer: torch.optim.Optimizer, lr_factor: float) -> bool:
+        if self._snapshot is None:
+            return False
+        update, weights, state = self._snapshot
+        with torch.no_grad():
+            for model, saved in zip(self._models(), weights, strict=False):
+                model.load_state_dict(saved)
+        optimizer.load_state_dict(copy.deepcopy(state))
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * lr_factor
+        for scheduler in [s for s in self._schedulers if s.optimizer is optimizer]:
+            scheduler.base_lrs = [lr * lr_factor for lr in scheduler.base_lrs]
+        log.warning(
+            "trainprobe: rolled the model and optimizer back to update %d (%d updates ago)%s",
+            update,
+            self._updates - 1 - update,
+            f", learning rates x {lr_factor:g}" if lr_factor != 1 else "",
+        )
+        return True
+
+    def _stop(self, rule: SpikeRule, step: int) -> None:
+        last = self.records[-1] if self.records else None
+        request = StopRequest(
+            rule=rule.name,
+            message=last.describe() if last is not None else "a spike",
+            step=step,
+            time=time.time(),
+        )
+        try:
+            write_stop_request(self._out_dir, request)
+        except OSError as error:
+            log.warning("trainprobe: the stop request could not be written: %s", error)
+        raise TrainingStopRequested(request, step)
+
+
+_STRENGTH = {"none": 0, "skip": 1, "rollback": 2, "stop": 3}
+
+
+def _gradient_norm(optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
+    grads = [
+        p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None
+    ]
+    if not grads:
+        return None
+    norms = torch._foreach_norm(grads)
+    total = torch.linalg.vector_norm(torch.stack([norm.to(norms[0].device) for norm in norms]))
+    return total  # type: ignore[no-any-return]
+
+
+def _drop_gradients(optimizer: torch.optim.Optimizer) -> None:
+    """Make the optimizer's coming step a no-op: it skips every parameter without a gradient."""
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            parameter.grad = None
+
+
+def _any_rank(flag: bool) -> bool:
+    """``flag`` or-ed over the ranks of a distributed training (one all-reduce)."""
+    distributed = torch.distributed
+    if not (distributed.is_available() and distributed.is_initialized()):
+        return flag
+    backend = distributed.get_backend()
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else "cpu"
+    tensor = torch.tensor([1.0 if flag else 0.0], device=device)
+    distributed.all_reduce(tensor, op=distributed.ReduceOp.MAX)
+    return bool(tensor.item())
