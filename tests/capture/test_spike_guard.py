@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import trainprobe.pytorch as smd
+from torchrun import torchrun
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.spike_records import read_judged, read_spikes
@@ -194,3 +195,15 @@ def test_too_many_skips_stop_the_training(tmp_path: Path) -> None:
 def test_a_bad_parameter_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"RuleParameters\.sigma.*above 0"):
         smd.Hook(str(tmp_path), training_rules=[loss_spike(sigma="-1")])
+
+
+@pytest.mark.slow
+def test_every_rank_skips_the_step_one_rank_spiked_at(tmp_path: Path) -> None:
+    torchrun(Path(__file__).with_name("ddp_spike_training.py"), str(tmp_path))
+    applied = [(tmp_path / f"applied-{rank}.txt").read_text().split() for rank in (0, 1)]
+    assert applied[0] == applied[1] == [str(step) for step in range(20) if step != 12]
+    first, second = (torch.load(tmp_path / f"parameters-{rank}.pt") for rank in (0, 1))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    # Only rank 1's loss spiked: rank 1 recorded it.
+    [spike] = read_spikes(str(tmp_path))
+    assert (spike.worker, spike.mode_step, spike.action) == ("worker_1", 12, "skip")

@@ -19,8 +19,9 @@ in ``optimizer.step()``'s pre-hook, so that its rule's action takes effect on th
 More than ``max_skips`` skips or rollbacks within ``max_skips_window`` updates stop the training
 instead: a threshold below the training's normal noise cannot silently skip all of it. In a
 distributed training every rank takes the same decision: the spike flag is all-reduced (max)
-once a step. EVAL and PREDICT losses are judged too (each mode has its own window), with no
-action. Each spike becomes a ``SpikeRecord`` (``storage.spike_records``).
+once a step, and a rank records only the spikes of its own loss. EVAL and PREDICT losses are
+judged too (each mode has its own window), with no action. Each spike becomes a ``SpikeRecord``
+(``storage.spike_records``).
 
 The value is read on the host when the step is judged: on a GPU that is one synchronisation per
 step while a rule is armed.
@@ -263,9 +264,8 @@ class SpikeGuard:
         if not _any_rank(bool(found)):
             self._keep_snapshot(update, optimizer)
             return
-        if not found:  # another rank's spike: act with it
-            found = [(rule, float("nan"), None, None, None) for rule in self.rules[:1]]
-        rule = max(found, key=lambda item: _STRENGTH[item[0].action])[0]
+        # Every rank acts on a spike of any rank; each records only its own.
+        rule = max([item[0] for item in found] or self.rules, key=lambda r: _STRENGTH[r.action])
         action = rule.action
         if action in ("skip", "rollback") and not rule.allows_another_skip(update):
             log.warning(
@@ -381,7 +381,7 @@ class SpikeGuard:
         last = self.records[-1] if self.records else None
         request = StopRequest(
             rule=rule.name,
-            message=last.describe() if last is not None else "a spike",
+            message=last.describe() if last is not None else "a spike on another rank",
             step=step,
             time=time.time(),
         )
