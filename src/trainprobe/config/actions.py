@@ -1,4 +1,5 @@
-"""What to do when a rule fires: stop the training job, send an email or SMS, or call a webhook.
+"""What to do when a rule fires: stop the training job, send an email or SMS, or call a webhook;
+for the in-training rules, skip the spiking update or roll back.
 
 ``StopTraining``, ``Email``, ``SMS`` and ``ActionList`` have the names, signatures and serialised
 strings of smdebug-rulesconfig's actions, which the SageMaker SDK puts into a rule's
@@ -6,6 +7,10 @@ strings of smdebug-rulesconfig's actions, which the SageMaker SDK puts into a ru
 way the rule container reads it; ``ActionList.from_json`` reads that form and plain JSON alike.
 
 ``Webhook`` is a trainprobe addition: it POSTs a JSON message (Slack-compatible) to a URL.
+``SkipStep`` and ``Rollback`` are trainprobe additions too, for the rules the hook judges inside
+the training (``LossSpike``, ``GradientNormSpike``): the hook carries them out within the step,
+before the spiking update (``rules.Rule`` refuses them on any other rule); a rule's evaluator
+carries out the others (``after_the_step``).
 
 Each action checks its value when built and raises ConfigError naming the field: a job prefix of
 letters, digits and hyphens; an email address; an E.164 phone number; an http(s) URL. Email
@@ -30,10 +35,14 @@ __all__ = [
     "Action",
     "ActionList",
     "Email",
+    "Rollback",
+    "SkipStep",
     "StopTraining",
     "Webhook",
+    "after_the_step",
     "is_valid_action_object",
     "parse_actions",
+    "within_the_step",
 ]
 
 _JOB_PREFIX = re.compile(r"[A-Za-z0-9\-]+")
@@ -42,18 +51,23 @@ _PHONE = re.compile(r"\+\d{1,15}")
 _UNSAFE_IN_URL = re.compile(r"[\s\"\\<>]")
 
 
+_KINDS_IN_WORDS = "StopTraining, Email, SMS, Webhook, SkipStep or Rollback"
+
+
 class Action:
-    """One thing to do when a rule fires; use StopTraining, Email, SMS or Webhook.
+    """One thing to do when a rule fires; use StopTraining, Email, SMS, Webhook, SkipStep or
+    Rollback.
 
     ``action_parameters`` is what gets serialised: the given values (None left out), then
-    ``name``, the action's JSON name.
+    ``name``, the action's JSON name. ``json_keys`` are the keys it has besides ``name``.
     """
 
     json_name: ClassVar[str] = ""
+    json_keys: ClassVar[tuple[str, ...]] = ("endpoint",)
 
     def __init__(self, **action_parameters: str | None) -> None:
         if not self.json_name:
-            raise TypeError("Action is a base class; use StopTraining, Email, SMS or Webhook")
+            raise TypeError(f"Action is a base class; use {_KINDS_IN_WORDS}")
         parameters = {key: value for key, value in action_parameters.items() if value is not None}
         parameters["name"] = self.json_name
         self.action_parameters: dict[str, str] = parameters
@@ -87,6 +101,7 @@ class StopTraining(Action):
     """
 
     json_name = "stoptraining"
+    json_keys = ("training_job_prefix",)
 
     def __init__(self, training_job_prefix: str | None = None) -> None:
         self.use_default_training_job_prefix = training_job_prefix is None
@@ -145,6 +160,55 @@ class Webhook(Action):
         super().__init__(endpoint=url)
 
 
+class SkipStep(Action):
+    """Skip the update of a step whose loss (or gradient norm) spikes: the model and the
+    optimizer stay as they were before the step. For LossSpike and GradientNormSpike only; the
+    hook does it inside the step. A trainprobe addition.
+    """
+
+    json_name = "SkipStep"
+    json_keys = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class Rollback(Action):
+    """On a spike, put the model and the optimizer back to where they were at most ``steps``
+    updates before, multiply the learning rates by ``lr_factor`` (0 < lr_factor <= 1), and skip
+    the spiking update. For LossSpike and GradientNormSpike only; the hook does it inside the
+    step. A trainprobe addition.
+    """
+
+    json_name = "Rollback"
+    json_keys = ("steps", "lr_factor")
+
+    def __init__(self, steps: int | str = 50, lr_factor: float | str = 1.0) -> None:
+        count = _whole_number(steps)
+        if count is None or count < 1:
+            raise ConfigError("Rollback.steps", steps, "expected an integer >= 1 (updates)")
+        factor = _real(lr_factor)
+        if factor is None or not 0 < factor <= 1:
+            raise ConfigError("Rollback.lr_factor", lr_factor, "expected a number, 0 < x <= 1")
+        super().__init__()
+        self.action_parameters = {"name": self.json_name, "steps": str(count)}
+        self.action_parameters["lr_factor"] = repr(factor)
+
+    @property
+    def steps(self) -> int:
+        """How many updates back, at most, the snapshot it returns to was taken."""
+        return int(self.action_parameters["steps"])
+
+    @property
+    def lr_factor(self) -> float:
+        """What the learning rates are multiplied by after the rollback."""
+        return float(self.action_parameters["lr_factor"])
+
+
+WITHIN_THE_STEP: tuple[type[Action], ...] = (SkipStep, Rollback, StopTraining)
+"""The actions that decide what becomes of a spiking step (at most one per rule)."""
+
+
 class ActionList:
     """The actions a rule takes when it fires, serialised together into ``action_json``."""
 
@@ -154,7 +218,7 @@ class ActionList:
                 raise ConfigError(
                     f"ActionList.actions[{index}]",
                     action,
-                    "expected an action: StopTraining, Email, SMS or Webhook",
+                    f"expected an action: {_KINDS_IN_WORDS}",
                 )
         self.actions = actions
 
@@ -188,6 +252,32 @@ class ActionList:
 
     def __repr__(self) -> str:
         return f"ActionList({', '.join(map(repr, self.actions))})"
+
+
+def _listed(actions: Action | ActionList | None) -> list[Action]:
+    if actions is None:
+        return []
+    return list(actions) if isinstance(actions, ActionList) else [actions]
+
+
+def within_the_step(actions: Action | ActionList | None) -> list[Action]:
+    """The actions that decide what becomes of a spiking step: SkipStep, Rollback,
+    StopTraining (the hook of an in-training rule carries them out)."""
+    return [action for action in _listed(actions) if isinstance(action, WITHIN_THE_STEP)]
+
+
+def after_the_step(
+    actions: str | Action | ActionList | None,
+) -> Action | ActionList | None:
+    """``actions`` (an ``action_json`` string, an Action or an ActionList) without SkipStep
+    and Rollback: what a rule's evaluator carries out (the hook did those inside the step).
+    None when nothing is left."""
+    if isinstance(actions, str):
+        actions = parse_actions(actions) if actions.strip() else None
+    kept = [a for a in _listed(actions) if not isinstance(a, SkipStep | Rollback)]
+    if not kept:
+        return None
+    return kept[0] if isinstance(actions, Action) else ActionList(*kept)
 
 
 def is_valid_action_object(actions: object) -> bool:
@@ -229,15 +319,17 @@ def parse_actions(text: object, *, field: str = "action_json") -> Action | Actio
     return ActionList(*actions)
 
 
-_BY_NAME: dict[str, type[Action]] = {
-    kind.json_name: kind for kind in (StopTraining, Email, SMS, Webhook)
+_KINDS = (StopTraining, Email, SMS, Webhook, SkipStep, Rollback)
+_BY_NAME: dict[str, type[Action]] = {kind.json_name.lower(): kind for kind in _KINDS}
+_BUILDERS: dict[type[Action], Callable[[dict[str, Any]], Action]] = {
+    StopTraining: lambda values: StopTraining(values.get("training_job_prefix")),
+    Email: lambda values: Email(values["endpoint"]),
+    SMS: lambda values: SMS(values["endpoint"]),
+    Webhook: lambda values: Webhook(values["endpoint"]),
+    SkipStep: lambda values: SkipStep(),
+    Rollback: lambda values: Rollback(**values),
 }
-_BUILDERS: dict[type[Action], Callable[[Any], Action]] = {
-    StopTraining: StopTraining,
-    Email: Email,
-    SMS: SMS,
-    Webhook: Webhook,
-}
+_ENDPOINT_NEEDED = (Email, SMS, Webhook)
 
 
 def _action_from_dict(item: object, field: str) -> Action:
@@ -249,28 +341,53 @@ def _action_from_dict(item: object, field: str) -> Action:
         raise ConfigError(
             f"{field}.name",
             name,
-            f"expected one of {', '.join(_BY_NAME)}",
-            suggestion=closest(name, _BY_NAME) if isinstance(name, str) else None,
+            f"expected one of {', '.join(kind.json_name for kind in _KINDS)}",
+            suggestion=closest(name, [kind.json_name for kind in _KINDS])
+            if isinstance(name, str)
+            else None,
         )
-    value_key = "training_job_prefix" if kind is StopTraining else "endpoint"
+    keys = kind.json_keys
     for key in item:
-        if key not in ("name", value_key):
+        if key not in ("name", *keys):
+            has = f"only name and {', '.join(keys)}" if keys else "only a name"
             raise ConfigError(
                 f"{field}.{key}",
                 item[key],
-                f"a {kind.json_name} action has only name and {value_key}",
-                suggestion=closest(str(key), ("name", value_key)),
+                f"a {kind.json_name} action has {has}",
+                suggestion=closest(str(key), ("name", *keys)),
             )
-    value = item.get(value_key)
-    if kind is not StopTraining and value is None:
-        raise ConfigError(f"{field}.{value_key}", None, f"a {kind.json_name} action needs it")
+    if kind in _ENDPOINT_NEEDED and item.get("endpoint") is None:
+        raise ConfigError(f"{field}.endpoint", None, f"a {kind.json_name} action needs it")
+    values = {key: item[key] for key in keys if item.get(key) is not None}
     try:
-        action = _BUILDERS[kind](value)
+        action = _BUILDERS[kind](values)
     except ConfigError as error:
-        raise ConfigError(f"{field}.{value_key}", error.value, error.allowed) from None
+        key = keys[0] if len(keys) == 1 else error.field.rpartition(".")[2]
+        raise ConfigError(f"{field}.{key}", error.value, error.allowed) from None
     # Keep the order the keys came in, so the action serialises back to the same string.
-    action.action_parameters = {key: action.action_parameters[key] for key in item}
+    given = [key for key in item if key in action.action_parameters]
+    rest = [key for key in action.action_parameters if key not in given]
+    action.action_parameters = {key: action.action_parameters[key] for key in (*given, *rest)}
     return action
+
+
+def _whole_number(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _real(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _check_job_prefix(field: str, value: object) -> None:

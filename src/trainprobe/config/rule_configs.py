@@ -11,6 +11,9 @@ SDK's classes do. ``ProfilerReport(CPUBottleneck_cpu_threshold=90)`` takes
 ``<Rule>_<parameter>`` overrides for the rules it runs. ``OverallFrameworkMetrics`` is a trainprobe
 addition (smdebug-rulesconfig has no class for it).
 
+``loss_spike()`` and ``gradient_norm_spike()`` are trainprobe's in-training rules (the hook judges
+every step); with them go the actions ``SkipStep()`` and ``Rollback(steps, lr_factor)``.
+
 Everything comes from ``trainprobe.config.catalogue``; the actions are importable from here too.
 """
 
@@ -24,6 +27,8 @@ from trainprobe.config.actions import (
     SMS,
     ActionList,
     Email,
+    Rollback,
+    SkipStep,
     StopTraining,
     Webhook,
     is_valid_action_object,
@@ -47,6 +52,8 @@ __all__ = [
     "OverallSystemUsage",
     "ProfilerReport",
     "ProfilerRuleBase",
+    "Rollback",
+    "SkipStep",
     "StepOutlier",
     "StopTraining",
     "Webhook",
@@ -59,8 +66,10 @@ __all__ = [
     "exploding_tensor",
     "feature_importance_overweight",
     "get_collection",
+    "gradient_norm_spike",
     "is_valid_action_object",
     "loss_not_decreasing",
+    "loss_spike",
     "nlp_sequence_ratio",
     "overfit",
     "overtraining",
@@ -191,11 +200,25 @@ def create_xgboost_report() -> dict[str, Any]:
     return base_config("CreateXgboostReport")
 
 
+def loss_spike() -> dict[str, Any]:
+    """LossSpike (trainprobe's), for ``Rule.sagemaker``: a step's loss against its recent ones,
+    judged inside the training; actions SkipStep, Rollback or StopTraining act before the
+    update."""
+    return base_config("LossSpike")
+
+
+def gradient_norm_spike() -> dict[str, Any]:
+    """GradientNormSpike (trainprobe's), for ``Rule.sagemaker``: the norm of a step's gradients
+    against its recent ones, judged inside the training, as LossSpike."""
+    return base_config("GradientNormSpike")
+
+
 def _known_collections() -> dict[str, catalogue.CollectionNeed]:
-    # CreateXgboostReport saves its collections more often than the rules that read them.
+    # CreateXgboostReport saves its collections more often than the rules that read them, and
+    # the in-training rules save the losses more often than smdebug-rulesconfig does.
     needs = {}
     for spec in catalogue.debugging_rules():
-        if spec.name != "CreateXgboostReport":
+        if spec.name != "CreateXgboostReport" and not spec.in_training:
             needs.update({need.name: need for need in spec.collections})
     return needs
 

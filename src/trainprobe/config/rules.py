@@ -9,7 +9,10 @@ ConfigError (ConfigErrors for several problems) naming the field:
 - a built-in rule's parameters, against the catalogue (names, types, ranges, required ones);
 - ``rule_to_invoke`` given to ``Rule.sagemaker`` (it belongs to custom rules);
 - a custom rule with ``source`` but no ``rule_to_invoke``, or the reverse;
-- actions that are not Action/ActionList, and ``action_json`` that does not parse.
+- actions that are not Action/ActionList, and ``action_json`` that does not parse;
+- SkipStep or Rollback on a rule the hook does not judge inside the training (only LossSpike
+  and GradientNormSpike take them), and more than one of SkipStep, Rollback and StopTraining
+  on one rule (each decides what becomes of the spiking step).
 
 ``from_request_dict`` reads one ``DebugRuleConfiguration`` / ``ProfilerRuleConfiguration`` of a
 CreateTrainingJob request into the same object, checked the same way, with fields named as in the
@@ -22,12 +25,20 @@ built-in rules image (or the SDK's placeholder, ``DEFAULT_RULE_EVALUATOR_IMAGE``
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from trainprobe.config import catalogue, rule_configs
-from trainprobe.config.actions import Action, ActionList, parse_actions
+from trainprobe.config.actions import (
+    Action,
+    ActionList,
+    Rollback,
+    SkipStep,
+    parse_actions,
+    within_the_step,
+)
 from trainprobe.config.catalogue.model import is_engine_key, raise_if_any
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.hook_config import CollectionConfig
@@ -354,6 +365,30 @@ def _check_actions(actions: object, field: str) -> list[ConfigError]:
     return [ConfigError(field, actions, "expected an Action or ActionList")]
 
 
+def _check_actions_fit(
+    spec: catalogue.RuleSpec | None, actions: Action | ActionList | None, field: str
+) -> list[ConfigError]:
+    """SkipStep and Rollback only on an in-training rule; at most one action of the step."""
+    deciding = within_the_step(actions)
+    in_step = [action for action in deciding if isinstance(action, SkipStep | Rollback)]
+    if in_step and (spec is None or not spec.in_training):
+        takers = [rule.name for rule in catalogue.debugging_rules() if rule.in_training]
+        rule = "a custom rule" if spec is None else spec.name
+        allowed = (
+            f"{type(in_step[0]).__name__} acts inside the training step: only "
+            f"{' and '.join(takers)} take it, not {rule} (use StopTraining, Email, SMS or "
+            "Webhook)"
+        )
+        return [ConfigError(field, in_step[0], allowed)]
+    if spec is not None and spec.in_training and len(deciding) > 1:
+        allowed = (
+            "at most one of SkipStep, Rollback and StopTraining: each decides what becomes "
+            "of the spiking step"
+        )
+        return [ConfigError(field, deciding, allowed)]
+    return []
+
+
 def _check_collections(collections: object, field: str) -> list[ConfigError]:
     if collections is None:
         return []
@@ -462,6 +497,8 @@ class Rule(RuleBase):
             )
         except ConfigError as error:
             errors.append(error)
+        if not errors:
+            errors += _check_actions_fit(self.spec, actions, "actions")
         raise_if_any(errors)
         self.collection_configs = collections_to_save
         self.actions = actions
@@ -477,10 +514,16 @@ class Rule(RuleBase):
     ) -> list[ConfigError]:
         errors = super()._check_parameters(image_uri, parameters, where)
         if "action_json" in parameters:
+            field = f"{where}.action_json"
             try:
-                parse_actions(parameters["action_json"], field=f"{where}.action_json")
+                actions = parse_actions(parameters["action_json"], field=field)
             except ConfigError as error:
-                errors.append(error)
+                return [*errors, error]
+            spec = None
+            if not is_custom(image_uri, parameters):
+                with contextlib.suppress(ConfigError):
+                    spec = catalogue.get(str(parameters.get("rule_to_invoke")))
+            errors += _check_actions_fit(spec, actions, field)
         return errors
 
     @classmethod

@@ -23,6 +23,7 @@ from trainprobe.config.catalogue.model import (
     raise_if_any,
 )
 from trainprobe.config.catalogue.profiler import PROFILER_REPORT, PROFILER_RULES
+from trainprobe.config.catalogue.spikes import SPIKE_RULES
 from trainprobe.config.errors import ConfigError, closest
 
 __all__ = [
@@ -40,7 +41,8 @@ __all__ = [
     "raise_if_any",
 ]
 
-_ALL = (*DEBUGGING_RULES, *PROFILER_RULES, PROFILER_REPORT)
+_DEBUGGING = (*DEBUGGING_RULES, *SPIKE_RULES)
+_ALL = (*_DEBUGGING, *PROFILER_RULES, PROFILER_REPORT)
 _BY_NAME = {spec.name: spec for spec in _ALL}
 _BY_LOWER = {spec.name.lower(): spec for spec in _ALL}
 _BY_SDK_NAME = {spec.sdk_name: spec for spec in _ALL}
@@ -67,8 +69,9 @@ def get(name: str, *, field: str = "rule_to_invoke") -> RuleSpec:
 
 
 def debugging_rules() -> tuple[RuleSpec, ...]:
-    """The 20 debugging rules and CreateXgboostReport, in the catalogue's order."""
-    return DEBUGGING_RULES
+    """SageMaker's 20 debugging rules and CreateXgboostReport, in the catalogue's order, then
+    trainprobe's in-training rules, LossSpike and GradientNormSpike."""
+    return _DEBUGGING
 
 
 def profiler_rules() -> tuple[RuleSpec, ...]:

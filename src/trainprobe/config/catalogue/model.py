@@ -314,7 +314,9 @@ class RuleSpec:
     counts).
     ``runs`` lists the rules a report rule (ProfilerReport) runs and accepts
     ``<Rule>_<parameter>`` overrides for. ``example`` holds the values a ready-to-use example
-    needs beyond the defaults (from the spec's example configurations).
+    needs beyond the defaults (from the spec's example configurations). ``in_training`` marks a
+    rule the hook also judges inside the training, on every step (LossSpike,
+    GradientNormSpike): it alone takes the actions SkipStep and Rollback.
     """
 
     name: str
@@ -328,6 +330,7 @@ class RuleSpec:
     one_of: tuple[tuple[str, ...], ...] = ()
     runs: tuple[RuleSpec, ...] = ()
     example: tuple[tuple[str, str], ...] = ()
+    in_training: bool = False
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
