@@ -71,3 +71,13 @@ def test_json_inside_a_string_is_refused_at_its_field(text: str, says: str) -> N
     assert embedded_json(_deep(32), "f") == json.loads(_deep(32))
     with pytest.raises(json.JSONDecodeError):
         embedded_json("not json", "f")
+
+
+def test_a_long_key_on_the_path_is_shortened_in_the_field() -> None:
+    key = "k" * 100_000
+    text = f'{{"{key}": {_deep(100_000)}}}'
+    with pytest.raises(ConfigError) as refused:
+        parse_request(text)
+    assert refused.value.field == "k" * 32 + "..." + "k" * 32 + "[0][0][0][0][0]"
+    parsed = nesting_problem({key: json.loads(_deep(40))})
+    assert parsed is not None and parsed.field == refused.value.field

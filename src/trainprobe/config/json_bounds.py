@@ -2,15 +2,15 @@
 
 A request is JSON, and some of its strings hold JSON again: a rule's ``action_json``, the
 profiling sub-configs of ``ProfilingParameters`` (``DetailedProfilingConfig``, ...), the
-hyperparameters a training script gets decoded. Every one is read within the same bounds, so
-that no request can exhaust Python's stack or a parser's time: lists and objects nested at most
-``MAX_JSON_DEPTH`` levels, and a string that holds JSON at most ``MAX_EMBEDDED_JSON_CHARS``
-characters long. What is past a bound is refused with its path in the request, never with a
-RecursionError.
+hyperparameters a training script gets decoded, a ListTrainingJobs ``NextToken``. Every one is
+read within the same bounds, so that no request can exhaust Python's stack or a parser's time:
+lists and objects nested at most ``MAX_JSON_DEPTH`` levels, and a string that holds JSON at most
+``MAX_EMBEDDED_JSON_CHARS`` characters long. What is past a bound is refused with its path in
+the request, never with a RecursionError.
 
 A value nested too deep is named by the path down to it, cut after ``_SHOWN_STEPS`` steps
-(SageMaker's deepest member is six levels down, so the member the user wrote is always named):
-``DebugHookConfig.HookParameters.k[0].k[0]``.
+(SageMaker's deepest member is six levels down, so the member the user wrote is always named),
+a long key shortened: ``DebugHookConfig.HookParameters.k[0].k[0]``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ MAX_EMBEDDED_JSON_CHARS = 4096
 sub-config); SageMaker itself keeps these values to 256 characters."""
 
 _SHOWN_STEPS = 6
+_SHOWN_KEY_CHARACTERS = 64
 
 _NESTED_TOO_DEEP = f"lists and objects nested at most {MAX_JSON_DEPTH} levels deep"
 
@@ -59,7 +60,16 @@ def path_text(steps: Sequence[str | int], prefix: str = "") -> str:
 
 
 def _too_deep(steps: Sequence[str | int], prefix: str, shown: str) -> ConfigError:
-    return ConfigError(path_text(steps[:_SHOWN_STEPS], prefix), shown, _NESTED_TOO_DEEP)
+    named = [_short(step) for step in steps[:_SHOWN_STEPS]]
+    return ConfigError(path_text(named, prefix), shown, _NESTED_TOO_DEEP)
+
+
+def _short(step: str | int) -> str | int:
+    """A key of a path, kept short enough to read (a key can be as long as a request)."""
+    if isinstance(step, int) or len(step) <= _SHOWN_KEY_CHARACTERS:
+        return step
+    half = _SHOWN_KEY_CHARACTERS // 2
+    return f"{step[:half]}...{step[-half:]}"
 
 
 def nesting_problem(value: object, prefix: str = "") -> ConfigError | None:
