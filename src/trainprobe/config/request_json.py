@@ -6,8 +6,8 @@ wrong with it, never another exception: bytes that are not UTF-8 (the byte's off
 leading UTF-8 byte order mark is allowed), an empty request, malformed JSON (its line and column),
 NaN and Infinity (not JSON), nesting deeper than a request ever does (named by its path in the
 request, however deep it goes: ``trainprobe.config.json_bounds``), and a document that is not a
-JSON object are all refused. A file that cannot be read is a RequestFileError, so a command
-can tell "no request" from "a bad request".
+JSON object are all refused, and so is a request over ``MAX_REQUEST_BYTES``. A file that cannot
+be read is a RequestFileError, so a command can tell "no request" from "a bad request".
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from typing import Any
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.json_bounds import MAX_JSON_DEPTH, nesting_problem, text_nesting_problem
 
-__all__ = ["RequestFileError", "load_request", "parse_request"]
+__all__ = ["MAX_REQUEST_BYTES", "RequestFileError", "load_request", "parse_request"]
+
+MAX_REQUEST_BYTES = 1024 * 1024
+"""The largest request read, from a file or (``trainprobe.jobs.api_app``) an HTTP body."""
 
 _BOM = "\ufeff"
 
@@ -87,13 +90,21 @@ def _too_deep(problem: ConfigError | None, source: str) -> ConfigError:
 
 
 def load_request(location: str) -> dict[str, Any]:
-    """The JSON object in the file at ``location`` (a path, or ``file://`` and a path)."""
+    """The JSON object in the file at ``location`` (a path, or ``file://`` and a path); a file
+    over ``MAX_REQUEST_BYTES`` is refused unread, as the HTTP API refuses such a body."""
     path = Path(location.removeprefix("file://"))
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(MAX_REQUEST_BYTES + 1)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise RequestFileError(
             f"request file {location}", location, f"a readable JSON file ({reason})"
         ) from None
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ConfigError(
+            str(path),
+            f"over {MAX_REQUEST_BYTES} bytes",
+            f"a request of at most {MAX_REQUEST_BYTES} bytes; SageMaker's requests are far smaller",
+        )
     return parse_request(data, source=str(path))

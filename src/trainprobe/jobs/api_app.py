@@ -33,6 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from trainprobe.config.request_json import MAX_REQUEST_BYTES
 from trainprobe.jobs.access_key import AccessKey
 from trainprobe.jobs.http_api import CONTENT_TYPE, ApiAnswer, error_answer, handle_call
 from trainprobe.jobs.request_signature import SignatureRefused, verify_signature
@@ -49,8 +50,9 @@ class ApiLimits:
 
     request_seconds: float = 10.0
     """For a request's line and headers (from its first byte), and again for its body."""
-    largest_body: int = 1024 * 1024
-    """Bytes; SageMaker's largest requests are a few tens of KiB."""
+    largest_body: int = MAX_REQUEST_BYTES
+    """Bytes; SageMaker's largest requests are a few tens of KiB (a request file has the same
+    limit)."""
     workers: int = 8
     """Operations running at once."""
     largest_queue: int = 1024
