@@ -206,17 +206,47 @@ def test_poor_weight_initialization_activation_variance_ratio(tmp_path: Path) ->
 
 
 def test_poor_weight_initialization_gradient_spread(tmp_path: Path) -> None:
-    # Evenly spread values from 0 to top: the 5th-95th percentile spread is 0.9 * top.
+    # Evenly spread values from 1 to 1 + top: the 5th-95th percentile spread is 0.9 * top.
     trial = (
         TrialBuilder(tmp_path)
-        .add(0, GRAD, np.linspace(0.0, 0.0009 / 0.9 * 0.99, 101))
-        .add(1, GRAD, np.linspace(0.0, 0.0009 / 0.9 * 1.01, 101))
+        .add(0, GRAD, 1.0 + np.linspace(0.0, 0.0009 / 0.9 * 0.99, 101))
+        .add(1, GRAD, 1.0 + np.linspace(0.0, 0.0009 / 0.9 * 1.01, 101))
         .collection("gradients", regex=["^gradient"])
         .write()
     )
     rule = PoorWeightInitialization(trial, distribution_range=0.0009)
     assert fired_steps(rule) == [0]
     assert evidence_of(rule)[0].value == pytest.approx(0.0009 * 0.99)
+
+
+def test_poor_weight_initialization_leaves_out_gradients_exactly_zero(tmp_path: Path) -> None:
+    """Most of an embedding's rows are not looked up in a batch: their gradient is exactly 0,
+    which says nothing of the initialisation."""
+    embedding = np.zeros(1000)
+    embedding[:100] = np.linspace(-0.01, 0.01, 100)
+    trial = TrialBuilder(tmp_path).add(0, "gradient/Net_embedding.weight", embedding).write()
+    assert fired_steps(PoorWeightInitialization(trial)) == []
+    dead = TrialBuilder(tmp_path / "dead").add(0, GRAD, np.zeros(100)).write()
+    assert fired_steps(PoorWeightInitialization(dead)) == [0]
+
+
+def test_weight_update_ratio_sets_aside_a_weight_that_was_zero(tmp_path: Path) -> None:
+    """A zero-initialised BatchNorm weight: its first update has no size to be compared with."""
+    norm, conv = "Net_block.bn2.weight", "Net_block.conv.weight"
+    trial = (
+        TrialBuilder(tmp_path)
+        .series(norm, {0: np.zeros(4), 1: np.full(4, 0.01), 2: np.full(4, 0.011)})
+        .series(conv, {0: np.ones(4), 1: np.full(4, 1.01), 2: np.full(4, 1.02)})
+        .write()
+    )
+    rule = WeightUpdateRatio(trial)
+    assert fired_steps(rule) == []
+    (remark,) = rule.remarks()
+    assert remark == (
+        "Set aside weights that were exactly 0 at the earlier step (zero-initialised, as the last "
+        "BatchNorm of a timm residual block: an update has no size to be compared with), at "
+        f"step 1: {norm}."
+    )
 
 
 def test_poor_weight_initialization_loss_patience_and_steps(tmp_path: Path) -> None:

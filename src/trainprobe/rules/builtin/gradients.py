@@ -50,6 +50,10 @@ INVARIANT_BIAS = (
     "before a normalisation, or attention's key bias under softmax)"
 )
 NOT_FINITE = "gradients that were not finite (ExplodingTensor is the rule for those)"
+ZERO_WEIGHT = (
+    "weights that were exactly 0 at the earlier step (zero-initialised, as the last BatchNorm of "
+    "a timm residual block: an update has no size to be compared with)"
+)
 
 
 class VanishingGradient(BuiltinRule):
@@ -157,6 +161,10 @@ class WeightUpdateRatio(BuiltinRule):
     earliest saved step at or after ``s - num_steps``. Fires when ``ratio > large_threshold`` or
     ``ratio < small_threshold``. It needs the raw weights at two training steps, so save the
     weights collection with ``train.save_interval`` equal to ``num_steps`` (or 1).
+
+    A weight exactly 0 at the earlier step (zero-initialised, as timm's last BatchNorm of a
+    residual block) is set aside, and the status names it: its ratio would measure only
+    ``epsilon``.
     """
 
     modes = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -223,9 +231,12 @@ class WeightUpdateRatio(BuiltinRule):
             previous = self.value(name, previous_step)
             if previous is None or previous.shape != current.shape:
                 continue
+            size = float(np.linalg.norm(previous.astype(np.float64).reshape(-1)))
+            if size == 0:
+                self.set_aside(ZERO_WEIGHT, name, step)
+                continue
             compared = True
             update = float(np.linalg.norm((current.astype(np.float64) - previous).reshape(-1)))
-            size = float(np.linalg.norm(previous.astype(np.float64).reshape(-1)))
             ratio = update / (size + self.epsilon)
             if ratio > self.large_threshold:
                 fired = True
@@ -263,8 +274,9 @@ class PoorWeightInitialization(BuiltinRule):
     - the variances of the activation inputs (``activation_inputs_regex``; with its default,
       also the inputs of every activation module the hook recorded, ``nn.ReLU``, ``nn.Tanh``,
       ...) differ across layers by a factor above ``threshold`` (largest variance / smallest);
-    - the gradients (all their values at the step, as one distribution) have a 5th-to-95th
-      percentile spread below ``distribution_range``;
+    - the gradients (all their non-zero values at the step, as one distribution: an exact 0 is
+      an embedding row not looked up or a branch not reached yet, not a sign of the
+      initialisation) have a 5th-to-95th percentile spread below ``distribution_range``;
     - a loss has not reached a new minimum for ``patience`` saved steps.
     """
 
@@ -361,7 +373,9 @@ class PoorWeightInitialization(BuiltinRule):
         if not parts:
             return None
         # One distribution: every gradient value of the step, whichever layer it belongs to.
-        low, high = np.percentile(np.concatenate(parts), [5, 95])
+        values = np.concatenate(parts)
+        nonzero = values[values != 0]
+        low, high = np.percentile(nonzero if nonzero.size else values, [5, 95])
         spread = float(high - low)
         if spread >= self.distribution_range:
             return False
