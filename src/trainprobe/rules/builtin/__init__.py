@@ -1,4 +1,5 @@
-"""The 20 built-in debugging rules of SageMaker Debugger, and CreateXgboostReport, on the trial API.
+"""The 20 built-in debugging rules of SageMaker Debugger, CreateXgboostReport, and trainprobe's
+in-training rules LossSpike and GradientNormSpike, on the trial API.
 
 ``BUILTIN_RULES`` maps each rule's catalogue name to its class; the engine looks rules up
 there. Every constructor takes the trial, then the catalogue's parameters with the catalogue's
@@ -26,6 +27,7 @@ from trainprobe.rules.builtin.inputs import CheckInputImages, NLPSequenceRatio
 from trainprobe.rules.builtin.losses import LossNotDecreasing, Overfit, Overtraining
 from trainprobe.rules.builtin.predictions import ClassImbalance, Confusion
 from trainprobe.rules.builtin.similar_across_runs import SimilarAcrossRuns
+from trainprobe.rules.builtin.spikes import GradientNormSpike, LossSpike
 from trainprobe.rules.builtin.stalled_training import StalledTrainingRule
 from trainprobe.rules.builtin.tensors import (
     AllZero,
@@ -50,7 +52,9 @@ __all__ = [
     "DeadRelu",
     "ExplodingTensor",
     "FeatureImportanceOverweight",
+    "GradientNormSpike",
     "LossNotDecreasing",
+    "LossSpike",
     "NLPSequenceRatio",
     "Overfit",
     "Overtraining",
@@ -89,6 +93,9 @@ BUILTIN_RULES: dict[str, type[BuiltinRule]] = {
         FeatureImportanceOverweight,
         TreeDepth,
         CreateXgboostReport,
+        LossSpike,
+        GradientNormSpike,
     )
 }
-"""Each built-in debugging rule's class, by its catalogue name (the spec's order)."""
+"""Each built-in debugging rule's class, by its catalogue name (the spec's order, then
+trainprobe's)."""
