@@ -296,6 +296,7 @@ class Hook(SmdebugSurface):
         self._backward_in_step = False
         self._by_hand: bool | None = None
         self._models: list[torch.nn.Module] = []
+        self._optimizers: dict[int, bool] = {}
         self.spikes = self._spike_guard(training_rules or [])
         if follow_training:
             self.start_following_training()
@@ -444,12 +445,14 @@ class Hook(SmdebugSurface):
     # ----- following the training (follow_training) -----
 
     def start_following_training(self) -> None:
-        """Read steps, modes and losses from the training from now on (``follow_training``)."""
+        """Read steps, modes and losses from the training from now on (``follow_training``).
+
+        The process has one watch of its losses: the hook that called this last hears them."""
+        loss_watch().listener = self._on_loss
         if self.follow_training:
             return
         self.follow_training = True
         self._updates.start()
-        loss_watch().listener = self._on_loss
 
     def _stop_following_training(self) -> None:
         if not self.follow_training:
@@ -508,6 +511,8 @@ class Hook(SmdebugSurface):
         guard = self.spikes
         if guard is None or self._closed or self.mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
             return
+        if not self._owns(optimizer):
+            return
         started = time.perf_counter()
         try:
             where = (self.step, self.mode, self._mode_step(), self._worker_name())
@@ -562,9 +567,26 @@ class Hook(SmdebugSurface):
     def _worker_name(self) -> str:
         return self._capture.resolve_worker().name
 
-    def _on_update(self) -> None:
+    def _owns(self, optimizer: torch.optim.Optimizer | None) -> bool:
+        """Whether ``optimizer`` updates a registered model (None: a GradScaler's update)."""
+        if optimizer is None:
+            return True
+        owned = self._optimizers.get(id(optimizer))
+        if owned is None:
+            registered = {id(p) for parameters in self._registered.values() for _, p in parameters}
+            owned = any(
+                id(parameter) in registered
+                for group in optimizer.param_groups
+                for parameter in group["params"]
+            )
+            self._optimizers[id(optimizer)] = owned
+        return owned
+
+    def _on_update(self, optimizer: torch.optim.Optimizer | None) -> None:
         """An update of the training: the TRAIN step in progress ends (``follow_training``)."""
         if not self._train_step_open or self._failed or self._closed:
+            return
+        if not self._owns(optimizer):
             return
         self._train_step_open = False
         self._end_train_step()

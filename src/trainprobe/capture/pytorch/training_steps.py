@@ -53,14 +53,15 @@ def optimizer_created() -> bool:
 
 
 class OptimizerSteps:
-    """Calls ``on_update`` after every update of the process's training: each optimizer step,
-    and each ``GradScaler.update()`` (whose optimizer step may have been skipped).
+    """Calls ``on_update(optimizer)`` after every update of the process's training: each
+    optimizer step, and each ``GradScaler.update()`` (whose optimizer step may have been
+    skipped; ``optimizer`` is then None).
 
     ``on_update`` is called more often than there are updates (a GradScaler's update follows the
     optimizer's step it allowed): the hook counts a TRAIN step only when one is open.
     """
 
-    def __init__(self, on_update: Callable[[], None]) -> None:
+    def __init__(self, on_update: Callable[[Any], None]) -> None:
         self._on_update = on_update
         self.seen = False
         """Whether an optimizer has stepped since ``start``."""
@@ -79,7 +80,7 @@ class OptimizerSteps:
 
         def update(scaler_self: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(scaler_self, *args, **kwargs)
-            on_update()
+            on_update(None)
             return result
 
         scaler.update = update  # type: ignore[method-assign,assignment]
@@ -95,4 +96,4 @@ class OptimizerSteps:
 
     def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.seen = True
-        self._on_update()
+        self._on_update(optimizer)
