@@ -207,3 +207,29 @@ def test_every_rank_skips_the_step_one_rank_spiked_at(tmp_path: Path) -> None:
     # Only rank 1's loss spiked: rank 1 recorded it.
     [spike] = read_spikes(str(tmp_path))
     assert (spike.worker, spike.mode_step, spike.action) == ("worker_1", 12, "skip")
+
+
+def test_skip_step_under_a_grad_scaler_and_on_a_gradient_norm_spike(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu")
+    rule = loss_spike("SkipStep")
+    rule["RuleConfigurationName"] = rule["RuleName"] = "GradientNormSpike"
+    hook = smd.Hook(str(tmp_path), training_rules=[rule], follow_training=True)
+    hook.register_module(model)
+    applied = []
+    for step, (x, y) in enumerate(batches()):
+        optimizer.zero_grad()
+        scaler.scale(nn.functional.mse_loss(model(x), y)).backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        scaler.step(optimizer)
+        scaler.update()
+        if any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True)):
+            applied.append(step)
+    hook.close()
+    assert applied == [step for step in range(STEPS) if step not in CORRUPTED]
+    spikes = read_spikes(str(tmp_path))
+    assert [(s.rule, s.mode_step, s.action) for s in spikes] == [
+        ("GradientNormSpike", step, "skip") for step in CORRUPTED
+    ]
