@@ -139,7 +139,7 @@ def test_show_says_what_a_rule_does_and_does_not_catch(capsys: pytest.CaptureFix
     catches = out.index("What it catches:")
     misses = out.index("What it does not catch:")
     assert catches < misses < out.index("Parameters:")
-    assert "A noisy loss that is flat on average" in out[misses:]
+    assert "A rise or dip shorter than the 5 saved steps it averages over" in out[misses:]
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """What each built-in rule catches, and what it does not, in a user's words.
 
 The rules keep the spec's documented semantics, even where they are narrower than a user would
-expect (a noisy, flat loss is not "not decreasing" by LossNotDecreasing's test); ``trainprobe
+expect (a loss that falls just over diff_percent passes LossNotDecreasing); ``trainprobe
 rules show`` prints these lines so that nobody reads more into a NoIssuesFound than was checked.
 """
 
@@ -28,12 +28,12 @@ _ACTIVATIONS_BY_TYPE = (
 
 _SCOPES = {
     "LossNotDecreasing": RuleScope(
-        "A loss that, every num_steps steps, is no lower (by diff_percent) than num_steps "
-        "steps before, or that rose by more than increase_threshold_percent.",
-        "A noisy loss that is flat on average: the test compares two single steps, so one lucky "
-        "dip passes. A loss that falls by just over diff_percent every num_steps, however slowly "
-        "that converges. Losses the job does not save (a functional loss never given to the "
-        "hook).",
+        "A loss whose mean over its newest saved steps (up to 5) is, every num_steps steps, no "
+        "lower (by diff_percent) than the mean of those at least num_steps before, or rose by "
+        "more than increase_threshold_percent; a NaN or infinite loss.",
+        "A rise or dip shorter than the 5 saved steps it averages over. A loss that falls by "
+        "just over diff_percent every num_steps, however slowly that converges. Losses the job "
+        "does not save (a functional loss never given to the hook).",
     ),
     "Overfit": RuleScope(
         "A validation loss above the training loss by more than ratio_threshold, patience "
@@ -73,8 +73,12 @@ _SCOPES = {
         "matched nothing. " + _ACTIVATIONS_BY_TYPE,
     ),
     "VanishingGradient": RuleScope(
-        "A gradient whose mean absolute value is below threshold at a saved step.",
-        "Gradients that vanish only for some elements while others stay large.",
+        "A gradient whose mean absolute value is below threshold at a saved step, unless it is "
+        "small by construction (exactly 0 and never non-zero while others are not, or a bias "
+        "the loss is invariant to): the status names those it set aside.",
+        "Gradients that vanish only for some elements while others stay large; a layer whose "
+        "gradient is exactly 0 from the first step on while other layers learn (named in the "
+        "status, not an issue).",
     ),
     "WeightUpdateRatio": RuleScope(
         "A weight whose update between two saved steps is too large or too small relative to "
@@ -194,6 +198,22 @@ _SCOPES = {
         "the mean plus stddev standard deviations, once that kind has more than 100 steps.",
         "Jobs without framework profiling (no step events); 100 steps of a kind or fewer; a "
         "training slow at every step, where no step stands out.",
+    ),
+    "LossSpike": RuleScope(
+        "A step's loss more than sigma deviations from the mean of the last window healthy "
+        "losses of its mode, either side (or above ratio times that mean), once warmup_steps "
+        "losses are in; a loss that is NaN or infinite at any step. In a job, the training "
+        "judges every step; afterwards, the saved losses.",
+        "A loss that drifts up slowly (each step stays within the window's spread: "
+        "LossNotDecreasing looks at the trend); a spike in the first warmup_steps steps that is "
+        "finite; after the training, steps whose loss was not saved.",
+    ),
+    "GradientNormSpike": RuleScope(
+        "An update whose gradients' norm is more than sigma deviations from the mean of the "
+        "last window healthy norms, either side (or above ratio times that mean), once "
+        "warmup_steps norms are in; a NaN or infinite norm at any step.",
+        "Anything after the training (the norms are judged inside it and not saved); a "
+        "gradient that grows slowly; one layer's spike hidden in a large model's total norm.",
     ),
     "ProfilerReport": RuleScope(
         "What the profiler rules it runs catch; it fires if any of them does.",
