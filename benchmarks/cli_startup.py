@@ -17,17 +17,18 @@ slowest imports, and which heavy packages are among them. Nothing is asserted.
 
     python benchmarks/cli_startup.py [--calls 20] [--src OTHER/src]
 
-Measured on the project's 2-core machine while other work kept it busy (load average about 20),
+Measured on the project's 2-core machine while other work kept it busy (load average 5 to 20),
 10 calls each, before (commit 277d68b) and after ``trainprobe.cli.main`` imported only the named
 command's module and ``jobs create`` only what creating needs (no numpy, rich, starlette,
-uvicorn, botocore; 1.2-1.5 s of imports down to about 0.2 s):
+uvicorn, botocore: 1.2-1.5 s of imports down to about 0.2 s), three runs of each, before and
+after side by side:
 
-    command                    before                   after
-    python -c pass             12.2 calls/s   82 ms     13.2 calls/s   76 ms
-    trainprobe validate         0.3 calls/s  3014 ms     1.7 calls/s  588 ms  (7.7 x pass)
-    trainprobe jobs create      0.3 calls/s  3103 ms     1.1 calls/s  878 ms  (11.5 x pass)
+    command                    before (calls/s)      after (calls/s)
+    python -c pass             12.2  10.9  19.9      13.2  14.5  18.9
+    trainprobe validate         0.3   0.3   0.4       1.7   3.5   1.8
+    trainprobe jobs create      0.3   0.5   0.2       1.1   1.7   1.1
 
-``trainprobe --help`` still imports every command (0.3 calls/s both times).
+``trainprobe --help`` still imports every command (0.3 to 0.7 calls/s both ways).
 
 ``--src`` measures the trainprobe in another checkout's ``src`` instead (``git archive`` an
 earlier commit into a folder) for a before and after on one machine; the commands run as
