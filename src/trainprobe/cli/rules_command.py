@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from trainprobe.config import catalogue, rule_configs
+from trainprobe.config.actions import after_the_step
 from trainprobe.config.catalogue.model import format_value
 from trainprobe.config.catalogue.scope import scope_of
 from trainprobe.config.errors import ConfigError
@@ -186,6 +187,20 @@ def describe(spec: catalogue.RuleSpec) -> list[str]:
             *_wrapped(scope.misses),
             "",
         ]
+    if spec.in_training:
+        lines += [
+            "Judged inside the training:",
+            *_wrapped(
+                "The hook judges every step (not only saved ones), each mode against its own "
+                "window, and carries out its action before the spiking update: SkipStep() (the "
+                "update is not applied), Rollback(steps=50, lr_factor=1.0) (back to a snapshot "
+                "at most `steps` updates old, learning rates times lr_factor) or StopTraining(); "
+                "more than max_skips skips within max_skips_window updates stop the training. "
+                "The command line's `trainprobe run --rule "
+                f"{spec.name} --on-spike skip|rollback|stop` says the same."
+            ),
+            "",
+        ]
     lines += _parameters(spec)
     for group in spec.one_of:
         lines += [f"  Give at least one of: {', '.join(group)}.", ""]
@@ -273,7 +288,11 @@ def _python_example(spec: catalogue.RuleSpec) -> list[str]:
         lines.append("    rule_parameters={")
         lines += [f"        {json.dumps(k)}: {json.dumps(v)}," for k, v in parameters.items()]
         lines.append("    },")
+    if spec.in_training:
+        lines.append("    actions=rule_configs.ActionList(rule_configs.SkipStep()),")
     lines.append(")")
+    if spec.in_training:
+        lines.append('rule.prepare_actions("my-training-job")  # the estimator does it at fit()')
     return lines
 
 
@@ -285,8 +304,11 @@ def _json_example(spec: catalogue.RuleSpec) -> list[str]:
         request = {"ProfilerRuleConfigurations": [profiler_rule.to_profiler_rule_config_dict()]}
     else:
         rule = Rule.sagemaker(
-            rule_configs.base_config(spec.name), rule_parameters=_example_parameters(spec)
+            rule_configs.base_config(spec.name),
+            rule_parameters=_example_parameters(spec),
+            actions=rule_configs.ActionList(rule_configs.SkipStep()) if spec.in_training else None,
         )
+        rule.prepare_actions("my-training-job")
         request = {"DebugRuleConfigurations": [rule.to_debugger_rule_config_dict()]}
         if spec.collections:
             collections = [need.to_request_dict() for need in spec.collections]
@@ -350,7 +372,9 @@ def _definition(args: argparse.Namespace, name: str | None) -> RuleDefinition:
     parameters = _param_pairs(args.param)
     if args.source:
         return RuleDefinition.for_custom(args.source, args.rule, parameters, name=name)
-    return RuleDefinition.for_builtin(args.rule, parameters, name=name)
+    # SkipStep and Rollback act inside a training's step: after it, there is nothing to do.
+    actions = after_the_step(parameters.pop("action_json", None))
+    return RuleDefinition.for_builtin(args.rule, parameters, name=name, actions=actions)
 
 
 def run_rule(args: argparse.Namespace) -> int:

@@ -30,8 +30,8 @@ from trainprobe.cli.job_follower import (
     say,
 )
 from trainprobe.config import catalogue, rule_configs
-from trainprobe.config.actions import StopTraining
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.actions import Action, Rollback, SkipStep, StopTraining
+from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
@@ -65,12 +65,17 @@ one of them is a trainprobe option); what follows `--` goes to the script.
   trainprobe run train.py -- --epochs 3
   trainprobe run train.py --rule ExplodingTensor --rule LossNotDecreasing:num_steps=20 \\
       --save-interval 10 --stop-on-issue -- --epochs 3
+  trainprobe run train.py --rule LossSpike:sigma=5 --on-spike skip -- --epochs 3
 
 --rule takes a built-in rule name and its parameters, NAME[:param=value,...] (a value may
 hold commas: collection_names=weights,gradients); name=... sets the rule's configuration name.
 --collection names a collection the hook saves besides the rules' own (DebugHookConfig's
 CollectionConfigurations), the same way: --collection trees:save_interval=5 for TreeDepth on an
 XGBoost training, --collection labels --collection predictions for ClassImbalance and Confusion.
+LossSpike and GradientNormSpike are judged by the hook inside the training, on every step;
+--on-spike says what it does at a spike, before the update: skip (SkipStep: the update is not
+applied), rollback[:steps=N,lr_factor=F] (Rollback: back to a snapshot at most N updates old,
+learning rates times F), or stop (StopTraining). It replaces --stop-on-issue for those rules.
 Profiler rules (ProfilerReport, the default unless a profiler rule or --no-profiler is given,
 or --rule ProfilerReport, --rule CPUBottleneck, ...) run on the system and framework metrics;
 ProfilerReport writes rule-output/<its name>/profiler-output/profiler-report.html, whose path is
@@ -108,6 +113,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--stop-on-issue",
         action="store_true",
         help="give every debugging rule a StopTraining action: stop the training at its issue",
+    )
+    parser.add_argument(
+        "--on-spike",
+        metavar="ACTION",
+        help="what LossSpike and GradientNormSpike do at a spike, inside the step: skip, "
+        "rollback[:steps=N,lr_factor=F] or stop",
     )
     parser.add_argument(
         "--save-interval",
@@ -246,10 +257,47 @@ def _collection_entries(texts: list[str]) -> list[dict[str, Any]]:
     return entries
 
 
+_ON_SPIKE = "skip, stop, or rollback[:steps=N,lr_factor=F]"
+
+
+def _spike_action(text: str | None) -> Action | None:
+    """The action ``--on-spike`` names (None when it is not given)."""
+    if text is None:
+        return None
+    name, parameters = _name_and_parameters(text, "--on-spike", "rollback:steps=20")
+    if name == "skip" and not parameters:
+        return SkipStep()
+    if name == "stop" and not parameters:
+        return StopTraining()
+    if name == "rollback":
+        unknown = set(parameters) - {"steps", "lr_factor"}
+        if unknown:
+            raise ConfigError(
+                "--on-spike", text, f"rollback takes steps and lr_factor; {_ON_SPIKE}"
+            )
+        try:
+            return Rollback(**parameters)
+        except ConfigError as error:
+            raise ConfigError("--on-spike", text, error.allowed) from None
+    raise ConfigError(
+        "--on-spike", text, _ON_SPIKE, suggestion=closest(name, ("skip", "rollback", "stop"))
+    )
+
+
 def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], list[Any]]:
     debugging: list[dict[str, Any]] = []
     profiler: list[dict[str, Any]] = []
     used: set[str] = set()
+    on_spike = _spike_action(args.on_spike)
+    if on_spike is not None and not any(
+        catalogue.get(_name_and_parameters(text)[0], field="--rule").in_training
+        for text in args.rule
+    ):
+        raise ConfigError(
+            "--on-spike",
+            args.on_spike,
+            "a --rule LossSpike or --rule GradientNormSpike for it to act for",
+        )
     for text in args.rule:
         name, parameters = _name_and_parameters(text)
         spec = catalogue.get(name, field="--rule")
@@ -267,11 +315,14 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
                 ProfilerRule.sagemaker(config, name=configured).to_profiler_rule_config_dict()
             )
             continue
+        action: Action | None = StopTraining() if args.stop_on_issue else None
+        if spec.in_training and on_spike is not None:
+            action = _spike_action(args.on_spike)  # one action object per rule
         rule = Rule.sagemaker(
             rule_configs.base_config(spec.name),
             name=configured,
             rule_parameters=parameters,
-            actions=StopTraining() if args.stop_on_issue else None,
+            actions=action,
         )
         rule.prepare_actions(job_name)
         debugging.append(rule.to_debugger_rule_config_dict())

@@ -8,7 +8,9 @@ system monitor and the rules read:
 
 - ``debughookconfig.json``: the request's DebugHookConfig with ``LocalPath`` set to the job's
   ``debug-output`` (a default one when the request gives debugging rules but no hook config; none
-  when it gives neither, and then no hook runs);
+  when it gives neither, and then no hook runs), and ``TrainingRules``, the rules the hook
+  judges inside the training (LossSpike, GradientNormSpike; ``trainprobe.config.training_rules``),
+  when the job has any;
 - ``profilerconfig.json``: the ProfilerConfig in force, with ``ProfilingParameters.LocalPath``
   set to the job's ``profiler-output`` (``{"DisableProfiler": true}`` when the request has none).
   UpdateTrainingJob replaces it, and the system monitor and the training watch it;
@@ -32,6 +34,7 @@ from trainprobe import settings
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
+from trainprobe.config.training_rules import TRAINING_RULES, training_rules
 from trainprobe.jobs.entry_point import decode_hyperparameters, entry_point_from_request
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, launch_file_of, local_directory, output_root
@@ -243,6 +246,9 @@ def write_config_files(
     if _has_hook(request):
         hook = dict(raw.get("DebugHookConfig") or {})
         hook["LocalPath"] = layout.debug_output
+        in_training = training_rules(request.debug_rules)
+        if in_training:
+            hook[TRAINING_RULES] = in_training
         _write_json(layout.hook_config_file, hook)
     write_profiler_config(raw.get("ProfilerConfig"), layout)
     if request.tensorboard_output_config is not None:

@@ -31,8 +31,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from trainprobe.config.actions import after_the_step
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
@@ -164,7 +166,8 @@ def follow_for_runner(
 
 def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
     rule = Rule.from_request_dict(entry)
-    definition = RuleDefinition.from_config(rule)
+    # The hook carried out SkipStep and Rollback inside the training's step.
+    definition = replace(RuleDefinition.from_config(rule), actions=after_the_step(rule.actions))
     source = definition.source
     if source is not None and "://" not in source and not os.path.isabs(source):
         # A relative rule file is relative to where the job was created.

@@ -199,6 +199,22 @@ _SCOPES = {
         "Jobs without framework profiling (no step events); 100 steps of a kind or fewer; a "
         "training slow at every step, where no step stands out.",
     ),
+    "LossSpike": RuleScope(
+        "A step's loss more than sigma deviations from the mean of the last window healthy "
+        "losses of its mode, either side (or above ratio times that mean), once warmup_steps "
+        "losses are in; a loss that is NaN or infinite at any step. In a job, the training "
+        "judges every step; afterwards, the saved losses.",
+        "A loss that drifts up slowly (each step stays within the window's spread: "
+        "LossNotDecreasing looks at the trend); a spike in the first warmup_steps steps that is "
+        "finite; after the training, steps whose loss was not saved.",
+    ),
+    "GradientNormSpike": RuleScope(
+        "An update whose gradients' norm is more than sigma deviations from the mean of the "
+        "last window healthy norms, either side (or above ratio times that mean), once "
+        "warmup_steps norms are in; a NaN or infinite norm at any step.",
+        "Anything after the training (the norms are judged inside it and not saved); a "
+        "gradient that grows slowly; one layer's spike hidden in a large model's total norm.",
+    ),
     "ProfilerReport": RuleScope(
         "What the profiler rules it runs catch; it fires if any of them does.",
         "What those rules miss: see `trainprobe rules show` for each.",

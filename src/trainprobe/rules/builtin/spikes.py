@@ -292,9 +292,9 @@ class GradientNormSpike(_SpikeRule):
     def judge_saved(self, step: int) -> bool:
         """Never: the norms are judged inside the training only."""
         raise self.insufficient(
-            "GradientNormSpike is judged inside the training (the norm of every update), "
-            "and this training did not judge it: run the training with the rule "
-            "(trainprobe run --rule GradientNormSpike, or the job's DebugRuleConfigurations)"
+            "GradientNormSpike is judged inside the training (the norm of every update), and "
+            "this training's hook did not judge it: trainprobe's hook does in a job with the "
+            "rule (trainprobe run --rule GradientNormSpike, the estimator, CreateTrainingJob)"
         )
 
 

@@ -1,0 +1,86 @@
+"""``trainprobe run --rule LossSpike --on-spike skip|rollback|stop``: the request the command sends
+gives the in-training rules the action asked for (the rest keep --stop-on-issue's), and an
+--on-spike with nothing to act for, or an action it does not know, is refused naming it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainprobe.cli import run_command
+from trainprobe.config.actions import parse_actions
+from trainprobe.config.errors import ConfigError
+from trainprobe.debugger import rule_configs
+
+SCRIPT = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"
+
+
+def request(*arguments: str) -> dict[str, Any]:
+    parser = argparse.ArgumentParser()
+    run_command.register(parser.add_subparsers())
+    options = argparse.ArgumentParser(add_help=False)
+    run_command._add_options(options)
+    args = parser.parse_args(["run", str(SCRIPT), *arguments, "--name", "spiky", "--no-profiler"])
+    run_command._split_arguments(args, options)
+    return run_command.build_request(args)
+
+
+def actions_of(built: dict[str, Any]) -> dict[str, object]:
+    return {
+        entry["RuleConfigurationName"]: parse_actions(entry["RuleParameters"]["action_json"])
+        if "action_json" in entry["RuleParameters"]
+        else None
+        for entry in built["DebugRuleConfigurations"]
+    }
+
+
+def test_the_spike_rules_take_the_action_and_the_others_stop_on_issue() -> None:
+    built = request(
+        "--rule", "LossSpike:sigma=4",
+        "--rule", "GradientNormSpike",
+        "--rule", "ExplodingTensor",
+        "--on-spike", "skip",
+        "--stop-on-issue",
+    )  # fmt: skip
+    assert actions_of(built) == {
+        "LossSpike": rule_configs.SkipStep(),
+        "GradientNormSpike": rule_configs.SkipStep(),
+        "ExplodingTensor": rule_configs.StopTraining("spiky"),
+    }
+    [loss_spike] = [
+        e for e in built["DebugRuleConfigurations"] if e["RuleConfigurationName"] == "LossSpike"
+    ]
+    assert loss_spike["RuleParameters"]["sigma"] == "4"
+    # The rules' losses are saved for their evaluators.
+    collections = built["DebugHookConfig"]["CollectionConfigurations"]
+    assert {"CollectionName": "losses", "CollectionParameters": {"save_interval": "10"}} in (
+        collections
+    )
+
+
+def test_rollback_takes_its_steps_and_learning_rate_factor() -> None:
+    built = request("--rule", "LossSpike", "--on-spike", "rollback:steps=20,lr_factor=0.5")
+    assert actions_of(built) == {"LossSpike": rule_configs.Rollback(steps=20, lr_factor=0.5)}
+    stop = request("--rule", "GradientNormSpike", "--on-spike", "stop")
+    assert actions_of(stop) == {"GradientNormSpike": rule_configs.StopTraining("spiky")}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (("--rule", "ExplodingTensor", "--on-spike", "skip"), "a --rule LossSpike or --rule"),
+        (("--on-spike", "skip"), "a --rule LossSpike or --rule"),
+        (("--rule", "LossSpike", "--on-spike", "skp"), "Did you mean 'skip'?"),
+        (("--rule", "LossSpike", "--on-spike", "rollback:steps=0"), "integer >= 1"),
+        (("--rule", "LossSpike", "--on-spike", "rollback:step=3"), "takes steps and lr_factor"),
+        (("--rule", "LossSpike", "--on-spike", "skip:steps=3"), "--on-spike"),
+    ],
+)
+def test_a_bad_on_spike_is_refused_naming_it(arguments: tuple[str, ...], said: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        request(*arguments)
+    assert raised.value.field == "--on-spike"
+    assert said in str(raised.value)

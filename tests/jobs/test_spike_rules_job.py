@@ -1,0 +1,95 @@
+"""A job with LossSpike and GradientNormSpike: its training is told which rules to judge inside
+its steps (the hook configuration file's ``TrainingRules``), and their evaluators, which cannot
+skip a step themselves, run beside it without refusing the in-training actions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from job_helpers import request, rule, rule_statuses, wait_for
+
+from trainprobe.capture.hook_config_file import parse_hook_config
+from trainprobe.config.actions import parse_actions
+from trainprobe.debugger import rule_configs
+from trainprobe.jobs import JobStore, create_training_job
+from trainprobe.jobs.describe import layout_at
+
+pytestmark = pytest.mark.slow
+
+DEFAULTS = {
+    "window": "128",
+    "sigma": "6.0",
+    "warmup_steps": "20",
+    "ratio": "0.0",
+    "max_skips": "10",
+    "max_skips_window": "100",
+}
+
+
+def test_the_training_is_told_its_in_training_rules(store: JobStore, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    rollback = json.dumps({"name": "Rollback", "steps": "5", "lr_factor": "0.5"})
+    create_training_job(
+        request(
+            "spikes",
+            output,
+            "--steps",
+            "30",
+            DebugRuleConfigurations=[
+                rule("LossSpike", sigma="5", action_json=json.dumps({"name": "SkipStep"})),
+                rule("NormSpikes", "GradientNormSpike", action_json=rollback),
+                rule("ExplodingTensor"),
+            ],
+        ),
+        store=store,
+    )
+    described = wait_for(store, "spikes")
+
+    assert described["TrainingJobStatus"] == "Completed"
+    document = json.loads(Path(layout_at(str(output / "spikes")).hook_config_file).read_text())
+    assert document["TrainingRules"] == [
+        {
+            "RuleConfigurationName": "LossSpike",
+            "RuleName": "LossSpike",
+            "RuleParameters": {**DEFAULTS, "sigma": "5.0", "action_json": '[{"name": "SkipStep"}]'},
+        },
+        {
+            "RuleConfigurationName": "NormSpikes",
+            "RuleName": "GradientNormSpike",
+            "RuleParameters": {
+                **DEFAULTS,
+                "action_json": '[{"name": "Rollback", "steps": "5", "lr_factor": "0.5"}]',
+            },
+        },
+    ]
+    action_json = document["TrainingRules"][1]["RuleParameters"]["action_json"]
+    assert parse_actions(action_json) == rule_configs.ActionList(
+        rule_configs.Rollback(steps=5, lr_factor=0.5)
+    )
+    # The hook's own reader takes the file as it is (the member is trainprobe's).
+    assert parse_hook_config(document).out_dir == str(output / "spikes" / "debug-output")
+    # The evaluators ran to a verdict: no SkipStep or Rollback was theirs to carry out.
+    details = {
+        status["RuleConfigurationName"]: status["StatusDetails"]
+        for status in described["DebugRuleEvaluationStatuses"]
+    }
+    statuses = rule_statuses(described)
+    assert statuses["ExplodingTensor"] == "NoIssuesFound"
+    assert statuses["LossSpike"] in ("NoIssuesFound", "IssuesFound"), details
+    # Where the hook judged it, a verdict; where not, an Error that says why, not a failure.
+    assert statuses["NormSpikes"] == "NoIssuesFound" or (
+        "is judged inside the training" in details["NormSpikes"]
+    ), details
+
+
+def test_a_job_without_them_keeps_sagemaker_s_file(store: JobStore, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    create_training_job(
+        request("plain", output, "--steps", "3", DebugRuleConfigurations=[rule("ExplodingTensor")]),
+        store=store,
+    )
+    wait_for(store, "plain")
+    document = json.loads(Path(layout_at(str(output / "plain")).hook_config_file).read_text())
+    assert "TrainingRules" not in document
