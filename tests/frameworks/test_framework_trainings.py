@@ -150,3 +150,39 @@ def test_a_loss_module_made_inside_forward_is_saved_every_step(tmp_path: Path) -
     assert run.trial.steps(mode=ModeKeys.TRAIN) == list(range(12))
     assert run.saved_losses(ModeKeys.TRAIN) == pytest.approx(run.printed("train_loss"), rel=1e-6)
     assert run.saved_losses(ModeKeys.EVAL) == pytest.approx(run.printed("eval_loss"), rel=1e-6)
+
+
+def trainprobe_run(tmp_path: Path, script: str, *arguments: str) -> str:
+    """``trainprobe run SCRIPT`` with the issue's rules, every 10 steps; what it printed."""
+    rules = ["--rule", "LossNotDecreasing", "--rule", "VanishingGradient"]
+    rules += ["--rule", "ExplodingTensor", "--save-interval", "10", "--", *arguments]
+    finished = subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", "run", str(HERE / script), "--plain", *rules],
+        env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "Completed" in finished.stdout, finished.stdout[-3000:] + finished.stderr[-3000:]
+    return finished.stdout
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["residual_bf16.py", pytest.param("bert_loss_in_forward.py", marks=needs("transformers"))],
+)
+def test_no_rule_fires_on_a_healthy_training_at_default_parameters(
+    tmp_path: Path, script: str
+) -> None:
+    printed = trainprobe_run(tmp_path, script, "--steps", "40")
+    for rule in ("LossNotDecreasing", "VanishingGradient", "ExplodingTensor"):
+        assert f"{rule}: NoIssuesFound" in printed, printed
+
+
+def test_a_nan_in_a_resnet_is_caught_and_named_at_the_training_step(tmp_path: Path) -> None:
+    printed = trainprobe_run(tmp_path, "residual_bf16.py", "--steps", "30", "--nan-at", "15")
+    assert "ExplodingTensor: IssuesFound" in printed
+    assert "LossNotDecreasing: IssuesFound" in printed
+    # Two evaluations came before: the training's own step 15 is the job's step 17.
+    assert "TRAIN step 15 (step 17): first NaN in the output of `stem.0`" in printed

@@ -54,7 +54,8 @@ class NonFiniteOrigin:
 
     def describe(self) -> str:
         """In words: ``step 7: first NaN in the output of `body.2` (its inputs were finite);
-        the loss became NaN at the same step``."""
+        the loss became NaN at the same step`` (``TRAIN step 5 (step 7): ...`` where the mode's
+        count differs from the global one)."""
         where = {
             "output": f"the output of `{self.module}`",
             "loss": f"the loss `{self.module}` (every module output was finite)",
@@ -64,7 +65,10 @@ class NonFiniteOrigin:
                 "update made it so: its gradient or the optimizer)"
             ),
         }.get(self.kind, f"`{self.tensor}`")
-        text = f"step {self.step}: first {self.what} in {where}"
+        when = f"step {self.step}"
+        if self.mode is not ModeKeys.GLOBAL and self.mode_step != self.step:
+            when = f"{self.mode.name} step {self.mode_step} ({when})"  # as the training counts
+        text = f"{when}: first {self.what} in {where}"
         if self.kind == "output" and self.inputs_finite is not None:
             text += " (its inputs were finite)" if self.inputs_finite else " (so were its inputs)"
         if self.kind != "loss":
