@@ -39,7 +39,7 @@ def test_the_training_is_told_its_in_training_rules(store: JobStore, tmp_path: P
             "30",
             DebugRuleConfigurations=[
                 rule("LossSpike", sigma="5", action_json=json.dumps({"name": "SkipStep"})),
-                rule("NormSpikes", "GradientNormSpike", action_json=rollback),
+                rule("GradientNormSpike", action_json=rollback),
                 rule("ExplodingTensor"),
             ],
         ),
@@ -56,7 +56,7 @@ def test_the_training_is_told_its_in_training_rules(store: JobStore, tmp_path: P
             "RuleParameters": {**DEFAULTS, "sigma": "5.0", "action_json": '[{"name": "SkipStep"}]'},
         },
         {
-            "RuleConfigurationName": "NormSpikes",
+            "RuleConfigurationName": "GradientNormSpike",
             "RuleName": "GradientNormSpike",
             "RuleParameters": {
                 **DEFAULTS,
@@ -79,8 +79,8 @@ def test_the_training_is_told_its_in_training_rules(store: JobStore, tmp_path: P
     assert statuses["ExplodingTensor"] == "NoIssuesFound"
     assert statuses["LossSpike"] in ("NoIssuesFound", "IssuesFound"), details
     # Where the hook judged it, a verdict; where not, an Error that says why, not a failure.
-    assert statuses["NormSpikes"] == "NoIssuesFound" or (
-        "is judged inside the training" in details["NormSpikes"]
+    assert statuses["GradientNormSpike"] == "NoIssuesFound" or (
+        "is judged inside the training" in details["GradientNormSpike"]
     ), details
 
 

@@ -8,7 +8,6 @@ spike files (written by ``storage.spike_records``, as the hook writes them) are 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -159,17 +158,11 @@ def test_the_training_s_own_spikes_are_the_verdict(tmp_path: Path) -> None:
     assert run(str(out), "GradientNormSpike").status == ERROR
 
 
-def _judged(out: Path, judged: dict[str, object]) -> None:
-    """A worker file that says how many steps the training judged and found no spike in."""
-    (out / "spikes").mkdir(parents=True, exist_ok=True)
-    document = {"version": 1, "worker": "worker_0", "spikes": [], "judged": judged}
-    (out / "spikes" / "worker_0.json").write_text(json.dumps(document))
-
-
 def test_a_training_that_judged_past_the_warm_up_without_a_spike_passes(tmp_path: Path) -> None:
     out = tmp_path / "judged"
     train(out, 40)
-    _judged(out, {"GradientNormSpike": {"TRAIN": 40}})
+    # The training judged 40 steps and found no spike.
+    write_spikes(str(out), "worker_0", [], {"GradientNormSpike": {"TRAIN": 40}})
 
     passed = run(str(out), "GradientNormSpike")
     assert passed.status == NO_ISSUES_FOUND, passed.details

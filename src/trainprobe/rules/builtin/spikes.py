@@ -17,9 +17,8 @@ Error saying how to run it.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,40 +26,13 @@ from trainprobe.analysis.trial import Trial
 from trainprobe.capture.spike_window import SpikeSettings, SpikeVerdict, SpikeWindow
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
-from trainprobe.storage import files
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.spike_records import SPIKES_DIR, SpikeRecord, read_spikes
+from trainprobe.storage.spike_records import SpikeRecord, read_judged, read_spikes
 
-__all__ = ["GradientNormSpike", "LossSpike", "judged_steps"]
+__all__ = ["GradientNormSpike", "LossSpike"]
 
 _RECHECK_SECONDS = 1.0
 """While the training runs and no step is saved, how often the spikes are read again."""
-
-
-def judged_steps(out_dir: str, is_rule: Callable[[str], bool]) -> dict[str, int] | None:
-    """How many steps the training judged for the rules ``is_rule`` accepts, by mode name:
-    the ``judged`` member of the hook's spike files, by rule configuration name
-    (``{"LossSpike": {"TRAIN": 120}}``) or for every rule (``{"TRAIN": 120}``); the largest
-    count of any worker. None when no file says."""
-    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
-    if not files.is_dir(directory):
-        return None
-    found: dict[str, int] | None = None
-    for name in files.list_files(directory, ".json"):
-        try:
-            judged = json.loads(files.read_bytes(f"{directory}/{name}")).get("judged")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if not isinstance(judged, dict):
-            continue
-        counts = [judged] if all(isinstance(v, int) for v in judged.values()) else []
-        counts += [v for k, v in judged.items() if isinstance(v, dict) and is_rule(str(k))]
-        for by_mode in counts:
-            found = found or {}
-            for mode, count in by_mode.items():
-                if isinstance(count, int):
-                    found[str(mode)] = max(found.get(str(mode), 0), count)
-    return found
 
 
 class _SpikeRule(BuiltinRule):
@@ -97,7 +69,12 @@ class _SpikeRule(BuiltinRule):
         (None when it did not say); None when the training has not judged this rule."""
         path = self.base_trial.path
         records = [record for record in read_spikes(path) if self.is_this_rule(record.rule)]
-        judged = judged_steps(path, self.is_this_rule)
+        judged: dict[str, int] | None = None
+        for rule, by_mode in read_judged(path).items():
+            if self.is_this_rule(rule):
+                judged = judged or {}
+                for mode, count in by_mode.items():
+                    judged[mode] = judged.get(mode, 0) + count
         if not records and judged is None and not self.judged_in_training:
             return None
         if not self.judged_in_training:
