@@ -4,7 +4,8 @@ Nothing of trainprobe in it; synthetic data. Lightning's defaults: a sanity chec
 validation batches before training, then validation every ``--val-every`` training batches.
 Prints ``train_loss STEP VALUE`` for each optimizer step (the loss ``training_step`` returned),
 ``val_loss VALUE`` for each validation batch (sanity check included) and, at the end,
-``optimizer_steps N`` and ``validation_batches N``. Options: ``--steps N`` (default 12),
+``optimizer_steps N`` and ``validation_batches N``; with ``--predict``, it then predicts
+three batches and prints ``prediction_batches N``. Options: ``--steps N`` (default 12),
 ``--val-every N`` (default 5), ``--lr LR`` (default 0.05).
 """
 
@@ -39,6 +40,9 @@ class Classifier(L.LightningModule):
         self.validation_batches += 1
         print(f"val_loss {loss.item()}", flush=True)
 
+    def predict_step(self, batch, batch_index):
+        return self(batch[0]).argmax(dim=1)
+
     def on_train_batch_end(self, outputs, batch, batch_index):
         print(f"train_loss {self.trainer.global_step - 1} {outputs['loss'].item()}", flush=True)
 
@@ -58,6 +62,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--val-every", type=int, default=5)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--predict", action="store_true")
     arguments = parser.parse_args()
     torch.manual_seed(0)
     model = Classifier(arguments.lr)
@@ -75,6 +80,9 @@ def main() -> None:
     trainer.fit(model, data(1024, 1), data(64, 2))
     print(f"optimizer_steps {trainer.global_step}", flush=True)
     print(f"validation_batches {model.validation_batches}", flush=True)
+    if arguments.predict:
+        batches = trainer.predict(model, data(48, 3))
+        print(f"prediction_batches {len(batches)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,11 @@ class Run:
                 {
                     "LocalPath": str(out),
                     "HookParameters": {"save_interval": "1"},
-                    "CollectionConfigurations": [{"CollectionName": "losses"}],
+                    # The biases mark every step saved, those without a loss too.
+                    "CollectionConfigurations": [
+                        {"CollectionName": "losses"},
+                        {"CollectionName": "biases"},
+                    ],
                 }
             )
         )
@@ -113,7 +117,7 @@ def test_hugging_face_trainer_steps_are_its_optimizer_steps_with_accumulation(
 def test_lightning_sanity_check_and_validation_are_eval_and_closures_one_step(
     tmp_path: Path,
 ) -> None:
-    run = Run(tmp_path, "lightning_module.py", "--steps", "12", "--val-every", "5")
+    run = Run(tmp_path, "lightning_module.py", "--steps", "12", "--val-every", "5", "--predict")
     steps = run.printed_count("optimizer_steps")
     assert steps == 12
     assert run.trial.steps(mode=ModeKeys.TRAIN) == list(range(steps))
@@ -121,6 +125,8 @@ def test_lightning_sanity_check_and_validation_are_eval_and_closures_one_step(
     assert len(run.trial.steps(mode=ModeKeys.EVAL)) == run.printed_count("validation_batches")
     assert run.saved_losses(ModeKeys.TRAIN) == pytest.approx(run.printed("train_loss"), rel=1e-6)
     assert run.saved_losses(ModeKeys.EVAL) == pytest.approx(run.printed("val_loss"), rel=1e-6)
+    # trainer.predict(): each batch a PREDICT step.
+    assert len(run.trial.steps(mode=ModeKeys.PREDICT)) == run.printed_count("prediction_batches")
 
 
 @needs("accelerate")
