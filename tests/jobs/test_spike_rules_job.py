@@ -15,6 +15,7 @@ from trainprobe.config.actions import parse_actions
 from trainprobe.debugger import rule_configs
 from trainprobe.jobs import JobStore, create_training_job
 from trainprobe.jobs.describe import layout_at
+from trainprobe.report import build_report
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +94,41 @@ def test_a_job_without_them_keeps_sagemaker_s_file(store: JobStore, tmp_path: Pa
     wait_for(store, "plain")
     document = json.loads(Path(layout_at(str(output / "plain")).hook_config_file).read_text())
     assert "TrainingRules" not in document
+
+
+def test_a_diverged_training_skips_its_updates_then_stops(store: JobStore, tmp_path: Path) -> None:
+    """The weights turn NaN before step 25: every loss from there is a spike. The hook skips
+    those updates, and, past max_skips, stops the training; the rule's status and the job's
+    report say so, spike by spike."""
+    output = tmp_path / "out"
+    skip = json.dumps({"name": "SkipStep"})
+    create_training_job(
+        request(
+            "diverged",
+            output,
+            "--steps", "60", "--nan-at", "25",
+            DebugRuleConfigurations=[
+                rule("LossSpike", warmup_steps="5", max_skips="3", action_json=skip)
+            ],
+        ),
+        store=store,
+    )  # fmt: skip
+    described = wait_for(store, "diverged")
+
+    assert described["TrainingJobStatus"] == "Stopped", described.get("FailureReason")
+    [status] = described["DebugRuleEvaluationStatuses"]
+    assert status["RuleEvaluationStatus"] == "IssuesFound", status
+    assert (
+        "TRAIN step 25 (step 25): nan (not finite); the update was skipped"
+        in (status["StatusDetails"])
+    )
+    report = build_report(str(output / "diverged"))
+    spikes = json.loads(Path(report.json).read_text())["DebuggingRules"]["Spikes"]
+    # Three skips, then the fourth spike stops the training before its update.
+    assert [(spike["Step"], spike["Action"]) for spike in spikes] == [
+        (25, "skip"),
+        (26, "skip"),
+        (27, "skip"),
+        (28, "stop"),
+    ]
+    assert spikes[-1]["Text"].endswith("the training was stopped before the update")

@@ -4,7 +4,10 @@ Each debugging rule (built-in or custom) writes ``<job>/rule-output/<name>/statu
 details count the steps it evaluated and skipped, the tensors it checked and the patterns that
 matched nothing, and each row keeps those counts and lookups as fields too. When the PyTorch
 hook's non-finite guard recorded where the training's first NaN started, the section says so in
-one line ("step 7: first NaN in the output of `body.2` ...").
+one line ("step 7: first NaN in the output of `body.2` ..."). Each loss or gradient-norm spike
+the in-training rules saw is listed, with what was done about it ("LossSpike: TRAIN step 37
+(step 41): 9.81 (window mean 2.03, ...); the update was skipped"), every one of them: a rule's
+status names the first it found.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from trainprobe.storage import files
 from trainprobe.storage.job_layout import RULE_OUTPUT
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
+from trainprobe.storage.spike_records import read_spikes
 
 __all__ = ["debugging_rules"]
 
@@ -30,7 +34,8 @@ def _is_profiler_rule(name: str) -> bool:
 
 
 def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[str, Any]:
-    """The section's content: a row per debugging rule, and the first NaN's origin if any.
+    """The section's content: a row per debugging rule, the first NaN's origin if any, and
+    the spikes the in-training rules saw.
 
     ``skip`` is the ProfilerReport rule's output directory (reported in its own section)."""
     root = os.path.join(job_dir, RULE_OUTPUT)
@@ -53,5 +58,14 @@ def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[s
                 "Unmatched": list(status.unmatched),
             }
         )
-    origin = read_nonfinite_origin(debug_output) if files.is_dir(debug_output) else None
-    return {"Rules": rows, "FirstNonFinite": None if origin is None else origin.describe()}
+    saved = files.is_dir(debug_output)
+    origin = read_nonfinite_origin(debug_output) if saved else None
+    spikes = [
+        {"Rule": spike.rule, "Step": spike.step, "Action": spike.action, "Text": spike.describe()}
+        for spike in (read_spikes(debug_output) if saved else [])
+    ]
+    return {
+        "Rules": rows,
+        "FirstNonFinite": None if origin is None else origin.describe(),
+        "Spikes": spikes,
+    }

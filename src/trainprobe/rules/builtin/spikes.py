@@ -28,6 +28,7 @@ from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeRecord, read_judged, read_spikes
+from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["GradientNormSpike", "LossSpike"]
 
@@ -101,9 +102,14 @@ class _SpikeRule(BuiltinRule):
             )
         return new
 
-    def judge_by_training(self, records: list[SpikeRecord], judged: dict[str, int] | None) -> bool:
-        """A step's verdict from what the training judged: its new spikes, else no issue once
-        it judged steps beyond the warm-up."""
+    def judge_by_training(
+        self, step: int, records: list[SpikeRecord], judged: dict[str, int] | None
+    ) -> bool:
+        """The verdict at ``step`` from what the training judged: its new spikes up to
+        ``step`` (all of them once the training has ended), else no issue once it judged
+        steps beyond the warm-up."""
+        if not training_has_ended(self.base_trial.path):
+            records = [record for record in records if record.step <= step]
         if self.report_new_spikes(records):
             return True
         if records:
@@ -132,7 +138,7 @@ class _SpikeRule(BuiltinRule):
         rule), else whether the saved values spike at ``step``."""
         found = self.training_verdicts()
         if found is not None:
-            return self.judge_by_training(*found)
+            return self.judge_by_training(step, *found)
         return self.judge_saved(step)
 
     def judge_saved(self, step: int) -> bool:
