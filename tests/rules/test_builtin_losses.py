@@ -130,9 +130,14 @@ def test_loss_not_decreasing_in_one_mode_counts_that_mode_s_steps(tmp_path: Path
         builder.add(step, LOSS, 0.5 - 0.02 * (step - 11), TRAIN)
     builder.add(21, LOSS, 3.2, EVAL)
     trial = builder.write()
-    # GLOBAL mixes both modes: step 10's EVAL 3.0 lifts the mean of steps 6-10 above that of
-    # steps 1-5.
-    assert fired_steps(LossNotDecreasing(trial, num_steps=5)) == [10]
+    # GLOBAL counts every step, each mode's losses apart: the TRAIN losses keep decreasing;
+    # the EVAL losses at steps 10 and 21 (11 steps apart) rose 6.7 %.
+    rule = LossNotDecreasing(trial, num_steps=5)
+    assert fired_steps(rule) == [21]
+    assert evidence_of(rule)[0].message == (
+        f"{LOSS}: the validation loss went from 3 at step 10 to 3.2 at step 21, up 6.667% > "
+        "increase_threshold_percent 5%"
+    )
     # TRAIN steps count as TRAIN steps 0-19, and keep decreasing.
     assert fired_steps(LossNotDecreasing(trial, num_steps=5, mode="TRAIN")) == []
     # The EVAL steps are EVAL steps 0 and 1: 3.0 then 3.2, up 6.7 %.

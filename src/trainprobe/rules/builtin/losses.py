@@ -81,7 +81,9 @@ class LossNotDecreasing(_LossRule):
     """Fires when a loss has not decreased enough over ``num_steps`` steps, or is not finite.
 
     Every ``num_steps`` steps (counted in ``mode``'s own step numbers; GLOBAL counts every
-    step), the loss now is compared with the loss at least ``num_steps`` steps before. If it
+    step), the loss now is compared with the loss at least ``num_steps`` steps before. With
+    GLOBAL, each mode's losses are a series of their own: a validation loss is compared with
+    validation losses, never with a training batch's. If it
     went up, the rule fires when it rose by more than ``increase_threshold_percent`` percent;
     otherwise it fires when it fell by less than ``diff_percent`` percent (a flat loss fires).
 
@@ -134,8 +136,8 @@ class LossNotDecreasing(_LossRule):
         self.increase_threshold_percent = parameters.real("increase_threshold_percent")
         self.mode = ModeKeys[parameters.text("mode")]
         self._patterns = parameters.patterns("tensor_regex")
-        self._history: dict[str, _History] = {}
-        self._last_evaluated: dict[str, int] = {}
+        self._history: dict[tuple[str, ModeKeys | None], _History] = {}
+        self._last_evaluated: dict[tuple[str, ModeKeys | None], int] = {}
 
     def _selection(self) -> TensorSelection:
         collections = list(self.collection_names)
@@ -172,19 +174,20 @@ class LossNotDecreasing(_LossRule):
                     value=loss,
                 )
                 continue
-            history = self._history.setdefault(name, _History())
+            series = (name, step_mode)
+            history = self._history.setdefault(series, _History())
             if history.positions and history.positions[-1] >= position:
                 continue
             history.add(position, step, loss)
-            last = self._last_evaluated.get(name)
+            last = self._last_evaluated.get(series)
             if last is not None and position < last + self.num_steps:
                 continue
             windows = history.windows(self.num_steps)
             if windows is None:
                 continue
-            self._last_evaluated[name] = position
+            self._last_evaluated[series] = position
             self.has_judged = True
-            fired |= self._compare(name, *windows)
+            fired |= self._compare(name, step_mode, *windows)
         if fired:
             return True
         first = min((history.positions[0] for history in self._history.values()), default=0)
@@ -195,14 +198,19 @@ class LossNotDecreasing(_LossRule):
         )
 
     def _compare(
-        self, name: str, earlier: list[tuple[int, float]], recent: list[tuple[int, float]]
+        self,
+        name: str,
+        mode: ModeKeys | None,
+        earlier: list[tuple[int, float]],
+        recent: list[tuple[int, float]],
     ) -> bool:
         before, before_words = _mean_of(earlier)
         loss, loss_words = _mean_of(recent)
         if before == 0:
             return False
         change = 100.0 * (loss - before) / abs(before)
-        went = f"{name}: the loss went from {before_words} to {loss_words}"
+        kind = "validation loss" if mode == ModeKeys.EVAL else "loss"
+        went = f"{name}: the {kind} went from {before_words} to {loss_words}"
         if change > 0:
             if change <= self.increase_threshold_percent:
                 return False
