@@ -12,7 +12,8 @@ from job_helpers import request, rule, rule_statuses, wait_for
 
 from trainprobe.capture.hook_config_file import parse_hook_config
 from trainprobe.config.actions import parse_actions
-from trainprobe.debugger import rule_configs
+from trainprobe.debugger import Rule, rule_configs
+from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job
 from trainprobe.jobs.describe import layout_at
 from trainprobe.report import build_report
@@ -132,3 +133,37 @@ def test_a_diverged_training_skips_its_updates_then_stops(store: JobStore, tmp_p
         (28, "stop"),
     ]
     assert spikes[-1]["Text"].endswith("the training was stopped before the update")
+
+
+def test_the_estimator_runs_a_rollback_without_code_changes(
+    store: JobStore, tmp_path: Path
+) -> None:
+    """The SDK's way: Rule.sagemaker with Rollback on the estimator; the unchanged script's
+    diverging weights are rolled back, then, past max_skips, the training is stopped."""
+    estimator = Estimator(
+        "plain_training.py",
+        source_dir=str(Path(__file__).parent),
+        hyperparameters={"steps": 60, "nan-at": 25},
+        rules=[
+            Rule.sagemaker(
+                rule_configs.loss_spike(),
+                rule_parameters={"warmup_steps": "5", "max_skips": "2"},
+                actions=rule_configs.Rollback(steps=5, lr_factor=0.5),
+            )
+        ],
+        output_path=str(tmp_path / "out"),
+        base_job_name="rollback",
+        store=store,
+    )
+    estimator.fit(wait=False)
+    job = estimator.latest_training_job
+    assert job is not None
+    wait_for(store, job.name)
+    summary = estimator.rule_job_summary()
+    assert summary[0]["RuleEvaluationStatus"] == "IssuesFound", summary
+    assert "the model and optimizer were rolled back" in summary[0]["StatusDetails"]
+    document = json.loads(
+        Path(layout_at(str(tmp_path / "out" / job.name)).hook_config_file).read_text()
+    )
+    [entry] = document["TrainingRules"]
+    assert entry["RuleParameters"]["max_skips"] == "2"
