@@ -110,7 +110,9 @@ def test_loss_not_decreasing_judges_nothing_before_its_first_comparison(tmp_path
     trial = TrialBuilder(tmp_path).series(LOSS, scalars([1.0, 0.9, 0.8], every=4)).write()
     rule = LossNotDecreasing(trial)
     for step in trial.steps():
-        with pytest.raises(InsufficientInformationForRuleInvocation, match="than num_steps 10"):
+        with pytest.raises(
+            InsufficientInformationForRuleInvocation, match="num_steps 10 steps apart"
+        ):
             rule.evaluate(step)
     longer = TrialBuilder(tmp_path / "b").series(LOSS, scalars([1.0, 0.9, 0.8, 0.7, 0.6], every=4))
     rule = LossNotDecreasing(longer.write())

@@ -53,6 +53,7 @@ def test_a_resnet_with_zero_initialised_blocks_trains_without_issue(healthy_resn
     assert loss.status == "NoIssuesFound", loss.details
     assert vanishing.steps_evaluated == STEPS // 10
     # At step 0 no gradient reaches the layers inside a block: said, not judged.
+    assert "0 step(s) skipped. Set aside while" in vanishing.details
     said = vanishing.details[vanishing.details.index("Set aside") :]
     assert said.startswith(
         "Set aside while their gradient was exactly 0 and had never been non-zero, and other "

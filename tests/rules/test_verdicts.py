@@ -293,8 +293,8 @@ def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_pa
         (
             "LossNotDecreasing",
             {},
-            "LossNotDecreasing judged no step (the losses saved up to step 4 span 4 step(s), "
-            "fewer than num_steps 10: the rule compares losses num_steps apart",
+            "LossNotDecreasing judged no step (waiting for losses num_steps 10 steps apart: "
+            "those saved up to step 4 span 4 (run longer, or lower num_steps)).",
         ),
         ("Overfit", {}, "Overfit judged no step (no validation loss could be compared"),
         (

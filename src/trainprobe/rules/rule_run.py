@@ -51,7 +51,8 @@ class RuleRun:
         # A debugging rule's evaluator holds its rule as ``rule``; a profiler run has none.
         said = _remarks(getattr(self, "rule", None))
         if said and not self.finished:
-            details = " ".join([details.rstrip(), *said])
+            details = details.rstrip()
+            details = " ".join([details if details.endswith(".") else f"{details}.", *said])
         self._set_status(status, details, finished=True)
         if self._writer is not None:
             self._writer.close()

@@ -192,9 +192,8 @@ class LossNotDecreasing(_LossRule):
             return True
         first = min((history.positions[0] for history in self._history.values()), default=0)
         return self.nothing_due(
-            f"the losses saved up to step {step} span {position - first} step(s), fewer "
-            f"than num_steps {self.num_steps}: the rule compares losses num_steps apart "
-            "(run longer, or lower num_steps)"
+            f"waiting for losses num_steps {self.num_steps} steps apart: those saved up to "
+            f"step {step} span {position - first} (run longer, or lower num_steps)"
         )
 
     def _compare(
