@@ -25,12 +25,16 @@ import numpy as np
 from trainprobe.analysis.trial import Trial
 from trainprobe.capture.spike_window import SpikeSettings, SpikeVerdict, SpikeWindow
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
+from trainprobe.rules.builtin.losses import _LossRule
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeRecord, read_judged, read_spikes
 from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["GradientNormSpike", "LossSpike"]
+
+_SHARED = ("window", "sigma", "warmup_steps", "ratio", "max_skips", "max_skips_window")
+"""The parameters both rules take, in the catalogue's order."""
 
 _RECHECK_SECONDS = 1.0
 """While the training runs and no step is saved, how often the spikes are read again."""
@@ -42,11 +46,17 @@ class _SpikeRule(BuiltinRule):
     def __init__(
         self,
         base_trial: Trial,
-        parameters: Parameters,
+        shared: tuple[object, ...],
         other_trials: Sequence[Trial] | None,
         action_str: str,
+        **more: object,
     ) -> None:
+        """``shared`` holds window, sigma, warmup_steps, ratio, max_skips and
+        max_skips_window, in that order; ``more``, the rule's own parameters."""
         super().__init__(base_trial, other_trials, action_str)
+        self.parameters = parameters = Parameters(
+            self.rule_name, {**more, **dict(zip(_SHARED, shared, strict=True))}
+        )
         self.window = parameters.integer("window")
         self.sigma = parameters.real("sigma")
         self.warmup_steps = parameters.integer("warmup_steps")
@@ -146,7 +156,7 @@ class _SpikeRule(BuiltinRule):
         raise NotImplementedError
 
 
-class LossSpike(_SpikeRule):
+class LossSpike(_SpikeRule, _LossRule):
     """Fires when a step's loss spikes against the recent losses of its mode.
 
     A loss is a spike when it lies more than ``sigma`` deviations from the mean of the last
@@ -171,19 +181,9 @@ class LossSpike(_SpikeRule):
         other_trials: Sequence[Trial] | None = None,
         action_str: str = "",
     ) -> None:
-        parameters = Parameters(
-            "LossSpike",
-            {
-                "tensor_regex": tensor_regex,
-                "window": window,
-                "sigma": sigma,
-                "warmup_steps": warmup_steps,
-                "ratio": ratio,
-                "max_skips": max_skips,
-                "max_skips_window": max_skips_window,
-            },
-        )
-        super().__init__(base_trial, parameters, other_trials, action_str)
+        shared = (window, sigma, warmup_steps, ratio, max_skips, max_skips_window)
+        super().__init__(base_trial, shared, other_trials, action_str, tensor_regex=tensor_regex)
+        parameters = self.parameters
         self.tensor_regex = parameters.texts("tensor_regex")
         self._patterns = parameters.patterns("tensor_regex")
         self._windows: dict[tuple[str, ModeKeys], SpikeWindow] = {}
@@ -196,20 +196,12 @@ class LossSpike(_SpikeRule):
             return TensorSelection(collections=("losses",))
         return loss_selection(self.base_trial)
 
-    def _losses_at(self, step: int, selection: TensorSelection) -> dict[str, float]:
-        found = {}
-        for name in selection.names(self.base_trial, step):
-            value = self.value(name, step)
-            if value is not None and value.size == 1:
-                found[name] = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
-        return found
-
     def judge_saved(self, step: int) -> bool:
         """Whether a saved loss at ``step`` spikes against the saved losses before it."""
         found_mode, mode_step = self.base_trial.mode_modestep(step)
         mode = found_mode or ModeKeys.GLOBAL
         selection = self._selection()
-        losses = self._losses_at(step, selection)
+        losses = self.losses_at(step, selection)
         if not losses:
             raise self.insufficient(
                 f"no scalar loss of {selection.describe()} was saved at step {step}"
@@ -259,18 +251,8 @@ class GradientNormSpike(_SpikeRule):
         other_trials: Sequence[Trial] | None = None,
         action_str: str = "",
     ) -> None:
-        parameters = Parameters(
-            "GradientNormSpike",
-            {
-                "window": window,
-                "sigma": sigma,
-                "warmup_steps": warmup_steps,
-                "ratio": ratio,
-                "max_skips": max_skips,
-                "max_skips_window": max_skips_window,
-            },
-        )
-        super().__init__(base_trial, parameters, other_trials, action_str)
+        shared = (window, sigma, warmup_steps, ratio, max_skips, max_skips_window)
+        super().__init__(base_trial, shared, other_trials, action_str)
 
     def judge_saved(self, step: int) -> bool:
         """Never: the norms are judged inside the training only."""
