@@ -130,7 +130,7 @@ def test_vanishing_gradient_sets_aside_a_gradient_that_is_not_finite(tmp_path: P
     )
     rule = VanishingGradient(trial)
     assert rule.evaluate(0) is False
-    with pytest.raises(InsufficientInformationForRuleInvocation, match="finite"):
+    with pytest.raises(InsufficientInformationForRuleInvocation, match="NaN or infinite"):
         rule.evaluate(1)
     assert rule.remarks() == [
         "Set aside gradients that were not finite (ExplodingTensor is the rule for those), at "

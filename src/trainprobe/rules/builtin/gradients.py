@@ -104,18 +104,24 @@ class VanishingGradient(BuiltinRule):
                 f"no gradients were saved at step {step}: save the gradients collection"
             )
         means: dict[str, float] = {}
+        not_finite = False
         for name in names:
             mean = self.reduction(name, step, "mean", of_abs=True)
             if mean is None:
                 continue
             if not math.isfinite(mean):
+                not_finite = True
                 self.set_aside(NOT_FINITE, name, step)
                 continue
             means[name] = mean
+        if not means and not_finite:
+            raise self.insufficient(
+                f"every gradient saved at step {step} is NaN or infinite (ExplodingTensor is "
+                "the rule for those)"
+            )
         if not means:
             raise self.insufficient(
-                f"neither the gradients nor their abs_mean reduction were saved (finite) at "
-                f"step {step}"
+                f"neither the gradients nor their abs_mean reduction were saved at step {step}"
             )
         others_alive = any(mean >= self.threshold for mean in means.values())
         fired = False
