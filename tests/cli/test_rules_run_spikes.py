@@ -5,11 +5,10 @@ in-training rule: the spike found after the training, and an in-training action 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
+from tests.cli.test_rules_run import trainprobe
 
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
@@ -24,15 +23,6 @@ def write_losses(out: Path, losses: list[float]) -> None:
         with StepWriter(str(out), step, "worker_0") as writer:
             writer.add(LOSS, np.array(loss, dtype=np.float32), mode=ModeKeys.TRAIN, mode_step=step)
     write_training_end(str(out))
-
-
-def trainprobe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_a_saved_spike_is_found_and_skip_step_is_left_to_the_hook(tmp_path: Path) -> None:

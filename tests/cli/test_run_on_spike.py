@@ -4,28 +4,18 @@ gives the in-training rules the action asked for (the rest keep --stop-on-issue'
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.test_run_collections import request as build_request
 
-from trainprobe.cli import run_command
 from trainprobe.config.actions import parse_actions
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import rule_configs
 
-SCRIPT = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"
-
 
 def request(*arguments: str) -> dict[str, Any]:
-    parser = argparse.ArgumentParser()
-    run_command.register(parser.add_subparsers())
-    options = argparse.ArgumentParser(add_help=False)
-    run_command._add_options(options)
-    args = parser.parse_args(["run", str(SCRIPT), *arguments, "--name", "spiky", "--no-profiler"])
-    run_command._split_arguments(args, options)
-    return run_command.build_request(args)
+    return build_request(*arguments, "--name", "spiky", "--no-profiler")
 
 
 def actions_of(built: dict[str, Any]) -> dict[str, object]:
