@@ -123,15 +123,23 @@ def test_a_deep_sigmoid_network_s_gradient_still_vanishes(tmp_path: Path) -> Non
     assert verdict.status == "NoIssuesFound", verdict.details
 
 
-def test_rules_run_on_the_resnet_prints_what_it_set_aside(healthy_resnet: Path) -> None:
-    command = ["rules", "run", "VanishingGradient", str(healthy_resnet)]
-    result = subprocess.run(
-        [sys.executable, "-m", "trainprobe.cli.main", *command],
+def rules_run(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", "rules", "run", *arguments],
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_rules_run_on_the_resnet_prints_what_it_set_aside(healthy_resnet: Path) -> None:
+    result = rules_run("VanishingGradient", str(healthy_resnet))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "VanishingGradient: NoIssuesFound" in result.stdout
     assert "Set aside while their gradient was exactly 0" in result.stdout
     assert "gradient/ResNet_blocks.0.conv1.weight" in result.stdout
+    result = rules_run("LossNotDecreasing", str(healthy_resnet))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "LossNotDecreasing: NoIssuesFound" in result.stdout
+    # Steps 10-50 compared; step 0 had nothing num_steps before it.
+    assert "Steps evaluated: 5, skipped: 1" in result.stdout
