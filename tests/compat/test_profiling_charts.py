@@ -139,3 +139,26 @@ def test_the_timeline_shows_the_last_x_readings_over_the_framework_events(
     events = tj.get_framework_metrics_reader().get_events(0, job.end_s * 1e6)
     starts = [e.start_time / 1e6 - job.start_s for e in events if e.event_phase == steps.name]
     assert len(steps.x) == STEPS and list(steps.base) == pytest.approx(starts)
+
+
+def test_a_detailed_range_without_events_says_where_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The system monitor starts before the training does: the notebook's [2, 12] (1 s to 6 s)
+    # then holds no framework event, and the chart says so rather than drawing nothing.
+    from smdebug.profiler.analysis.notebook_utils import TimelineCharts, TrainingJob
+
+    late = write_synthetic_job(tmp_path / "late-job", seconds=20, steps=10, initialization_s=8)
+    tj = TrainingJob(str(late.job_dir))
+    charts = TimelineCharts(tj.get_systems_metrics_reader(), tj.get_framework_metrics_reader())
+    capsys.readouterr()
+
+    charts.find_time_annotations([2, 12])
+    charts.plot_detailed_profiler_data([2, 12])
+
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("Selected timerange: ")
+    why = [line for line in said if line.startswith("No framework event from 1.0 s to 6.0 s")]
+    assert len(why) == 2 and "(readings 2 to 12)" in why[0]
+    assert "The training's events run from 8." in why[0]
+    assert not charts.detailed_figure.data

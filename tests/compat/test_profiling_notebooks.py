@@ -191,7 +191,9 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
     times = [time for time, _ in view_timeline_charts.series.series[total.name.split()[0]]["total"]]
     between = framework_metrics_reader.get_events(times[0] * 1e6, times[-1] * 1e6)
     detailed = {trace.name: len(trace.x) for trace in view_timeline_charts.detailed_figure.data}
+    operators = detailed.pop("cpu_functions")  # the detailed profile of step 5, as smdebug's
     assert detailed == dict(Counter(event.event_phase for event in between))
+    assert operators == len(_detailed_operators(job))
     [durations] = view_step_timeline_chart.figure.data
     assert [step for _, _, step in view_step_timeline_chart.steps] == [*range(TRAIN_STEPS), 0]
     assert len(durations.y) == TRAIN_STEPS + 1 and all(y > 0 for y in durations.y)
@@ -240,6 +242,59 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
     assert sum(event.get("name") == "Step:ModeKeys.TRAIN" for event in whole) == TRAIN_STEPS
     for chart in (view_timeline_charts, view_step_timeline_chart, view_heatmap):
         assert Path(chart.save_html(notebook / "chart.html")).stat().st_size > 100_000
+
+
+def _detailed_operators(job: Path) -> list[dict[str, object]]:
+    """The CPU operators torch.profiler recorded in the job's detailed profile (of step 5),
+    ``ts`` in microseconds since the epoch."""
+    [trace] = (job / "profiler-output" / "framework" / "pytorch").glob(
+        "detailed_profiling/*/000000005/*.pt.trace.json"
+    )
+    content = json.loads(trace.read_text())
+    base_us = content.get("baseTimeNanoseconds", 0) / 1000  # ts counts from it
+    return [
+        {**event, "ts": base_us + event["ts"]}
+        for event in content["traceEvents"]
+        if event.get("ph") == "X" and event.get("cat") != "Trace"
+    ]
+
+
+def test_the_notebook_draws_the_detailed_profile_of_the_readings_chosen(
+    job: Path, notebook: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The interactive analysis notebook's cells, on the readings around the detailed profile
+    # of step 5 (as a user picks them off the chart).
+    from smdebug.profiler.analysis.notebook_utils.timeline_charts import TimelineCharts
+    from smdebug.profiler.analysis.notebook_utils.training_job import TrainingJob
+
+    tj = TrainingJob(str(job), "us-west-2")
+    system_metrics_reader = tj.get_systems_metrics_reader()
+    framework_metrics_reader = tj.get_framework_metrics_reader()
+    view_timeline_charts = TimelineCharts(
+        system_metrics_reader,
+        framework_metrics_reader,
+        select_dimensions=["CPU", "GPU"],
+        select_events=["total"],
+    )
+    readings = view_timeline_charts.series.series["CPUUtilization-nodeid:algo-1"]["total"]
+    operators = _detailed_operators(job)
+    profiled_s = min(float(event["ts"]) for event in operators) / 1e6  # type: ignore[arg-type]
+    around = [i for i, (time, _) in enumerate(readings) if abs(time - profiled_s) < 3]
+    chosen = [around[0], around[-1]]
+    capsys.readouterr()
+
+    view_timeline_charts.find_time_annotations(chosen)
+    view_timeline_charts.plot_detailed_profiler_data(chosen)
+
+    annotations = capsys.readouterr().out
+    assert "Selected timerange" in annotations
+    assert "(cumulative time) in aten::linear" in annotations
+    assert "(cumulative time) in Step:ModeKeys.TRAIN_5" in annotations
+    bars = {trace.name: trace for trace in view_timeline_charts.detailed_figure.data}
+    names = {str(event["name"]) for event in operators}
+    assert set(bars["cpu_functions"].text) == names and "aten::linear" in names
+    assert len(bars["cpu_functions"].x) == len(operators)
+    assert "Forward" in bars
 
 
 def test_the_python_profiling_notebook(job: Path, notebook: Path) -> None:
