@@ -17,6 +17,11 @@ on ``sys.meta_path`` answers the imports, and ``uninstall()`` takes it away agai
   deliberately has no such hook; ``smdebug.xgboost`` is ``trainprobe.xgboost``.
 - A module of smdebug's that has no counterpart here (its internals, ``smdebug.core.utils``)
   raises ModuleNotFoundError naming it.
+- The names follow into the processes this one starts with ``multiprocessing`` (and
+  ``torch.multiprocessing``) under the spawn and forkserver methods, as an installed smdebug
+  would be there: such a child imports the parent's modules afresh, and a module that imports
+  ``smdebug`` at its top (smdebug's own distributed tests do) would otherwise fail to load.
+  Forked children inherit the names with the rest of the process.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import logging
+import multiprocessing.process
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -124,6 +130,33 @@ class SmdebugNames(importlib.abc.MetaPathFinder):
         return spec
 
 
+_CHILDREN_KEY = "trainprobe_smdebug_names"
+"""The entry of a process's multiprocessing configuration that carries the names to children."""
+
+
+class _InChildren:
+    """Carried in the configuration every new ``multiprocessing`` process gets a copy of: a
+    spawned child unpickles that copy (before the function it runs, and so before that
+    function's module) and the unpickling turns the names on there."""
+
+    def __init__(self, by: str) -> None:
+        self.by = by
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (_install_in_child, (self.by,))
+
+
+def _install_in_child(by: str) -> _InChildren:
+    install(by=f"a process started by {by}")
+    return _InChildren(by)
+
+
+def _configuration() -> dict[str, object]:
+    """This process's multiprocessing configuration, copied into each process it starts."""
+    config: dict[str, object] = multiprocessing.process.current_process()._config  # type: ignore[attr-defined]
+    return config
+
+
 def installed() -> bool:
     """Whether ``import smdebug`` is answered by trainprobe in this process."""
     return any(isinstance(finder, SmdebugNames) for finder in sys.meta_path)
@@ -163,11 +196,13 @@ def install(*, by: str = "the user") -> bool:
         )
         return False
     sys.meta_path.insert(0, SmdebugNames())
+    _configuration()[_CHILDREN_KEY] = _InChildren(by)
     return True
 
 
 def uninstall() -> None:
     """Stop answering ``import smdebug``, and forget the smdebug modules imported so far."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SmdebugNames)]
+    _configuration().pop(_CHILDREN_KEY, None)
     for name in [n for n in sys.modules if n == "smdebug" or n.startswith("smdebug.")]:
         del sys.modules[name]

@@ -14,7 +14,9 @@ The ``Hook`` gets them from here, with smdebug's signatures:
   ``<name>_input_<i>`` / ``<name>_output_<i>`` when the step saves;
 - ``backward_hook(tname)`` returns a tensor hook saving its gradient as ``gradient/<tname>``;
 - ``record_trace_events(timestamp, training_phase, op_name, phase, duration, **kwargs)`` adds
-  an event to the framework timeline (nothing when framework profiling is off).
+  an event to the framework timeline (nothing when framework profiling is off);
+- ``_get_worker_name()`` is the process's worker name and ``_cleanup()`` closes the hook, as
+  smdebug's own distributed tests call them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ class SmdebugSurface:
 
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         raise NotImplementedError
+
+    def _worker_name(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _get_worker_name(self) -> str:
+        """This process's worker name (``worker_<rank>``)."""
+        return self._worker_name()
+
+    def _cleanup(self) -> None:
+        """Close the hook: its last step, collections file and end marker are written."""
+        self.close()
 
     def _overrides_forward_hook(self) -> bool:
         return type(self).forward_hook is not SmdebugSurface.forward_hook
