@@ -4,10 +4,12 @@ gives the in-training rules the action asked for (the rest keep --stop-on-issue'
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.cli.test_run_collections import request as build_request
+from tests.cli.test_run_command import TRAINING, trainprobe_run
 
 from trainprobe.config.actions import parse_actions
 from trainprobe.config.errors import ConfigError
@@ -74,3 +76,31 @@ def test_a_bad_on_spike_is_refused_naming_it(arguments: tuple[str, ...], said: s
         request(*arguments)
     assert raised.value.field == "--on-spike"
     assert said in str(raised.value)
+
+
+@pytest.mark.slow
+def test_trainprobe_run_skips_a_diverged_training_s_updates_then_stops(tmp_path: Path) -> None:
+    """An unchanged script whose weights turn NaN at step 25, run as a user runs it: the
+    hook skips the spiking updates, stops the training past max_skips, and the verdict says
+    so."""
+    finished = trainprobe_run(
+        tmp_path,
+        str(TRAINING),
+        "--rule", "LossSpike:warmup_steps=5,max_skips=2",
+        "--on-spike", "skip",
+        "--save-interval", "1",
+        "--no-profiler",
+        "--name", "cli-spikes",
+        "--output", str(tmp_path / "out"),
+        "--",
+        "--steps", "60", "--nan-at", "25",
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    lines = finished.stdout.splitlines()
+    summary = lines[lines.index("Training job cli-spikes: Stopped") :]
+    assert "  LossSpike: IssuesFound" in summary
+    # Found at step 25, from the hook's record or, read first, the NaN loss saved there.
+    found = [line for line in summary if "LossSpike found an issue at step 25: " in line]
+    assert found and "TRAIN step 25 (step 25)" in found[0], summary
+    assert "Stopped by rule LossSpike's StopTraining action" in finished.stdout
+    assert "the training was stopped before the update" in finished.stdout

@@ -138,22 +138,25 @@ def _record(step: int, value: float, action: str, rule: str = "LossSpike") -> Sp
 
 
 def test_the_training_s_own_spikes_are_the_verdict(tmp_path: Path) -> None:
-    """The training judged every step and skipped two updates: each spike is reported, with
-    what was done, and the saved losses are not judged again."""
+    """The training judged every step, skipped two updates and stopped at a third spike: each
+    spike is reported, with what was done, and the saved losses are not judged again."""
     out = tmp_path / "judged"
     train(out, 40)
-    write_spikes(str(out), "worker_0", [_record(12, 3.5, "skip"), _record(31, 9.0, "skip")])
+    # The last spike stopped the training at step 45, after its last saved step (39).
+    spikes = [_record(12, 3.5, "skip"), _record(31, 9.0, "skip"), _record(45, 7.0, "stop")]
+    write_spikes(str(out), "worker_0", spikes)
 
     verdict = run(str(out))
 
     assert verdict.status == ISSUES_FOUND
-    said = [item.message for item in verdict.issues[0].evidence]
-    assert said == [
-        _record(12, 3.5, "skip").describe(),
-        _record(31, 9.0, "skip").describe(),
-    ]
-    assert "the update was skipped" in said[0]
-    assert len(verdict.issues) == 1  # each spike reported once
+    # Each spike at the step it happened at, once.
+    said = {issue.step: [item.message for item in issue.evidence] for issue in verdict.issues}
+    assert said == {
+        12: [_record(12, 3.5, "skip").describe()],
+        31: [_record(31, 9.0, "skip").describe()],
+        39: [_record(45, 7.0, "stop").describe()],
+    }
+    assert "the update was skipped" in said[12][0]
     # GradientNormSpike's records are its own.
     assert run(str(out), "GradientNormSpike").status == ERROR
 

@@ -116,9 +116,9 @@ class _SpikeRule(BuiltinRule):
         self, step: int, records: list[SpikeRecord], judged: dict[str, int] | None
     ) -> bool:
         """The verdict at ``step`` from what the training judged: its new spikes up to
-        ``step`` (all of them once the training has ended), else no issue once it judged
-        steps beyond the warm-up."""
-        if not training_has_ended(self.base_trial.path):
+        ``step`` (at the training's last saved step, all of them), else no issue once it
+        judged steps beyond the warm-up."""
+        if not self._is_last_step(step):
             records = [record for record in records if record.step <= step]
         if self.report_new_spikes(records):
             return True
@@ -132,6 +132,13 @@ class _SpikeRule(BuiltinRule):
                 f"{self.warmup_steps}"
             )
         return False
+
+    def _is_last_step(self, step: int) -> bool:
+        trial = self.base_trial
+        if not training_has_ended(trial.path):
+            return False
+        steps = trial.steps()
+        return not steps or step >= steps[-1]
 
     def check_progress(self) -> bool:
         """While the training runs and saves no step: whether it wrote a new spike (at most
