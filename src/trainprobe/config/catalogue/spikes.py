@@ -73,7 +73,9 @@ SPIKE_RULES: tuple[RuleSpec, ...] = (
         name="LossSpike",
         kind="debugging",
         sdk_name="loss_spike",
-        description="Fires when a step's loss spikes; can skip the update, roll back or stop, in the step.",
+        description=(
+            "Fires when a step's loss spikes; can skip the update, roll back or stop, in the step."
+        ),
         parameters=(
             Parameter(
                 "tensor_regex",
@@ -93,7 +95,9 @@ SPIKE_RULES: tuple[RuleSpec, ...] = (
         name="GradientNormSpike",
         kind="debugging",
         sdk_name="gradient_norm_spike",
-        description="Fires when a step's gradient norm spikes; can skip, roll back or stop, in the step.",
+        description=(
+            "Fires when a step's gradient norm spikes; can skip, roll back or stop, in the step."
+        ),
         parameters=_parameters(),
         collections=(_LOSSES,),
         frameworks=("pytorch",),
