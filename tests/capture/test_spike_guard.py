@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import trainprobe.pytorch as smd
 from torchrun import torchrun
+from trainprobe.capture.pytorch import spike_guard
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.spike_records import read_judged, read_spikes
@@ -233,3 +235,60 @@ def test_skip_step_under_a_grad_scaler_and_on_a_gradient_norm_spike(tmp_path: Pa
     assert [(s.rule, s.mode_step, s.action) for s in spikes] == [
         ("GradientNormSpike", step, "skip") for step in CORRUPTED
     ]
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the values read from a tensor to the host (``.item()``, ``float(tensor)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("on_device", [True, False], ids=["as on a GPU", "on the CPU"])
+def test_on_a_gpu_skip_step_reads_nothing_on_the_host_with_a_fused_optimizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_device: bool
+) -> None:
+    if on_device:
+        # The CUDA boundary: judge as for a device whose values the host cannot read for free.
+        monkeypatch.setattr(spike_guard, "HOST_READS_ARE_FREE", set())
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1000)
+    hook = smd.Hook(
+        str(tmp_path),
+        training_rules=[loss_spike("SkipStep")],
+        follow_training=True,
+        nonfinite_guard=False,
+    )
+    hook.register_module(model)
+    applied = []
+    with HostReads() as reads:
+        for step, (x, y) in enumerate(batches()):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            before = [p.detach().clone() for p in model.parameters()]
+            state = [v.clone() for s in optimizer.state.values() for v in s.values()]
+            optimizer.step()
+            scheduler.step()
+            after = [v for s in optimizer.state.values() for v in s.values()]
+            same = zip(before + state, [*model.parameters(), *after], strict=False)
+            if len(state) != len(after) or not all(torch.equal(b, a) for b, a in same):
+                applied.append(step)
+    hook.close()
+    assert applied == [step for step in range(STEPS) if step not in CORRUPTED]
+    spikes = read_spikes(str(tmp_path))
+    assert [(s.mode_step, s.action) for s in spikes] == [(step, "skip") for step in CORRUPTED]
+    assert all(s.z is not None and s.z > 6 for s in spikes)
+    # The scheduler skips a step for each skipped update (a step late, on the device path).
+    assert scheduler.last_epoch == STEPS - len(CORRUPTED)
+    if on_device:
+        assert reads.count == 0  # the loss never waited for the device
+    else:
+        assert reads.count >= STEPS  # the host path reads each step's loss

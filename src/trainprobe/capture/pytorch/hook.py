@@ -47,7 +47,10 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
@@ -376,6 +379,7 @@ class Hook(SmdebugSurface):
         guard = SpikeGuard(found, self._on_spike, self.out_dir, lambda: self._models)
         guard.start()
         self._handles.append(register_optimizer_step_pre_hook(self._before_update))
+        self._handles.append(register_optimizer_step_post_hook(self._after_update))
         return guard
 
     # ----- registration -----
@@ -523,6 +527,10 @@ class Hook(SmdebugSurface):
             self._spikes_failed(error)
         finally:
             self._spent += time.perf_counter() - started
+
+    def _after_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.spikes is not None:
+            self.spikes.after_update(optimizer)
 
     def _judge_loss(self, loss: torch.Tensor) -> None:
         """An EVAL or PREDICT step's loss: the spike rules judge it (no action)."""
@@ -830,6 +838,11 @@ class Hook(SmdebugSurface):
             return
         if self.module_types.unwritten and self.step >= 0:
             self._write_module_types()
+        if self.spikes is not None:
+            try:
+                self.spikes.read_pending(wait=True)
+            except Exception as error:
+                self._spikes_failed(error)
         self._write_spikes()  # with the final counts of the steps judged
         guard = self.guard
         if guard is not None:

@@ -23,15 +23,23 @@ once a step, and a rank records only the spikes of its own loss. EVAL and PREDIC
 judged too (each mode has its own window), with no action. Each spike becomes a ``SpikeRecord``
 (``storage.spike_records``).
 
-The value is read on the host when the step is judged: on a GPU that is one synchronisation per
-step while a rule is armed.
+Where reading a value on the host would wait for the device (a GPU), the clean path does not:
+when every rule's action is none, or SkipStep with a fused optimizer (``fused=True``), each rule
+judges on the device (``DeviceSpikeWindow``), a spike skips the update through the optimizer's
+``found_inf`` (the update and the optimizer's state stay exactly as they were, as a
+``GradScaler`` skips), the flag is all-reduced on the device, and the verdicts are copied to the
+host without blocking and read a step late: the spike's record, the scheduler's skipped step and
+the limit on skips follow one step after the skip itself. Rollback, StopTraining and SkipStep
+with an optimizer that is not fused decide on the host: one synchronisation a step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
+import math
 import time
 import weakref
 from collections import deque
@@ -41,6 +49,8 @@ from typing import Any
 
 import torch
 
+from trainprobe.capture.overhead import wait_for_device
+from trainprobe.capture.pytorch.device_spike_window import VERDICT_FIELDS, DeviceSpikeWindow
 from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
@@ -76,6 +86,7 @@ class SpikeRule:
     rollback_steps: int = 50
     lr_factor: float = 1.0
     windows: dict[ModeKeys, SpikeWindow] = field(default_factory=dict)
+    device_windows: dict[ModeKeys, DeviceSpikeWindow] = field(default_factory=dict)
     judged: dict[ModeKeys, int] = field(default_factory=dict)
     skips: deque[int] = field(default_factory=deque)
 
@@ -87,6 +98,14 @@ class SpikeRule:
         self.judged[mode] = self.judged.get(mode, 0) + 1
         verdict = window.judge(value)
         return verdict.spike, verdict.mean, verdict.std, verdict.z
+
+    def judge_on_device(self, mode: ModeKeys, value: torch.Tensor) -> torch.Tensor:
+        """Judge a value of ``mode`` on its device: the verdict as a tensor (``VERDICT_FIELDS``)."""
+        window = self.device_windows.get(mode)
+        if window is None:
+            window = self.device_windows[mode] = DeviceSpikeWindow(self.settings, value.device)
+        self.judged[mode] = self.judged.get(mode, 0) + 1
+        return window.judge(value)
 
     def allows_another_skip(self, update: int) -> bool:
         """Note a skip at ``update``; False when it is one too many for the window."""
@@ -210,6 +229,8 @@ class SpikeGuard:
         self._snapshot_too_large = False
         self._scheduler_step: Any = None
         self._schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._pending: deque[_Pending] = deque()
+        self._found_inf_set: set[int] = set()
 
     @property
     def loss_rules(self) -> list[SpikeRule]:
@@ -249,9 +270,13 @@ class SpikeGuard:
 
         ``where`` is (step, mode, mode step, worker). Raises TrainingStopRequested to stop.
         """
-        step, mode, mode_step, worker = where
         update = self._updates
         self._updates += 1
+        self.read_pending()
+        if self._judges_on_device(optimizer, loss):
+            self._judge_on_device(optimizer, loss, where, update)
+            return
+        step, mode, mode_step, worker = where
         found: list[tuple[SpikeRule, float, float | None, float | None, Any]] = []
         for rule in self.rules:
             judged = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
@@ -268,13 +293,7 @@ class SpikeGuard:
         rule = max([item[0] for item in found] or self.rules, key=lambda r: _STRENGTH[r.action])
         action = rule.action
         if action in ("skip", "rollback") and not rule.allows_another_skip(update):
-            log.warning(
-                "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
-                "training instead",
-                rule.name,
-                rule.max_skips,
-                rule.max_skips_window,
-            )
+            self._too_many_skips(rule)
             action = "stop"
         if action == "rollback" and not self._roll_back(optimizer, rule.lr_factor):
             action = "skip"
@@ -286,6 +305,103 @@ class SpikeGuard:
             self._record(spiking, seen, mean, std, z, taken, (step, mode, mode_step, worker))
         if action == "stop":
             self._stop(rule, step)
+
+    def _judges_on_device(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor | None
+    ) -> bool:
+        """Whether this update is judged on the device (see the module docstring)."""
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        device = loss.device if loss is not None else parameters[0].device if parameters else None
+        if device is None or device.type in HOST_READS_ARE_FREE:
+            return False
+        actions = {rule.action for rule in self.rules}
+        if not actions <= {"none", "skip"}:
+            return False
+        return "skip" not in actions or bool(optimizer.defaults.get("fused"))
+
+    def _judge_on_device(
+        self,
+        optimizer: torch.optim.Optimizer,
+        loss: torch.Tensor | None,
+        where: tuple[int, ModeKeys, int, str],
+        update: int,
+    ) -> None:
+        judged: list[tuple[SpikeRule, torch.Tensor]] = []
+        for rule in self.rules:
+            value = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            if value is not None:
+                judged.append((rule, rule.judge_on_device(where[1], value)))
+        if not judged:
+            return
+        verdicts = torch.stack([verdict for _, verdict in judged])
+        flag = _any_rank_on_device(verdicts[:, 0].amax())
+        skipping = any(rule.action == "skip" for rule, _ in judged)
+        if skipping:
+            found = flag.to(torch.float32)
+            existing = getattr(optimizer, "found_inf", None)
+            if existing is None:
+                optimizer.found_inf = found  # type: ignore[attr-defined]
+                self._found_inf_set.add(id(optimizer))
+            else:  # a GradScaler's, for this same step
+                found = found.to(existing.device).reshape(existing.shape)
+                optimizer.found_inf = torch.maximum(existing, found)  # type: ignore[attr-defined]
+        row = torch.cat([verdicts.flatten(), flag.reshape(1).double()])
+        copy, event = _to_host(row)
+        rules = [rule for rule, _ in judged]
+        self._pending.append(_Pending(rules, copy, event, where, skipping, update))
+
+    def after_update(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer stepped: take back the ``found_inf`` this guard gave it."""
+        if id(optimizer) in self._found_inf_set:
+            self._found_inf_set.discard(id(optimizer))
+            with contextlib.suppress(AttributeError):
+                del optimizer.found_inf  # type: ignore[attr-defined]
+
+    def read_pending(self, wait: bool = False) -> None:
+        """Record the spikes of the updates judged on the device, once their verdicts are on
+        the host (``wait``: at the end, wait for them). May raise TrainingStopRequested."""
+        while self._pending:
+            pending = self._pending[0]
+            if not wait and pending.event is not None and not pending.event.query():
+                return
+            self._pending.popleft()
+            if pending.event is not None:
+                wait_for_device(pending.event)
+            values = pending.copy.tolist()
+            flag = values[-1] > 0.5
+            width = len(VERDICT_FIELDS)
+            stopping: SpikeRule | None = None
+            for index, rule in enumerate(pending.rules):
+                spike, value, mean, std, z, warm = values[index * width : (index + 1) * width]
+                if spike < 0.5:
+                    continue
+                skipped = pending.skipping and rule.action == "skip"
+                warmed = warm > 0.5
+                self._record(
+                    rule,
+                    value,
+                    mean if warmed else None,
+                    std if warmed else None,
+                    z if warmed and math.isfinite(z) else None,
+                    "skip" if skipped else "none",
+                    pending.where,
+                )
+                if skipped and not rule.allows_another_skip(pending.update):
+                    stopping = rule
+            if flag and pending.skipping:
+                self._skipped_schedulers += 1
+            if stopping is not None and not wait:
+                self._too_many_skips(stopping)
+                self._stop(stopping, pending.where[0])
+
+    def _too_many_skips(self, rule: SpikeRule) -> None:
+        log.warning(
+            "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
+            "training instead",
+            rule.name,
+            rule.max_skips,
+            rule.max_skips_window,
+        )
 
     def judge_loss(self, loss: torch.Tensor, where: tuple[int, ModeKeys, int, str]) -> None:
         """Judge a step's loss where no update follows (EVAL, PREDICT): recorded, no action."""
@@ -393,6 +509,42 @@ class SpikeGuard:
 
 
 _STRENGTH = {"none": 0, "skip": 1, "rollback": 2, "stop": 3}
+
+HOST_READS_ARE_FREE = {"cpu"}
+"""Device types whose values the host reads without waiting: judged on the host."""
+
+
+@dataclass
+class _Pending:
+    """An update judged on the device, its verdicts on their way to the host."""
+
+    rules: list[SpikeRule]
+    copy: torch.Tensor
+    event: Any
+    where: tuple[int, ModeKeys, int, str]
+    skipping: bool
+    update: int
+
+
+def _to_host(tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """``tensor`` copied to the host without blocking, and the event that says it arrived."""
+    if tensor.device.type != "cuda":
+        return tensor, None
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor, non_blocking=True)
+    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+    event.record(torch.cuda.current_stream(tensor.device))
+    return host, event
+
+
+def _any_rank_on_device(flag: torch.Tensor) -> torch.Tensor:
+    """``flag`` max-ed over the ranks of a distributed training, on the device (no host read)."""
+    distributed = torch.distributed
+    if not (distributed.is_available() and distributed.is_initialized()):
+        return flag
+    flag = flag.clone()
+    distributed.all_reduce(flag, op=distributed.ReduceOp.MAX)
+    return flag
 
 
 def _gradient_norm(optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
