@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from torchrun import torchrun
 from trainprobe.capture.pytorch import spike_guard
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
+from trainprobe.debugger import Rule, rule_configs
 from trainprobe.storage.spike_records import read_judged, read_spikes
 
 STEPS = 60
@@ -73,7 +75,7 @@ OPTIMIZERS: dict[str, Callable[[list[nn.Parameter]], torch.optim.Optimizer]] = {
 def train(
     out: Path,
     optimizer_name: str,
-    rules: list[dict[str, object]],
+    rules: list[Any],
     *,
     leave_out: tuple[int, ...] = (),
     before_update: Callable[[int, nn.Module, torch.optim.Optimizer], None] | None = None,
@@ -292,3 +294,21 @@ def test_on_a_gpu_skip_step_reads_nothing_on_the_host_with_a_fused_optimizer(
         assert reads.count == 0  # the loss never waited for the device
     else:
         assert reads.count >= STEPS  # the host path reads each step's loss
+
+
+def test_a_script_arms_the_rule_with_the_sdk_classes(tmp_path: Path) -> None:
+    rule = Rule.sagemaker(
+        rule_configs.loss_spike(),
+        rule_parameters={"warmup_steps": "10", "window": "30"},
+        actions=rule_configs.ActionList(rule_configs.SkipStep()),
+    )
+    applied: list[int] = []
+
+    def before_update(step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        applied.append(step)
+
+    train(tmp_path, "AdamW", [rule], before_update=before_update)
+    spikes = read_spikes(str(tmp_path))
+    assert [(s.rule, s.mode_step, s.action) for s in spikes] == [
+        ("LossSpike", step, "skip") for step in CORRUPTED
+    ]

@@ -3,15 +3,18 @@
 ::
 
     <out_dir>/spikes/<worker>.json
-    {"version": 1, "worker": "worker_0", "judged": {"LossSpike": {"TRAIN": 120, "EVAL": 8}},
+    {"version": 1, "worker": "worker_0", "rules": {"LossSpike": "LossSpike"},
+     "judged": {"LossSpike": {"TRAIN": 120, "EVAL": 8}},
      "spikes": [
       {"rule": "LossSpike", "worker": "worker_0", "step": 41, "mode": "TRAIN", "mode_step": 37,
        "value": 9.81, "mean": 2.03, "std": 0.11, "z": 70.7, "action": "skip",
        "time": 1795822751.03}, ...]}
 
-The hook rewrites its worker's file (atomically: spikes are rare) with every spike the
-in-training rules (``LossSpike``, ``GradientNormSpike``) found so far, on its writer thread; the
-rule's evaluator reads them for its status and evaluations, and the report shows them.
+The hook rewrites its worker's file (atomically: spikes are rare) on its writer thread: when it
+starts judging, at each spike the in-training rules (``LossSpike``, ``GradientNormSpike``) find,
+at save steps (with the counts of steps judged so far) and at the end; the rule's evaluator reads
+it for its status and evaluations, and the report shows the spikes. ``rules`` maps each rule
+configuration's name (the name a record's ``rule`` and ``judged`` use) to its rule.
 ``value`` is the loss (or the gradient norm) of the step, ``mean`` and ``std`` those of the
 rolling window it was judged against (None while it was warming up), ``z`` the two-sided z-score
 (None for a non-finite value, always a spike),
@@ -30,7 +33,15 @@ from dataclasses import asdict, dataclass
 from trainprobe.storage import files
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["ACTIONS", "SPIKES_DIR", "SpikeRecord", "read_judged", "read_spikes", "write_spikes"]
+__all__ = [
+    "ACTIONS",
+    "SPIKES_DIR",
+    "SpikeRecord",
+    "read_judged",
+    "read_rule_names",
+    "read_spikes",
+    "write_spikes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +93,18 @@ def write_spikes(
     worker: str,
     records: list[SpikeRecord],
     judged: dict[str, dict[str, int]] | None = None,
+    rules: dict[str, str] | None = None,
 ) -> int:
-    """Write ``worker``'s spikes and how many steps each rule judged, by mode (replacing its
-    file atomically); returns the bytes written."""
+    """Write ``worker``'s spikes, how many steps each rule configuration judged, by mode, and
+    each configuration's rule (replacing its file atomically); returns the bytes written."""
     spikes = [{**asdict(record), "mode": record.mode.name} for record in records]
-    data = {"version": _VERSION, "worker": worker, "judged": judged or {}, "spikes": spikes}
+    data = {
+        "version": _VERSION,
+        "worker": worker,
+        "rules": rules or {},
+        "judged": judged or {},
+        "spikes": spikes,
+    }
     path = f"{out_dir.rstrip('/')}/{SPIKES_DIR}/{worker}{_SUFFIX}"
     return files.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
 
@@ -105,6 +123,21 @@ def read_spikes(out_dir: str) -> list[SpikeRecord]:
         except (OSError, ValueError, KeyError, TypeError) as error:
             log.warning("trainprobe: skipping %s, not a spike record: %s", path, error)
     return sorted(found, key=lambda record: (record.step, record.worker))
+
+
+def read_rule_names(out_dir: str) -> dict[str, str]:
+    """Each in-training rule configuration's rule (``LossSpike``...), by configuration name."""
+    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
+    if not files.is_dir(directory):
+        return {}
+    names: dict[str, str] = {}
+    for name in files.list_files(directory, _SUFFIX):
+        try:
+            rules = json.loads(files.read_bytes(f"{directory}/{name}")).get("rules", {})
+            names.update({str(key): str(value) for key, value in rules.items()})
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return names
 
 
 def read_judged(out_dir: str) -> dict[str, dict[str, int]]:

@@ -92,6 +92,7 @@ from trainprobe.capture.stop_request import StopRequestWatch, TrainingStopReques
 from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
+from trainprobe.config.training_rules import training_rules
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.module_types_file import write_module_types
 from trainprobe.storage.nonfinite_file import write_nonfinite_origin
@@ -300,6 +301,7 @@ class Hook(SmdebugSurface):
         self._by_hand: bool | None = None
         self._models: list[torch.nn.Module] = []
         self._optimizers: dict[int, bool] = {}
+        self._spikes_announced = False
         self.spikes = self._spike_guard(training_rules or [])
         if follow_training:
             self.start_following_training()
@@ -369,11 +371,9 @@ class Hook(SmdebugSurface):
 
     def _spike_guard(self, rules: Sequence[Any]) -> SpikeGuard | None:
         """The guard running the in-training spike rules among ``rules``, if there are any."""
-        configurations = [
-            rule.to_debugger_rule_config_dict() if isinstance(rule, Rule) else rule
-            for rule in rules
-        ]
-        found = spike_rules(configurations)
+        objects = [rule for rule in rules if isinstance(rule, Rule)]
+        configurations = [rule for rule in rules if not isinstance(rule, Rule)]
+        found = spike_rules([*configurations, *training_rules(objects)])
         if not found:
             return None
         guard = SpikeGuard(found, self._on_spike, self.out_dir, lambda: self._models)
@@ -562,10 +562,10 @@ class Hook(SmdebugSurface):
         if guard is None or self.dry_run or not self._capture.writes:
             return
         out_dir, worker = self.out_dir, self._worker_name()
-        records, judged = list(guard.records), guard.judged()
+        records, judged, names = list(guard.records), guard.judged(), guard.rule_names()
 
         def write() -> None:
-            self.overhead.file_bytes += write_spikes(out_dir, worker, records, judged)
+            self.overhead.file_bytes += write_spikes(out_dir, worker, records, judged, names)
 
         self._capture.ensure_writer().submit(SideJob(write))
 
@@ -729,6 +729,10 @@ class Hook(SmdebugSurface):
             self._write_module_types()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
+        if self.spikes is not None and (due or not self._spikes_announced):
+            # The rules' evaluators learn early that the training judges them, and how far.
+            self._spikes_announced = True
+            self._write_spikes()
         if due:
             self._save_pending()
             self._capture.capture(self._registered.get(model_id, []))

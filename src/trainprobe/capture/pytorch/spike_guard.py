@@ -440,6 +440,10 @@ class SpikeGuard:
         log.warning("trainprobe: %s: %s", rule.name, record.describe())
         self._on_record(record)
 
+    def rule_names(self) -> dict[str, str]:
+        """Each rule configuration's rule, by configuration name."""
+        return {rule.name: rule.rule for rule in self.rules}
+
     def judged(self) -> dict[str, dict[str, int]]:
         """How many steps each rule judged, by mode."""
         return {

@@ -10,8 +10,15 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from trainprobe.config.actions import SMS, Action, ActionList, Email, StopTraining, Webhook
-from trainprobe.config.actions import parse_actions as parse_action_json
+from trainprobe.config.actions import (
+    SMS,
+    Action,
+    ActionList,
+    Email,
+    StopTraining,
+    Webhook,
+    after_the_step,
+)
 from trainprobe.rules.actions.notice import Notice
 from trainprobe.rules.actions.outcome import ActionOutcome
 from trainprobe.rules.actions.sms_gateway import SmsAction
@@ -55,8 +62,10 @@ class RuleActions:
         an action_json that does not parse."""
         if actions is None or (isinstance(actions, str) and not actions.strip()):
             return cls([])
-        if isinstance(actions, str):
-            actions = parse_action_json(actions)
+        # SkipStep and Rollback act inside the training step: the hook carries them out.
+        actions = after_the_step(actions)
+        if actions is None:
+            return cls([])
         listed = list(actions) if isinstance(actions, ActionList) else [actions]
         return cls([_runnable(action, out_dir, on_stop_training) for action in listed])
 

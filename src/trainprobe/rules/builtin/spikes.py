@@ -28,7 +28,12 @@ from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.losses import _LossRule
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.spike_records import SpikeRecord, read_judged, read_spikes
+from trainprobe.storage.spike_records import (
+    SpikeRecord,
+    read_judged,
+    read_rule_names,
+    read_spikes,
+)
 from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["GradientNormSpike", "LossSpike"]
@@ -67,18 +72,24 @@ class _SpikeRule(BuiltinRule):
         self.judged_in_training = False
         """Whether the training judged this rule (then its records are the verdict)."""
         self._reported: set[tuple[str, int, str]] = set()
+        self._rule_names: dict[str, str] = {}
         self._read_at = 0.0
 
     def is_this_rule(self, configuration: str) -> bool:
-        """Whether a rule configuration named ``configuration`` is this rule (the job names a
+        """Whether a rule configuration named ``configuration`` is this rule: the training says
+        which rule each configuration is; an older record is named after it (the job names a
         second one ``LossSpike-2``)."""
         name = self.rule_name
+        rule = self._rule_names.get(configuration)
+        if rule is not None:
+            return rule == name
         return configuration == name or configuration.startswith(f"{name}-")
 
     def training_verdicts(self) -> tuple[list[SpikeRecord], dict[str, int] | None] | None:
         """The spikes the training recorded for this rule and the steps it judged by mode
         (None when it did not say); None when the training has not judged this rule."""
         path = self.base_trial.path
+        self._rule_names = read_rule_names(path)
         records = [record for record in read_spikes(path) if self.is_this_rule(record.rule)]
         judged: dict[str, int] | None = None
         for rule, by_mode in read_judged(path).items():
