@@ -67,3 +67,36 @@ def test_the_report_shows_each_debugging_rule_and_where_the_nan_started(tmp_path
     assert "names matching '.*relu_output'" in rows["DeadRelu"]["Unmatched"]
     page = Path(report.html).read_text()
     assert "first NaN in the output of `1`" in page and "tensors checked" in page
+
+
+def test_the_report_lists_each_spike_the_training_skipped(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    rule = {
+        "RuleConfigurationName": "LossSpike",
+        "RuleName": "LossSpike",
+        "RuleParameters": {"warmup_steps": "10", "action_json": json.dumps({"name": "SkipStep"})},
+    }
+    hook = smd.Hook(str(job / "debug-output"), training_rules=[rule], follow_training=True)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    hook.register_module(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(30):
+        x = torch.randn(16, 4)
+        y = x.sum(dim=1, keepdim=True) * (1000 if step == 20 else 1)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    hook.close()
+    rules = [RuleDefinition.for_builtin("LossSpike", {})]
+    RuleRunner(rules, str(job / "debug-output"), output_dir=str(job / "rule-output")).run()
+
+    (job / "profiler-output").mkdir()
+    report = build_report(str(job))
+    content = json.loads(Path(report.json).read_text())["DebuggingRules"]
+    [row] = content["Rules"]
+    assert (row["Rule"], row["Status"]) == ("LossSpike", "IssuesFound")
+    [spike] = content["Spikes"]
+    assert (spike["Rule"], spike["Step"], spike["Action"]) == ("LossSpike", 20, "skip")
+    page = Path(report.html).read_text()
+    assert "TRAIN step 20" in page and "the update was skipped" in page

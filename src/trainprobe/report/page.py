@@ -264,6 +264,11 @@ def _debugging_rules(content: dict[str, Any]) -> str:
         ]
         columns = ("rule", "status", "steps evaluated", "skipped", "tensors checked", "details")
         parts.append(table(columns, rows, css_class="rules"))
+    spikes = found.get("Spikes") or []
+    if spikes:
+        # The spikes the training's own rules saw, and what was done about each.
+        rows = [[text(s["Rule"]), number(s["Step"]), text(s["Text"])] for s in spikes]
+        parts.append(table(("rule", "step", "spike"), rows, css_class="spikes"))
     return "".join(parts)
 
 

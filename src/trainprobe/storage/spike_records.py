@@ -82,10 +82,10 @@ class SpikeRecord:
             "stop": "the training was stopped before the update",
             "none": "no action",
         }[self.action]
-        return (
-            f"{self.mode.name} step {self.mode_step} (step {self.step}): "
-            f"{self.value:.4g} ({against}); {done}"
-        )
+        when = f"{self.mode.name} step {self.mode_step}"
+        if self.mode_step != self.step:
+            when += f" (step {self.step})"
+        return f"{when}: {self.value:.4g} ({against}); {done}"
 
 
 def write_spikes(
