@@ -101,6 +101,6 @@ def test_trainprobe_run_skips_a_diverged_training_s_updates_then_stops(tmp_path:
     assert "  LossSpike: IssuesFound" in summary
     # Found at step 25, from the hook's record or, read first, the NaN loss saved there.
     found = [line for line in summary if "LossSpike found an issue at step 25: " in line]
-    assert found and "TRAIN step 25 (step 25)" in found[0], summary
+    assert found and "TRAIN step 25: nan" in found[0], summary
     assert "Stopped by rule LossSpike's StopTraining action" in finished.stdout
     assert "the training was stopped before the update" in finished.stdout

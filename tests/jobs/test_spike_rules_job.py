@@ -120,7 +120,7 @@ def test_a_diverged_training_skips_its_updates_then_stops(store: JobStore, tmp_p
     [status] = described["DebugRuleEvaluationStatuses"]
     assert status["RuleEvaluationStatus"] == "IssuesFound", status
     assert (
-        "TRAIN step 25 (step 25): nan (not finite); the update was skipped"
+        "TRAIN step 25: nan (not finite); the update was skipped"
         in (status["StatusDetails"])
     )
     report = build_report(str(output / "diverged"))
