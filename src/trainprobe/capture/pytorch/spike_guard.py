@@ -475,7 +475,15 @@ class SpikeGuard:
             {key: value.detach().clone() for key, value in model.state_dict().items()}
             for model in models
         ]
+        first = self._snapshot is None
         self._snapshot = (update, weights, copy.deepcopy(optimizer.state_dict()))
+        if first:
+            log.info(
+                "trainprobe: Rollback keeps the model and optimizer as of every %d updates "
+                "(a copy of about %d MB, on their device)",
+                min(steps),
+                (size * 3) >> 20,
+            )
 
     def _roll_back(self, optimizer: torch.optim.Optimizer, lr_factor: float) -> bool:
         if self._snapshot is None:
