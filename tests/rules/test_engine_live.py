@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -218,6 +219,36 @@ def test_the_change_watch_says_unchanged_only_when_nothing_was_added(tmp_path: P
     write(1002)  # a time within the settle window is not trusted: asked twice, True twice
     assert watch.changed()
     assert watch.changed()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_the_change_watch_wakes_when_a_step_is_written_not_at_its_next_poll(
+    tmp_path: Path,
+) -> None:
+    from trainprobe.storage.output_changes import OutputChangeWatch
+
+    out = tmp_path / "debug-output"
+    write_collections_file(str(out), "worker_0", COLLECTIONS, num_workers=1)
+    watch = OutputChangeWatch(str(out))
+    watch.changed()
+
+    def write(step: int) -> None:
+        with StepWriter(str(out), step, "worker_0") as writer:
+            writer.add(GRADIENT, np.ones(2, np.float32), mode=ModeKeys.TRAIN, mode_step=step)
+
+    for step in range(3):  # the first makes index/000000000/, the others arrive in it
+        writer = threading.Timer(0.2, write, args=(step,))
+        writer.start()
+        assert watch.wait(600), f"step {step} was written, and the watch slept on"
+        writer.join()
+        assert watch.changed()
+        while watch.wait(0.2):  # the step's other files: arrivals already seen
+            pass
+    # A writer's temporary file is no arrival: the sleep lasts its whole timeout.
+    (out / "index" / "000000000" / "000000000009_worker_0.json.tmp").write_text("{")
+    assert not watch.wait(0.5)
+    watch.close()
+    assert not watch.wait(0.1)
 
 
 @pytest.mark.timeout(60)

@@ -9,8 +9,9 @@ Error and the others go on). For each rule (see ``trainprobe.rules.evaluator``):
    that ends without saving any is reported at once), then builds the rule.
 2. It hands the rule every saved, complete step in global-step order, once each; the rule's
    modes, start_step and end_step choose which it evaluates. It looks for new steps every
-   ``poll_interval`` seconds, re-listing the output only when a ``stat`` says something may
-   have changed (``trainprobe.storage.output_changes``).
+   ``poll_interval`` seconds, or at once when an index file arrives (inotify, on Linux),
+   re-listing the output only when a ``stat`` says something may have changed
+   (``trainprobe.storage.output_changes``).
 3. A rule's run ends with its verdict: IssuesFound, NoIssuesFound once the training has ended
    and every step is read (the trial's NoMoreData is the normal end), Error, or Stopped after
    ``stop()`` (status Stopping meanwhile) or Ctrl-C.
@@ -115,6 +116,13 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
             evaluator.start(trial, others)
         trial.dynamic_refresh = False
         changes = OutputChangeWatch(self.trial_path)
+        try:
+            self._follow_steps(trial, changes, started)
+        finally:
+            changes.close()
+
+    def _follow_steps(self, trial: Trial, changes: OutputChangeWatch, started: float) -> None:
+        """Hand each new complete step to every rule until every verdict is known."""
         last_step, steps_seen, look = -1, 0, True
         while self._active() and not self._stopped():
             if not trial.loaded_all_steps and changes.changed():
@@ -142,14 +150,23 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                     evaluator.check_idle(trial, last_step if steps_seen else None, steps_seen)
             if steps_seen == 0 and time.monotonic() - started > self.no_data_timeout:
                 raise _NoTrial(no_steps_message(self.trial_path, waited=self.no_data_timeout))
-            self._stop.wait(self.poll_interval)
+            if not self._stop.is_set():
+                changes.wait(self.poll_interval)
 
     def _wait_for_trial(self, started: float) -> Trial | None:
+        changes = OutputChangeWatch(self.trial_path)
+        try:
+            return self._first_trial(started, changes)
+        finally:
+            changes.close()
+
+    def _first_trial(self, started: float, changes: OutputChangeWatch) -> Trial | None:
+        """The job's trial once its first collections file is there (None if stopped first)."""
         while not self._stopped():
             remaining = self.no_data_timeout - (time.monotonic() - started)
             ended = training_has_ended(self.trial_path)
             try:
-                return create_trial(self.trial_path, timeout=max(0.0, min(remaining, 0.5)))
+                return create_trial(self.trial_path, timeout=0)
             except MissingCollectionFiles:
                 if ended:
                     raise _NoTrial(
@@ -165,6 +182,7 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                         "the trainprobe hook and that its out_dir is this directory, or allow a "
                         "longer wait."
                     ) from None
+                changes.wait(min(self.poll_interval, remaining))
             except (ConfigError, TrainprobeAnalysisError) as error:
                 raise _NoTrial(f"cannot read {self.trial_path}: {error}") from None
         return None

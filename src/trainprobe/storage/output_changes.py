@@ -12,6 +12,12 @@ seconds the answer is "changed" regardless, for file systems with looser semanti
 
 Object storage has no directory times: there the answer is always "changed", and the reader's
 listing is what stays cheap (it lists only the keys after the last step it has seen).
+
+Between polls, ``wait(timeout)`` sleeps until a file arrives where a step or the end of the
+training appears (the output, its collections and index directories, the newest index
+sub-directories), so a reader looks at a new step the moment it is written rather than up to a
+poll interval later (``trainprobe.storage.output_arrivals``; a plain sleep where that cannot be
+watched).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import time
 
 from trainprobe.storage import files, locations
+from trainprobe.storage.output_arrivals import DirectoryArrivals
 
 __all__ = ["OutputChangeWatch"]
 
@@ -41,6 +48,7 @@ class OutputChangeWatch:
         self._index_time: object = None
         self._newest: list[str] = []
         self._last_full = 0.0
+        self._arrivals = DirectoryArrivals() if not files.is_url(out_dir) else None
 
     def _mtime(self, path: str) -> int | None:
         try:
@@ -63,6 +71,24 @@ class OutputChangeWatch:
         for name in self._newest:
             times += [name, self._mtime(f"{self._index_dir}/{name}")]
         return tuple(times)
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a file may have arrived in the output, or ``timeout`` seconds pass;
+        whether the sleep ended early (then ``changed()`` is worth asking at once)."""
+        arrivals = self._arrivals
+        if arrivals is None:
+            time.sleep(timeout)
+            return False
+        for directory in (self.out_dir, self._index_dir, self._watched[0]):
+            arrivals.watch(directory)
+        for name in self._newest:
+            arrivals.watch(f"{self._index_dir}/{name}")
+        return arrivals.wait(timeout)
+
+    def close(self) -> None:
+        """Stop watching for arrivals."""
+        if self._arrivals is not None:
+            self._arrivals.close()
 
     def changed(self) -> bool:
         """Whether the output may hold files not there at the previous True answer."""
