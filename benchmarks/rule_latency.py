@@ -26,6 +26,13 @@ slowdown < 5 %. Prints the figures; asserts nothing::
     python benchmarks/rule_latency.py [...] --layout group      # the 20 rules in one process
     python benchmarks/rule_latency.py --rounds 1 --steps 200    # quick smoke run
 
+``--baseline-src DIR`` also follows each round's training with the rules of another checkout
+(``DIR`` is its ``src``; ``git worktree add /tmp/old COMMIT`` makes one), in the same run and
+on the same training, and prints both sets of figures: on a shared machine the only fair
+comparison with an older commit::
+
+    python benchmarks/rule_latency.py --baseline-src /tmp/old/src
+
 ``--busy-rule`` measures rule isolation instead: one custom rule that burns the CPU at every step
 (BLAS on every core it may use), started as a plain process and then as a job's runner starts
 rules (``trainprobe.jobs.process_settings``: lower priority, a memory limit, a share of the
@@ -184,9 +191,11 @@ def rule_parameters(name: str, baseline: Path) -> dict[str, str]:
 
 
 def start_rules(
-    job: Path, baseline: Path, layout: str, scratch: Path
+    job: Path, baseline: Path, layout: str, scratch: Path, src: Path = REPO / "src"
 ) -> list[subprocess.Popen[str]]:
-    """Start the 20 rules on ``job`` (not written yet); return once every one is waiting."""
+    """Start the 20 rules (trainprobe from ``src``) on ``job`` (not written yet); return once
+    every one is waiting."""
+    environment = {**RULE_ENVIRONMENT, "PYTHONPATH": str(src)}
     # The CLI decides between a job and a plain output when it first looks: make it a job.
     (job / "debug-output").mkdir(parents=True, exist_ok=True)
     processes = []
@@ -196,7 +205,7 @@ def start_rules(
             for key, value in rule_parameters(name, baseline).items():
                 command += ["--param", f"{key}={value}"]
             command += ["--wait", "600", "--quiet", str(job)]
-            processes.append(_popen(command, scratch / f"{name}.log"))
+            processes.append(_popen(command, scratch / f"{name}.log", environment))
     else:
         script = scratch / "group.py"
         definitions = {name: rule_parameters(name, baseline) for name in RULES}
@@ -209,7 +218,7 @@ def start_rules(
             f"RuleRunner(rules, {str(job / 'debug-output')!r},\n"
             f"           output_dir={str(job / 'rule-output')!r}, no_data_timeout=600).run()\n"
         )
-        processes.append(_popen([sys.executable, str(script)], scratch / "group.log"))
+        processes.append(_popen([sys.executable, str(script)], scratch / "group.log", environment))
     # Ready = each rule has written its first status (InProgress, waiting for tensors).
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -222,13 +231,13 @@ def start_rules(
     return processes
 
 
-def _popen(command: list[str], log: Path) -> subprocess.Popen[str]:
+def _popen(command: list[str], log: Path, environment: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         command,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
-        env=RULE_ENVIRONMENT,
+        env=environment,
         cwd=REPO,
         preexec_fn=lambda: os.nice(RULE_NICENESS),
     )
@@ -393,6 +402,9 @@ def main() -> None:
     parser.add_argument(
         "--busy-rule", action="store_true", help="measure a busy rule's effect instead"
     )
+    parser.add_argument(
+        "--baseline-src", help="also follow each training with the rules of this src (compare)"
+    )
     arguments = parser.parse_args()
     if arguments.zero_step is None:
         arguments.zero_step = int(arguments.steps * 0.4)
@@ -402,64 +414,88 @@ def main() -> None:
         busy_rule(arguments)
         return
 
-    samples: list[tuple[str, int, float]] = []
-    ratios: list[float] = []
-    shares: list[float] = []
-    statuses: dict[str, set[str]] = {name: set() for name in RULES}
-    details: dict[str, str] = {}
+    variants = {"this checkout": REPO / "src"}
+    if arguments.baseline_src:
+        variants["baseline"] = Path(arguments.baseline_src).resolve()
+    figures = {label: Figures() for label in variants}
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         for round_number in range(arguments.rounds):
             baseline = scratch / f"baseline-{round_number}"
             alone = run_training(baseline, scratch / "alone.json", arguments)
-            job = scratch / f"job-{round_number}"
-            processes = start_rules(job, baseline, arguments.layout, scratch)
-            cpu = RuleCpu(processes, job / "debug-output")
-            cpu.start()
-            followed = run_training(job / "debug-output", scratch / "followed.json", arguments)
-            shares.append(cpu.stop() / followed)
-            for process in processes:
-                process.wait(timeout=600)
-            found = latencies(job)
-            samples += found
-            ratios.append(followed / alone)
-            for name in RULES:
-                status = json.loads((job / "rule-output" / name / "status.json").read_text())
-                statuses[name].add(status["RuleEvaluationStatus"])
-                details[name] = status["StatusDetails"]
+            for index, (label, src) in enumerate(variants.items()):
+                job = scratch / f"job-{round_number}-{index}"
+                processes = start_rules(job, baseline, arguments.layout, scratch, src)
+                cpu = RuleCpu(processes, job / "debug-output")
+                cpu.start()
+                followed = run_training(job / "debug-output", scratch / "followed.json", arguments)
+                share = cpu.stop() / followed
+                for process in processes:
+                    process.wait(timeout=600)
+                found = figures[label].add(job, alone, followed, share)
+                print(
+                    f"round {round_number + 1} ({label}, {src}): training {alone:.2f} s alone, "
+                    f"{followed:.2f} s with 20 rules ({followed / alone - 1:+.1%}), which used "
+                    f"{share:.0%} of a core; {len(found)} rules found issues",
+                    flush=True,
+                )
+                for name, step, latency in found:
+                    print(f"    {name:<27} fired at step {step:>5}: {latency * 1000:7.0f} ms")
+    for label, measured in figures.items():
+        print()
+        print(f"{label} ({variants[label]}):")
+        measured.report(arguments)
+
+
+class Figures:
+    """What the rounds measured for one set of rules."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[str, int, float]] = []
+        self.ratios: list[float] = []
+        self.shares: list[float] = []
+        self.statuses: dict[str, set[str]] = {name: set() for name in RULES}
+        self.details: dict[str, str] = {}
+
+    def add(
+        self, job: Path, alone: float, followed: float, share: float
+    ) -> list[tuple[str, int, float]]:
+        """Take one round's figures; the detections it made."""
+        found = latencies(job)
+        self.samples += found
+        self.ratios.append(followed / alone)
+        self.shares.append(share)
+        for name in RULES:
+            status = json.loads((job / "rule-output" / name / "status.json").read_text())
+            self.statuses[name].add(status["RuleEvaluationStatus"])
+            self.details[name] = status["StatusDetails"]
+        return found
+
+    def report(self, arguments: argparse.Namespace) -> None:
+        print(f"statuses over {arguments.rounds} round(s), and the last round's details:")
+        for name, seen in self.statuses.items():
+            print(f"    {name:<27} {', '.join(sorted(seen))}: {self.details[name][:150]}")
+        print()
+        if self.samples:
+            values = [latency for _, _, latency in self.samples]
+            median, worst = statistics.median(values), max(values)
             print(
-                f"round {round_number + 1}: training {alone:.2f} s alone, {followed:.2f} s with "
-                f"20 rules ({followed / alone - 1:+.1%}), which used {shares[-1]:.0%} of a core; "
-                f"{len(found)} rules found issues",
-                flush=True,
+                f"latency over {len(values)} detections: median {median * 1000:.0f} ms "
+                f"(target < {TARGET_MEDIAN_S * 1000:.0f}), max {worst * 1000:.0f} ms "
+                f"(target < {TARGET_MAX_S * 1000:.0f})"
             )
-            for name, step, latency in found:
-                print(f"    {name:<27} fired at step {step:>5}: {latency * 1000:7.0f} ms")
-    print()
-    print(f"statuses over {arguments.rounds} round(s), and the last round's details:")
-    for name, seen in statuses.items():
-        print(f"    {name:<27} {', '.join(sorted(seen))}: {details[name][:150]}")
-    print()
-    if samples:
-        values = [latency for _, _, latency in samples]
-        median, worst = statistics.median(values), max(values)
+        else:
+            print("latency: no rule found an issue")
+        slowdown = statistics.median(self.ratios) - 1
         print(
-            f"latency over {len(values)} detections: median {median * 1000:.0f} ms "
-            f"(target < {TARGET_MEDIAN_S * 1000:.0f}), max {worst * 1000:.0f} ms "
-            f"(target < {TARGET_MAX_S * 1000:.0f})"
+            f"training slowdown with 20 rules following ({arguments.layout}): median "
+            f"{slowdown:+.1%} over {len(self.ratios)} round(s) (target < {TARGET_SLOWDOWN:.0%}); "
+            + ", ".join(f"{ratio - 1:+.1%}" for ratio in self.ratios)
         )
-    else:
-        print("latency: no rule found an issue")
-    slowdown = statistics.median(ratios) - 1
-    print(
-        f"training slowdown with 20 rules following ({arguments.layout}): median {slowdown:+.1%} "
-        f"over {len(ratios)} round(s) (target < {TARGET_SLOWDOWN:.0%}); "
-        + ", ".join(f"{ratio - 1:+.1%}" for ratio in ratios)
-    )
-    print(
-        f"CPU the rules used while following: median {statistics.median(shares):.1%} of one core "
-        f"(the machine has {os.cpu_count()} cores)"
-    )
+        print(
+            f"CPU the rules used while following: median {statistics.median(self.shares):.1%} "
+            f"of one core (the machine has {os.cpu_count()} cores)"
+        )
 
 
 def parse_train(argv: list[str]) -> argparse.Namespace:
