@@ -200,7 +200,14 @@ def test_the_estimator_runs_its_rules_on_the_cluster_it_names(
         entry_point=PLAIN_TRAINING.name,
         source_dir=str(PLAIN_TRAINING.parent),
         hyperparameters={"steps": 8},
-        rules=[debugger.Rule.sagemaker(debugger.rule_configs.loss_not_decreasing())],
+        rules=[
+            debugger.Rule.sagemaker(
+                debugger.rule_configs.loss_not_decreasing(),
+                rule_parameters={"num_steps": "2"},
+                # The rule's default config saves losses every 500 steps: one, in 8 steps.
+                collections_to_save=[debugger.CollectionConfig("losses", {"save_interval": "1"})],
+            )
+        ],
         debugger_hook_config=debugger.DebuggerHookConfig(hook_parameters={"save_interval": "1"}),
         output_path=str(tmp_path / "out"),
         rule_executor=on_dask(cluster)["TRAINPROBE_RULE_EXECUTOR"],
@@ -280,7 +287,8 @@ def test_a_runner_stopped_by_sigterm_stops_its_rules_on_the_cluster(
             "terminated",
             output,
             *("--steps", "100000", "--sleep", "0.05"),
-            DebugRuleConfigurations=[rule("LossNotDecreasing")],
+            # Two losses 2 steps apart are enough for it to judge before the stop.
+            DebugRuleConfigurations=[rule("LossNotDecreasing", num_steps="2")],
             Environment=on_dask(cluster),
         ),
         store=store,

@@ -26,7 +26,7 @@ from trainprobe.capture.collections import (
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig
 from trainprobe.capture.tensorboard_export import Summary, summary_for
-from trainprobe.config.errors import closest
+from trainprobe.config.errors import ConfigError, closest
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = ["SavePlan", "TensorPlan"]
@@ -91,11 +91,12 @@ class SavePlan:
         """Whether a collection changed since the plan was prepared."""
         return self.revision != self.collections.revision
 
-    def prepare(self) -> None:
+    def prepare(self, *, strict: bool = False) -> None:
         """Work out the saved collections and their effective configs.
 
         A saved collection with no pattern yet (a new name) is saved as smdebug saves it:
-        empty until ``save_tensor`` fills it (said in the log, with a near name if there is one).
+        empty until ``save_tensor`` fills it (said in the log). A name near another
+        collection's is likely a typo: a warning naming it, or with ``strict`` a ConfigError.
         """
         save_everything = CollectionKeys.ALL in self.included
         saved = []
@@ -108,11 +109,19 @@ class SavePlan:
                     collection.name,
                     [name for name in self.collections.names() if name != collection.name],
                 )
-                log.info(
+                if strict and suggestion is not None:
+                    raise ConfigError(
+                        f"collection {collection.name!r}",
+                        collection.include_regex,
+                        "at least one include_regex pattern or tensor name for a new collection",
+                        suggestion=suggestion,
+                    )
+                log.log(
+                    logging.WARNING if suggestion else logging.INFO,
                     "trainprobe: collection %r has no pattern or tensor name yet; it saves what "
                     "save_tensor puts in it%s",
                     collection.name,
-                    f" (did you mean {suggestion!r}?)" if suggestion else "",
+                    f". Did you mean {suggestion!r}?" if suggestion else "",
                 )
             saved.append(collection)
         for collection in self.collections:

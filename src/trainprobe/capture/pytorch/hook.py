@@ -766,7 +766,7 @@ class Hook(SmdebugSurface):
         self.module_types.attach(self.collections)
         self._names_resolved = len(self._module_names)
         if self.plan.is_stale():
-            self.plan.prepare()
+            self.plan.prepare(strict=self.strict)
 
     def _resolve_module_collections(self) -> None:
         for collection in self.collections:

@@ -221,7 +221,7 @@ class Hook(xgb.callback.TrainingCallback):
             self._step_offset = self.step + 1 - epoch
         self.step = epoch + self._step_offset
         if self.plan.is_stale():
-            self.plan.prepare()
+            self.plan.prepare(strict=self.strict)
         if not self._writes():
             return
         due = self.plan.due(ModeKeys.GLOBAL, self.step)
