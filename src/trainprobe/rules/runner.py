@@ -8,10 +8,10 @@ Error and the others go on). For each rule (see ``trainprobe.rules.evaluator``):
 1. The runner waits for the first tensors (``no_data_timeout`` seconds at most; a training
    that ends without saving any is reported at once), then builds the rule.
 2. It hands the rule every saved, complete step in global-step order, once each; the rule's
-   modes, start_step and end_step choose which it evaluates. It looks for new steps every
-   ``poll_interval`` seconds, or at once when an index file arrives (inotify, on Linux),
-   re-listing the output only when a ``stat`` says something may have changed
-   (``trainprobe.storage.output_changes``).
+   modes, start_step and end_step choose which it evaluates. It looks for new steps the
+   moment an index file arrives (inotify, on Linux; every ``ARRIVAL_POLL_INTERVAL`` seconds
+   too, a fallback), elsewhere every ``poll_interval`` seconds, re-listing the output only
+   when a ``stat`` says something may have changed (``trainprobe.storage.output_changes``).
 3. A rule's run ends with its verdict: IssuesFound, NoIssuesFound once the training has ended
    and every step is read (the trial's NoMoreData is the normal end), Error, or Stopped after
    ``stop()`` (status Stopping meanwhile) or Ctrl-C.
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 DEFAULT_POLL_INTERVAL = 0.1
+ARRIVAL_POLL_INTERVAL = 0.5
+"""How often the runner looks anyway where an arriving index file wakes it (inotify)."""
 DEFAULT_NO_DATA_TIMEOUT = 300.0
 
 
@@ -95,34 +97,43 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
             ]
         )
         self._other_trials: dict[str, Trial] = {}
+        self._changes = OutputChangeWatch(trial_path)
 
     def _unreadable(self, error: Exception) -> str | None:
         return str(error) if isinstance(error, _NoTrial) else None
 
     # ----- following the job ------------------------------------------------------------
 
+    def stop(self, why: str = "stopped on request") -> None:
+        super().stop(why)
+        self._changes.interrupt()
+
     def _follow(self) -> None:
         started = time.monotonic()
-        trial = self._wait_for_trial(started)
-        if trial is None:
-            return
-        for evaluator in self._active():
-            paths = evaluator.definition.other_trial_paths
-            try:
-                others = [self._other_trial(path) for path in paths]
-            except _NoTrial as problem:
-                evaluator.finish(ERROR, str(problem))
-                continue
-            evaluator.start(trial, others)
-        trial.dynamic_refresh = False
-        changes = OutputChangeWatch(self.trial_path)
         try:
-            self._follow_steps(trial, changes, started)
+            trial = self._first_trial(started)
+            if trial is None:
+                return
+            for evaluator in self._active():
+                paths = evaluator.definition.other_trial_paths
+                try:
+                    others = [self._other_trial(path) for path in paths]
+                except _NoTrial as problem:
+                    evaluator.finish(ERROR, str(problem))
+                    continue
+                evaluator.start(trial, others)
+            trial.dynamic_refresh = False
+            self._follow_steps(trial, started)
         finally:
-            changes.close()
+            self._changes.close()
 
-    def _follow_steps(self, trial: Trial, changes: OutputChangeWatch, started: float) -> None:
+    def _follow_steps(self, trial: Trial, started: float) -> None:
         """Hand each new complete step to every rule until every verdict is known."""
+        changes = self._changes
+        # Where an arriving file wakes the runner, the poll is only a fallback.
+        sleep = self.poll_interval
+        if changes.wakes_on_arrival:
+            sleep = max(sleep, ARRIVAL_POLL_INTERVAL)
         last_step, steps_seen, look = -1, 0, True
         while self._active() and not self._stopped():
             if not trial.loaded_all_steps and changes.changed():
@@ -151,16 +162,9 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
             if steps_seen == 0 and time.monotonic() - started > self.no_data_timeout:
                 raise _NoTrial(no_steps_message(self.trial_path, waited=self.no_data_timeout))
             if not self._stop.is_set():
-                changes.wait(self.poll_interval)
+                changes.wait(sleep)
 
-    def _wait_for_trial(self, started: float) -> Trial | None:
-        changes = OutputChangeWatch(self.trial_path)
-        try:
-            return self._first_trial(started, changes)
-        finally:
-            changes.close()
-
-    def _first_trial(self, started: float, changes: OutputChangeWatch) -> Trial | None:
+    def _first_trial(self, started: float) -> Trial | None:
         """The job's trial once its first collections file is there (None if stopped first)."""
         while not self._stopped():
             remaining = self.no_data_timeout - (time.monotonic() - started)
@@ -182,7 +186,7 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                         "the trainprobe hook and that its out_dir is this directory, or allow a "
                         "longer wait."
                     ) from None
-                changes.wait(min(self.poll_interval, remaining))
+                self._changes.wait(min(self.poll_interval, remaining))
             except (ConfigError, TrainprobeAnalysisError) as error:
                 raise _NoTrial(f"cannot read {self.trial_path}: {error}") from None
         return None

@@ -20,6 +20,7 @@ import os
 import select
 import struct
 import sys
+import threading
 import time
 
 from trainprobe.storage.files import TEMP_SUFFIX
@@ -56,8 +57,14 @@ class DirectoryArrivals:
         self._libc = _libc()
         self._fd = -1
         self._watched: set[str] = set()
+        self._lock = threading.Lock()
+        self._wake_r = self._wake_w = -1
         if self._libc is not None:
             self._fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if self._fd >= 0:
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_r, False)
+            os.set_blocking(self._wake_w, False)
 
     @property
     def active(self) -> bool:
@@ -77,21 +84,31 @@ class DirectoryArrivals:
             log.info("trainprobe: no inotify watch left, following %s by polling", directory)
             self.close()
 
+    def interrupt(self) -> None:
+        """End the current (or next) ``wait`` at once (callable from another thread)."""
+        with self._lock, contextlib.suppress(OSError):
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"!")
+
     def wait(self, timeout: float) -> bool:
-        """Sleep until a file arrives in a watched directory or ``timeout`` seconds pass;
-        whether something arrived. A writer's temporary file (``*.tmp``) is no arrival: its
-        rename to the final name is."""
+        """Sleep until a file arrives in a watched directory, ``interrupt()`` is called or
+        ``timeout`` seconds pass; whether the sleep ended early. A writer's temporary file
+        (``*.tmp``) is no arrival: its rename to the final name is."""
         deadline = time.monotonic() + timeout
         while self._fd >= 0:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             try:
-                ready, _, _ = select.select([self._fd], [], [], left)
+                ready, _, _ = select.select([self._fd, self._wake_r], [], [], left)
             except (OSError, ValueError):
                 break
             if not ready:
                 return False
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 4096)
+                return True
             if any(not name.endswith(TEMP_SUFFIX) for name in self._names()):
                 return True
         time.sleep(max(0.0, deadline - time.monotonic()))
@@ -113,11 +130,13 @@ class DirectoryArrivals:
 
     def close(self) -> None:
         """Stop watching (``wait`` then sleeps its whole timeout)."""
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-        self._fd = -1
-        self._watched.clear()
+        with self._lock:
+            for descriptor in (self._fd, self._wake_r, self._wake_w):
+                if descriptor >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(descriptor)
+            self._fd = self._wake_r = self._wake_w = -1
+            self._watched.clear()
 
     def __del__(self) -> None:
         self.close()

@@ -85,6 +85,16 @@ class OutputChangeWatch:
             arrivals.watch(f"{self._index_dir}/{name}")
         return arrivals.wait(timeout)
 
+    @property
+    def wakes_on_arrival(self) -> bool:
+        """Whether ``wait`` ends when a file arrives (else it sleeps its whole timeout)."""
+        return self._arrivals is not None and self._arrivals.active
+
+    def interrupt(self) -> None:
+        """End the current (or next) ``wait`` at once (callable from another thread)."""
+        if self._arrivals is not None:
+            self._arrivals.interrupt()
+
     def close(self) -> None:
         """Stop watching for arrivals."""
         if self._arrivals is not None:
