@@ -119,10 +119,7 @@ def test_a_diverged_training_skips_its_updates_then_stops(store: JobStore, tmp_p
     assert described["TrainingJobStatus"] == "Stopped", described.get("FailureReason")
     [status] = described["DebugRuleEvaluationStatuses"]
     assert status["RuleEvaluationStatus"] == "IssuesFound", status
-    assert (
-        "TRAIN step 25: nan (not finite); the update was skipped"
-        in (status["StatusDetails"])
-    )
+    assert "TRAIN step 25: nan (not finite); the update was skipped" in (status["StatusDetails"])
     report = build_report(str(output / "diverged"))
     spikes = json.loads(Path(report.json).read_text())["DebuggingRules"]["Spikes"]
     # Three skips, then the fourth spike stops the training before its update.
