@@ -376,7 +376,9 @@ class Hook(SmdebugSurface):
         found = spike_rules([*configurations, *training_rules(objects)])
         if not found:
             return None
-        guard = SpikeGuard(found, self._on_spike, self.out_dir, lambda: self._models)
+        guard = SpikeGuard(
+            found, self._on_spike, self.out_dir, lambda: self._models, self._flush_spikes
+        )
         guard.start()
         self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         self._handles.append(register_optimizer_step_post_hook(self._after_update))
@@ -568,6 +570,14 @@ class Hook(SmdebugSurface):
             self.overhead.file_bytes += write_spikes(out_dir, worker, records, judged, names)
 
         self._capture.ensure_writer().submit(SideJob(write))
+
+    def _flush_spikes(self) -> None:
+        """Have the spikes written now, before the training stops."""
+        try:
+            self._write_spikes()
+            self._capture.flush()
+        except Exception as error:
+            log.warning("trainprobe: the spikes could not be written before the stop: %s", error)
 
     def _mode_step(self) -> int:
         return self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]

@@ -208,7 +208,9 @@ class SpikeGuard:
     """Runs a hook's in-training spike rules (see the module docstring).
 
     ``on_record`` receives each spike's record (the hook has it written); ``out_dir`` is where a
-    stop request goes; ``models`` gives the registered models (for a rollback's snapshot).
+    stop request goes; ``models`` gives the registered models (for a rollback's snapshot);
+    ``before_stop`` is called before a stop request is written (the job's runner may end the
+    training as soon as it sees one: what the rules need must be on disk by then).
     """
 
     def __init__(
@@ -217,8 +219,10 @@ class SpikeGuard:
         on_record: Callable[[SpikeRecord], None],
         out_dir: str,
         models: Callable[[], list[torch.nn.Module]],
+        before_stop: Callable[[], None] = lambda: None,
     ) -> None:
         self.rules = rules
+        self._before_stop = before_stop
         self.records: list[SpikeRecord] = []
         self._on_record = on_record
         self._out_dir = out_dir
@@ -513,6 +517,7 @@ class SpikeGuard:
             step=step,
             time=time.time(),
         )
+        self._before_stop()
         try:
             write_stop_request(self._out_dir, request)
         except OSError as error:
