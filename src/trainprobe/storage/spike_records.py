@@ -36,9 +36,10 @@ from trainprobe.storage.modes import ModeKeys
 __all__ = [
     "ACTIONS",
     "SPIKES_DIR",
+    "SpikeFiles",
     "SpikeRecord",
     "read_judged",
-    "read_rule_names",
+    "read_spike_files",
     "read_spikes",
     "write_spikes",
 ]
@@ -109,53 +110,54 @@ def write_spikes(
     return files.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
 
 
-def read_spikes(out_dir: str) -> list[SpikeRecord]:
-    """Every worker's spikes under ``out_dir``, by step."""
+@dataclass(frozen=True)
+class SpikeFiles:
+    """What every worker's spike file says: the spikes by step, the steps each rule
+    configuration judged (by mode, summed over the workers), and each configuration's rule."""
+
+    records: list[SpikeRecord]
+    judged: dict[str, dict[str, int]]
+    rules: dict[str, str]
+
+
+def read_spike_files(out_dir: str) -> SpikeFiles:
+    """Read every worker's spike file under ``out_dir`` once; a file that cannot be read is
+    skipped with a warning."""
+    found = SpikeFiles([], {}, {})
     directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
     if not files.is_dir(directory):
-        return []
-    found: list[SpikeRecord] = []
+        return found
     for name in files.list_files(directory, _SUFFIX):
         path = f"{directory}/{name}"
         try:
             data = json.loads(files.read_bytes(path))
-            found.extend(_record(item) for item in data["spikes"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            records = [_record(item) for item in data["spikes"]]
+            rules = {str(key): str(value) for key, value in data.get("rules", {}).items()}
+            judged = {
+                str(rule): {str(mode): int(count) for mode, count in modes.items()}
+                for rule, modes in data.get("judged", {}).items()
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             log.warning("trainprobe: skipping %s, not a spike record: %s", path, error)
-    return sorted(found, key=lambda record: (record.step, record.worker))
-
-
-def read_rule_names(out_dir: str) -> dict[str, str]:
-    """Each in-training rule configuration's rule (``LossSpike``...), by configuration name."""
-    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
-    if not files.is_dir(directory):
-        return {}
-    names: dict[str, str] = {}
-    for name in files.list_files(directory, _SUFFIX):
-        try:
-            rules = json.loads(files.read_bytes(f"{directory}/{name}")).get("rules", {})
-            names.update({str(key): str(value) for key, value in rules.items()})
-        except (OSError, ValueError, AttributeError, TypeError):
             continue
-    return names
+        found.records.extend(records)
+        found.rules.update(rules)
+        for rule, modes in judged.items():
+            counts = found.judged.setdefault(rule, {})
+            for mode, count in modes.items():
+                counts[mode] = counts.get(mode, 0) + count
+    found.records.sort(key=lambda record: (record.step, record.worker))
+    return found
+
+
+def read_spikes(out_dir: str) -> list[SpikeRecord]:
+    """Every worker's spikes under ``out_dir``, by step."""
+    return read_spike_files(out_dir).records
 
 
 def read_judged(out_dir: str) -> dict[str, dict[str, int]]:
     """How many steps each in-training rule judged, by mode, summed over the workers."""
-    directory = f"{out_dir.rstrip('/')}/{SPIKES_DIR}"
-    if not files.is_dir(directory):
-        return {}
-    total: dict[str, dict[str, int]] = {}
-    for name in files.list_files(directory, _SUFFIX):
-        try:
-            judged = json.loads(files.read_bytes(f"{directory}/{name}")).get("judged", {})
-            for rule, modes in judged.items():
-                for mode, count in modes.items():
-                    counts = total.setdefault(str(rule), {})
-                    counts[str(mode)] = counts.get(str(mode), 0) + int(count)
-        except (OSError, ValueError, AttributeError, TypeError):
-            continue
-    return total
+    return read_spike_files(out_dir).judged
 
 
 def _record(data: dict[str, object]) -> SpikeRecord:

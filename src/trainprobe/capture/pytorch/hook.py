@@ -507,7 +507,7 @@ class Hook(SmdebugSurface):
         """Whether the training updates its parameters without a ``torch.optim`` optimizer
         (asked once, when a TRAIN forward follows a backward before any update was seen)."""
         if self._by_hand is None:
-            self._by_hand = not self._updates.seen and not optimizer_created()
+            self._by_hand = not optimizer_created()
         return self._by_hand
 
     # ----- in-training rules (training_rules) -----

@@ -314,9 +314,14 @@ class SpikeGuard:
         self, optimizer: torch.optim.Optimizer, loss: torch.Tensor | None
     ) -> bool:
         """Whether this update is judged on the device (see the module docstring)."""
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        device = loss.device if loss is not None else parameters[0].device if parameters else None
-        if device is None or device.type in HOST_READS_ARE_FREE:
+        if loss is not None:
+            device = loss.device
+        else:
+            first = next((p for group in optimizer.param_groups for p in group["params"]), None)
+            if first is None:
+                return False
+            device = first.device
+        if device.type in HOST_READS_ARE_FREE:
             return False
         actions = {rule.action for rule in self.rules}
         if not actions <= {"none", "skip"}:

@@ -63,8 +63,6 @@ class OptimizerSteps:
 
     def __init__(self, on_update: Callable[[Any], None]) -> None:
         self._on_update = on_update
-        self.seen = False
-        """Whether an optimizer has stepped since ``start``."""
         self._handle: Any = None
         self._scaler_update: Any = None
 
@@ -95,5 +93,4 @@ class OptimizerSteps:
             self._scaler_update = None
 
     def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.seen = True
         self._on_update(optimizer)

@@ -28,12 +28,7 @@ from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.losses import _LossRule
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.spike_records import (
-    SpikeRecord,
-    read_judged,
-    read_rule_names,
-    read_spikes,
-)
+from trainprobe.storage.spike_records import SpikeRecord, read_spike_files
 from trainprobe.storage.training_end import training_has_ended
 
 __all__ = ["GradientNormSpike", "LossSpike"]
@@ -89,10 +84,11 @@ class _SpikeRule(BuiltinRule):
         """The spikes the training recorded for this rule and the steps it judged by mode
         (None when it did not say); None when the training has not judged this rule."""
         path = self.base_trial.path
-        self._rule_names = read_rule_names(path)
-        records = [record for record in read_spikes(path) if self.is_this_rule(record.rule)]
+        spike_files = read_spike_files(path)
+        self._rule_names = spike_files.rules
+        records = [record for record in spike_files.records if self.is_this_rule(record.rule)]
         judged: dict[str, int] | None = None
-        for rule, by_mode in read_judged(path).items():
+        for rule, by_mode in spike_files.judged.items():
             if self.is_this_rule(rule):
                 judged = judged or {}
                 for mode, count in by_mode.items():
