@@ -100,14 +100,18 @@ class OffsetClock:
 def test_a_wait_for_the_device_is_counted_apart_from_the_hooks_own_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As on a GPU whose queue still holds the last step: the guard waits 10 s for its flags.
+    # As on a GPU whose queue still holds the last step: before each update the guard waits
+    # 10 s for the flags of the step before.
     clock = OffsetClock()
     monkeypatch.setattr(time, "perf_counter", clock)
     read_flags = NonFiniteGuard._read_pending
 
-    def read_after_the_device(guard: NonFiniteGuard, wait: bool = False) -> None:
-        wait_for_device(StillRunningEvent(clock, 10.0))
-        read_flags(guard, wait)
+    def read_after_the_device(
+        guard: NonFiniteGuard, block: bool = False, closing: bool = False
+    ) -> None:
+        if block and not closing:
+            wait_for_device(StillRunningEvent(clock, 10.0))
+        read_flags(guard, block, closing)
 
     monkeypatch.setattr(NonFiniteGuard, "_read_pending", read_after_the_device)
     hook, model = hooked(tmp_path)

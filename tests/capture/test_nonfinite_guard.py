@@ -1,7 +1,9 @@
 """The non-finite guard on real trainings: the step and the layer where the first NaN started.
 
 The model divides by a number that reaches zero at a known step, in a known layer; the hook
-saves only every 100 steps, so the step in question is saved because the guard saw it.
+saves only every 100 steps, so the step in question is saved because the guard saw it. The step
+reaches the model as data (``STEP``, which the training loop sets), as a batch would: the guard
+locates an origin by running the failing step's forward again.
 """
 
 from __future__ import annotations
@@ -27,17 +29,25 @@ pytestmark = pytest.mark.slow
 BAD_STEP = 4
 
 
+class Step:
+    """The training's step, as the training loop sets it before each forward."""
+
+    now = 0
+
+
+STEP = Step()
+
+
 class Countdown(nn.Module):
-    """Divides its input by (BAD_STEP - calls so far): infinite at call BAD_STEP."""
+    """Divides its input by (BAD_STEP - the step): infinite at step BAD_STEP (never, with
+    ``healthy``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls = 0
+        self.healthy = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        denominator = float(BAD_STEP - self.calls)
-        self.calls += 1
-        return x / denominator
+        return x / float(BAD_STEP - STEP.now + (1000 if self.healthy else 0))
 
 
 def model() -> nn.Sequential:
@@ -63,6 +73,7 @@ def train(
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(1)
     for step in range(steps):
+        STEP.now = step
         inputs = torch.randn(16, 6, generator=generator)
         optimizer.zero_grad()
         loss_fn(net(inputs), torch.zeros(16, 3)).backward()
@@ -104,12 +115,10 @@ class FunctionalDivision(nn.Module):
         self.linear = nn.Linear(6, 8)
         self.act = nn.Tanh()
         self.head = nn.Linear(8, 3)
-        self.calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.linear(x)
-        hidden = hidden / float(BAD_STEP - self.calls) * 0.0  # 0 * inf: NaN
-        self.calls += 1
+        hidden = hidden / float(BAD_STEP - STEP.now) * 0.0  # 0 * inf: NaN
         return self.head(self.act(hidden))
 
 
@@ -144,15 +153,15 @@ def test_the_origin_is_the_first_module_whose_output_went_non_finite(
 
 
 class BackwardCountdown(nn.Module):
-    """The identity forward; its backward turns the gradient to NaN at call BAD_STEP."""
+    """The identity forward; its backward turns the gradient to NaN at step BAD_STEP (never,
+    with ``healthy``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls = 0
+        self.healthy = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bad = self.calls == BAD_STEP
-        self.calls += 1
+        bad = STEP.now == BAD_STEP and not self.healthy
         return _NanGradient.apply(x) if bad else x
 
 
@@ -206,7 +215,7 @@ def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None
     net = backward_model()
     backward = net[3]
     assert isinstance(backward, BackwardCountdown)
-    backward.calls = -1000  # its backward stays finite
+    backward.healthy = True  # its backward stays finite
     linear = net[2]
     assert isinstance(linear, nn.Linear)
 
@@ -233,7 +242,7 @@ def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:
     net = model()
     countdown = net[3]
     assert isinstance(countdown, Countdown)
-    countdown.calls = -1000  # never reaches zero
+    countdown.healthy = True  # never reaches zero
     train(tmp_path, net, BAD_STEP + 3)
     trial = create_trial(str(tmp_path))
     assert trial.nonfinite_origin() is None

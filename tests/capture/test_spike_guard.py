@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import trainprobe.pytorch as smd
 from torchrun import torchrun
-from trainprobe.capture.pytorch import spike_guard
+from trainprobe.capture.pytorch import host_copy
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import Rule, rule_configs
@@ -258,7 +258,7 @@ def test_on_a_gpu_skip_step_reads_nothing_on_the_host_with_a_fused_optimizer(
 ) -> None:
     if on_device:
         # The CUDA boundary: judge as for a device whose values the host cannot read for free.
-        monkeypatch.setattr(spike_guard, "HOST_READS_ARE_FREE", set())
+        monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, fused=True)

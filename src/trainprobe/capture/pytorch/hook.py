@@ -179,11 +179,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
         finally:
             hook._depth -= 1
             if outermost:
-                elapsed = time.perf_counter() - started
-                waiting = device_wait_seconds() - waited
-                hook._spent += elapsed - waiting
-                if waiting:
-                    hook.overhead.add_device_wait(hook.step, waiting)
+                hook._account(started, waited)
 
     return entry
 
@@ -265,12 +261,10 @@ class Hook(SmdebugSurface):
             self.tensorboard_dir,
         )
         self._active = False
-        self.guard = NonFiniteGuard() if nonfinite_guard and not self.dry_run else None
-        self._guarding = False
+        self._top_names: dict[int, str] = {}
         self._losses: set[str] = set()
         self._functional = FunctionalActivations(self._on_function)
         self._functional_owner: str | None = None
-        self._top_names: dict[int, str] = {}
         self._failed = False
         self._closed = False
         self._spent = 0.0
@@ -280,6 +274,24 @@ class Hook(SmdebugSurface):
         self._pending_tensors: dict[str, tuple[torch.Tensor, list[str]]] = {}
         self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
         self._module_names: dict[int, str] = {}
+        # Modules saved by their forward hooks, hooked only in the steps that save them.
+        self._saved_modules: list[tuple[torch.nn.Module, str]] = []
+        self._saved_parameters: list[tuple[str, torch.nn.Parameter]] = []
+        self._save_handles: list[Any] = []
+        self._models: list[torch.nn.Module] = []
+        self.guard = (
+            NonFiniteGuard(
+                self._module_names,
+                self._top_names,
+                lambda: self._models,
+                self._save_found_step,
+                self._save_replayed,
+            )
+            if nonfinite_guard and not self.dry_run
+            else None
+        )
+        self._guarding = False
+        self._replaying = False
         self.module_types = ModuleTypes()
         self._resolved_modules: set[tuple[int, int]] = set()
         self._names_resolved = -1
@@ -299,10 +311,11 @@ class Hook(SmdebugSurface):
         self._repeat_forward = False
         self._backward_in_step = False
         self._by_hand: bool | None = None
-        self._models: list[torch.nn.Module] = []
         self._optimizers: dict[int, bool] = {}
         self._spikes_announced = False
         self.spikes = self._spike_guard(training_rules or [])
+        if self.guard is not None or self.spikes is not None:
+            self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         if follow_training:
             self.start_following_training()
         _singleton = self
@@ -380,7 +393,6 @@ class Hook(SmdebugSurface):
             found, self._on_spike, self.out_dir, lambda: self._models, self._flush_spikes
         )
         guard.start()
-        self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         self._handles.append(register_optimizer_step_post_hook(self._after_update))
         return guard
 
@@ -430,19 +442,38 @@ class Hook(SmdebugSurface):
                     for parameter in submodule.parameters(recurse=False)
                 ]
                 self.guard.register(name, submodule, own)
-            hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
-            self._handles.append(submodule.register_forward_hook(hook))
-        for name, parameter in parameters:
-            if parameter.requires_grad:
-                hook = self._gradient_hook(name)
-                self._handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+            if self._overrides_forward_hook():  # smdebug's extension point sees every forward
+                self._handles.append(submodule.register_forward_hook(self.forward_hook))
+            else:
+                self._saved_modules.append((submodule, name))
+        self._saved_parameters.extend(p for p in parameters if p[1].requires_grad)
+        if self._save_handles:
+            self._unhook_saved_modules()  # hooked again, this model too, at the next saved step
         self._handles.append(model.register_forward_hook(self._forward_end))
         self._registered[id(model)] = parameters
 
     register_hook = register_module
 
+    def _hook_saved_modules(self) -> None:
+        """Hook the modules (and, unless following the training, the gradients) for a step
+        that saves them."""
+        for module, name in self._saved_modules:
+            hook = self._module_hook(name)
+            self._save_handles.append(module.register_forward_hook(hook))
+        if not self.follow_training:  # else the gradients are read at the update
+            for name, parameter in self._saved_parameters:
+                hook = self._gradient_hook(name)
+                self._save_handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+
+    def _unhook_saved_modules(self) -> None:
+        for handle in self._save_handles:
+            handle.remove()
+        self._save_handles.clear()
+
     def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         self._functional.stop()
+        if self._guarding and self.guard is not None:
+            self.guard.add_output(outputs)
         if self.follow_training:
             loss = output_loss(outputs)
             if loss is not None:
@@ -476,8 +507,10 @@ class Hook(SmdebugSurface):
         module: torch.nn.Module | None = None,
     ) -> None:
         """A loss of the step in progress, from ``source`` (see ``training_losses``)."""
-        if self._failed or self._closed:
+        if self._failed or self._closed or self._replaying:
             return
+        if self._guarding and self.guard is not None:
+            self.guard.add_loss(name, loss)
         if module is not None and name not in self._losses:
             self._losses.add(name)
             self.module_types.add(name, module)
@@ -513,13 +546,30 @@ class Hook(SmdebugSurface):
     # ----- in-training rules (training_rules) -----
 
     def _before_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        """An optimizer is about to step: the spike rules judge the TRAIN step first."""
+        """An optimizer is about to step: the non-finite guard checks the step's gradients, then
+        the spike rules judge the TRAIN step."""
+        if self._closed or self._failed or not self._owns(optimizer):
+            return
+        waited, started = device_wait_seconds(), time.perf_counter()
+        try:
+            self._check_nonfinite(NonFiniteGuard.check_update)
+            self._judge_update(optimizer)
+        finally:
+            self._account(started, waited)
+
+    def _account(self, started: float, waited: float) -> None:
+        """Count the time since ``started`` as the hook's own, less any wait for the device
+        since ``waited`` (counted apart, against the current step)."""
+        elapsed = time.perf_counter() - started
+        waiting = device_wait_seconds() - waited
+        self._spent += elapsed - waiting
+        if waiting:
+            self.overhead.add_device_wait(self.step, waiting)
+
+    def _judge_update(self, optimizer: torch.optim.Optimizer) -> None:
         guard = self.spikes
-        if guard is None or self._closed or self.mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+        if guard is None or self.mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
             return
-        if not self._owns(optimizer):
-            return
-        started = time.perf_counter()
         try:
             where = (self.step, self.mode, self._mode_step(), self._worker_name())
             guard.judge_update(optimizer, self._step_losses.peek(), where)
@@ -527,8 +577,6 @@ class Hook(SmdebugSurface):
             raise  # the rule's StopTraining, before the spiking update
         except Exception as error:
             self._spikes_failed(error)
-        finally:
-            self._spent += time.perf_counter() - started
 
     def _after_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self.spikes is not None:
@@ -634,7 +682,10 @@ class Hook(SmdebugSurface):
         setattr(loss_module, "_module_name", name)  # noqa: B010
         self._losses.add(name)
         self.module_types.add(name, loss_module)
-        hook = self.forward_hook if self._overrides_forward_hook() else self._module_hook(name)
+        if self._overrides_forward_hook():
+            hook = self.forward_hook
+        else:
+            hook = self._module_hook(name, always=True)  # for the guard and the spike rules
         self._handles.append(loss_module.register_forward_hook(hook))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
@@ -648,19 +699,25 @@ class Hook(SmdebugSurface):
             if "num_items_in_batch" in kwargs:
                 # A Hugging Face model divides each micro-batch's loss by the step's token count.
                 self._step_losses.partial = True
+            if self._guarding and not self._replaying:
+                self._check_nonfinite(lambda guard: guard.keep_forward(module, args, kwargs))
             # Outside the error guard: a rule's StopTraining request must stop the training.
             self.stop_watch.raise_if_requested(self.step)
 
         return _eager(step_start)
 
-    def _module_hook(self, name: str) -> Callable[..., None]:
+    def _module_hook(self, name: str, always: bool = False) -> Callable[..., None]:
+        """The forward hook of a module saved at this step (``always``: a loss module, heard
+        at every step)."""
         capture = _eager(functools.partial(self._on_module_io, name))
 
         def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+            if self._replaying:
+                return
             if self._active:
                 capture(inputs, outputs)
-            # The guard stays out of compiled regions: it would break the graph every step.
-            elif self._guarding and not torch.compiler.is_compiling():
+            # Out of compiled regions: it would break the graph every step.
+            elif always and not torch.compiler.is_compiling():
                 self._on_module_io(name, inputs, outputs)  # eager: no graph-break wrapper
 
         return module_hook
@@ -672,10 +729,6 @@ class Hook(SmdebugSurface):
         def gradient_hook(grad: torch.Tensor) -> None:
             if self._active:
                 capture(grad)
-            elif self._guarding and not torch.compiler.is_compiling():
-                guard = self.guard
-                if guard is not None and not guard.implies(name):  # else no work: skip the call
-                    capture(grad)
 
         return gradient_hook
 
@@ -739,6 +792,10 @@ class Hook(SmdebugSurface):
             self._write_module_types()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
+        if due and not self._save_handles:
+            self._hook_saved_modules()
+        elif not due and self._save_handles:
+            self._unhook_saved_modules()
         if self.spikes is not None and (due or not self._spikes_announced):
             # The rules' evaluators learn early that the training judges them, and how far.
             self._spikes_announced = True
@@ -757,6 +814,8 @@ class Hook(SmdebugSurface):
         """The step has gone non-finite: save the rest of it raw, and every parameter."""
         self._capture.save_in_full()
         self._active = True
+        if not self._save_handles:
+            self._hook_saved_modules()
         for parameters in self._registered.values():
             self._capture.capture(parameters)
 
@@ -822,10 +881,7 @@ class Hook(SmdebugSurface):
         self._active = False
         guard = self.guard
         if guard is not None:
-            try:
-                guard.finish()
-            except Exception as error:
-                self._guard_failed(error)
+            self._check_nonfinite(NonFiniteGuard.finish, always=True)
             self._guarding = guard.on and self.guard is not None
             if guard.unwritten:
                 self._write_origin(guard)
@@ -843,7 +899,6 @@ class Hook(SmdebugSurface):
         if not self.follow_training:
             return  # a hook that does not follow the training saves its losses as they come
         for name, loss in losses:
-            self._check_nonfinite(lambda guard: guard.output(name, (), loss, True))  # noqa: B023
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
 
     def _close_records(self) -> None:
@@ -894,27 +949,53 @@ class Hook(SmdebugSurface):
 
         self._capture.ensure_writer().submit(SideJob(write))
 
-    def _check_nonfinite(self, check: Callable[[NonFiniteGuard], bool]) -> None:
-        """Run one of the guard's checks; from the run's first non-finite tensor on (CPU), the
-        rest of the step is saved in full."""
+    def _check_nonfinite(
+        self, check: Callable[[NonFiniteGuard], None], *, always: bool = False
+    ) -> None:
+        """Run one of the guard's checks (``always``: even while it is not guarding the step).
+        A replay it makes runs the model's forward: the hook's own forward hooks stand aside."""
         guard = self.guard
-        if not self._guarding or guard is None:
+        if guard is None or not (self._guarding or always):
             return
+        self._replaying = True
         try:
-            went_bad = check(guard)
+            check(guard)
         except Exception as error:
-            went_bad = self._guard_failed(error)
-        if went_bad:
-            self._save_rest_in_full()
+            self._guard_failed(error)
+        finally:
+            self._replaying = False
+
+    def _save_found_step(self, losses: list[tuple[str, torch.Tensor]]) -> None:
+        """The guard found the open step non-finite: save the rest of it in full, with its
+        non-finite losses and its gradients (read at the update when following the training)."""
+        self._save_rest_in_full()
+        if self.follow_training:
+            return
+        for name, loss in losses:
+            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
+        self._capture.capture(
+            [
+                (naming.gradient_name(name), parameter.grad)
+                for name, parameter in self._saved_parameters
+                if parameter.grad is not None
+            ]
+        )
+
+    def _save_replayed(self, name: str, inputs: Any, outputs: Any) -> None:
+        """A module of a non-finite step's replay, from its origin on: saved in full."""
+        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
+        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
         is_loss = name in self._losses
         if is_loss and self.follow_training:
             return  # the step's losses are checked and saved at its end
-        if is_loss and self.spikes is not None and isinstance(outputs, torch.Tensor):
-            self._step_losses.add(LossSource.MODULE, name, outputs)  # for the spike rules
-        self._check_nonfinite(lambda guard: guard.output(name, inputs, outputs, is_loss))
+        if is_loss and isinstance(outputs, torch.Tensor):
+            if self.spikes is not None:
+                self._step_losses.add(LossSource.MODULE, name, outputs)  # for the spike rules
+            if self._guarding and self.guard is not None:
+                self.guard.add_loss(name, outputs)
         if self._active and not self._repeat_forward:
             self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
@@ -934,8 +1015,6 @@ class Hook(SmdebugSurface):
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
-        parameter = name.removeprefix(naming.GRADIENT_PREFIX)
-        self._check_nonfinite(lambda guard: guard.gradient(parameter, grad))
         if self._active and not self.follow_training:  # else saved at the update
             self._capture.capture([(name, grad)])
 
@@ -1083,6 +1162,7 @@ class Hook(SmdebugSurface):
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._unhook_saved_modules()
         if self.dry_run or not self._capture.writes:
             return
         try:

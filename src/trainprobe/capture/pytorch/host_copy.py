@@ -22,7 +22,15 @@ import torch
 
 from trainprobe.capture.overhead import wait_for_device
 
-__all__ = ["BufferPool", "HostCopy", "original_dtype_of", "start_copy"]
+__all__ = [
+    "HOST_READS_ARE_FREE",
+    "BufferPool",
+    "HostCopy",
+    "host_reads_are_free",
+    "original_dtype_of",
+    "start_copy",
+    "to_host_later",
+]
 
 _NUMPY_LESS = {torch.bfloat16}
 _WIDEN_TO_FLOAT32 = {
@@ -174,3 +182,24 @@ def _start_cuda_copy(source: torch.Tensor, *, snapshot: bool, bfloat16: bool) ->
     # The device buffer must outlive the copy even if the training thread drops it.
     source.record_stream(stream)
     return HostCopy(host, event=event, bfloat16=bfloat16)
+
+
+HOST_READS_ARE_FREE = {"cpu"}
+"""Device types whose values the host reads without waiting for the device."""
+
+
+def host_reads_are_free(device: torch.device) -> bool:
+    """Whether reading a value of ``device`` on the host costs no wait for the device."""
+    return device.type in HOST_READS_ARE_FREE
+
+
+def to_host_later(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+    """``tensor`` on its way to the host without blocking, and the event that says it arrived
+    (None: it is readable now)."""
+    if tensor.device.type != "cuda":
+        return tensor, None
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor, non_blocking=True)
+    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+    event.record(torch.cuda.current_stream(tensor.device))
+    return host, event

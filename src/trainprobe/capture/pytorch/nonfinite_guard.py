@@ -1,35 +1,34 @@
-"""The non-finite guard: every step, finds where a training's first NaN or infinity started.
+"""The non-finite guard: where a training's first NaN or infinity started, at O(1) cost a step.
 
-On every step (not only save steps) the hook hands the guard each registered module's outputs
-(in forward order), each loss, and each gradient (in backward order). The guard takes one
-device-side sum of each (a NaN or an infinity makes the sum non-finite; so would a sum of
-finite values beyond float32's range, about 3e38) and tests it:
+**Detecting**, every step: the step's losses (or, in a step that computed none, the model's
+outputs) and its gradients are checked together, one ``torch._foreach_norm(..., inf)`` per
+device and dtype (a NaN or an infinity anywhere makes a tensor's largest magnitude non-finite,
+and a largest magnitude cannot overflow), stacked into one small vector. A TRAIN step is checked
+when its optimizer is about to step, other steps when they end. A clean step so dispatches a
+handful of operations whatever the model's size, and nothing is hooked into its modules:
 
-- on the CPU at once: reading a CPU number costs no synchronisation, so the step in which
-  the first non-finite tensor appears is known while it runs, and the hook saves the rest of
-  it in full (that module's inputs and outputs, the later modules, the loss, the gradients,
-  the parameters);
-- on a GPU, the sums of a step are stacked into one device tensor at the end of the step and
-  copied to pinned host memory without blocking; the copy is read at the end of the next step,
-  when it has long finished, so a clean step costs no synchronisation. The origin is then
-  known one step late, and the step after that is saved in full.
+- on the CPU the vector is read at once (reading a CPU value costs no synchronisation), before
+  the update, so the failing step is located and saved in full while it is still open;
+- on a GPU the vector is copied to pinned host memory without blocking and read at the next
+  check, a step late: a clean step never waits for the device. The origin is then known one
+  step late, and the step after that is saved in full.
 
-Some tensors need no sum of their own, which keeps a clean step's cost down to one read of
-each module output and of a few gradients:
+Gradients that need no check of their own: the other parameter gradients of a ``Linear``,
+convolution or normalisation layer with a bias. Its bias gradient is the sum of its output's
+gradient over all but the channel axis, so it is finite exactly when that gradient is; its
+weight gradient is then finite short of an overflow inside its product or a non-finite input,
+and either would break the weight at the update and show in the next forward, where the replay
+names the parameter.
 
-- an output that is the tensor checked last (an ``nn.Sequential`` returns its last member's
-  output), and the output of an element-wise module that keeps finite values finite
-  (``nn.ReLU``, ``nn.Tanh``, ``nn.GELU``, ...) when its input is the tensor covered last: if that
-  input was non-finite, its own check found it first;
-- the other parameter gradients of a ``Linear``, convolution or normalisation layer with a
-  bias. Its bias gradient is the sum of its output's gradient over all but the channel axis,
-  so it is finite exactly when that gradient is (an infinity or a NaN never sums back to a
-  finite number); with its inputs finite too (checked in the forward), its weight gradient is
-  finite short of an overflow inside its product. Such an overflow, or an optimizer that makes
-  a parameter non-finite, shows at the next forward, where the layer's output goes non-finite
-  with finite inputs and the guard names the parameter (on a GPU, where the flags are read a
-  step late, it names the layer's output). A parameter used outside its layer as well
-  (weights tied into a functional call) is covered the same way.
+**Locating**, only once a step is found non-finite (``nonfinite_replay``): the step's forward is
+run again with a check on every module's output, from what the guard kept of it (references to
+the model's arguments, the random generators' and autocast's state). On a GPU, where the update
+has run by the time the flags are read, the replay needs the parameters and buffers as they
+were: the guard keeps a copy of them on the device, refreshed at every update (one fused copy),
+when it takes at most ``SHADOW_SHARE`` of the device's free memory; for a larger model that copy
+is off (a log line says so) and the origin is named from the flags alone (the loss, or the
+gradient). When the forward was finite, the origin is the first non-finite gradient in backward
+order (the modules' forward order, reversed).
 
 The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
 inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
@@ -38,37 +37,36 @@ again once the loss turns non-finite, after which the guard turns itself off.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
 from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
+from trainprobe.capture.pytorch.nonfinite_replay import (
+    KeptForward,
+    Replayed,
+    all_finite,
+    keep_forward,
+    replay,
+    word_for,
+)
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import NonFiniteOrigin
 
-__all__ = ["NonFiniteGuard"]
+__all__ = ["SHADOW_SHARE", "NonFiniteGuard"]
+
+log = logging.getLogger("trainprobe")
+
+SHADOW_SHARE = 0.25
+"""The largest share of a device's free memory the copy of the parameters may take (GPU)."""
 
 _OUTPUT, _LOSS, _GRADIENT, _PARAMETER = "output", "loss", "gradient", "parameter"
-
-# Element-wise, without parameters, finite wherever their input is finite.
-_KEEP_FINITE = (
-    torch.nn.ReLU,
-    torch.nn.ReLU6,
-    torch.nn.LeakyReLU,
-    torch.nn.ELU,
-    torch.nn.GELU,
-    torch.nn.SiLU,
-    torch.nn.Tanh,
-    torch.nn.Sigmoid,
-    torch.nn.Hardtanh,
-    torch.nn.Softsign,
-    torch.nn.Softmax,
-    torch.nn.Identity,
-    torch.nn.Flatten,
-)
 
 # Layers whose bias gradient sums their output's gradient over every axis but the channel's.
 _BIAS_SUMS_OUTPUT_GRADIENT = (
@@ -84,235 +82,390 @@ _BIAS_SUMS_OUTPUT_GRADIENT = (
     torch.nn.GroupNorm,
 )
 
+_Where = tuple[int, ModeKeys, int]
+_NO_LOSS: Any = object()
+
 
 @dataclass(frozen=True)
 class _Checked:
-    """One tensor checked on a GPU: its kind, module (or parameter) and tensor name."""
+    """One checked tensor: its kind, its module (or parameter) and the index of an output."""
 
     kind: str
-    module: str
-    tensor: str
+    name: str
+    index: int = 0
+
+    @property
+    def tensor_name(self) -> str:
+        if self.kind == _GRADIENT:
+            return naming.gradient_name(self.name)
+        return f"{self.name}{naming.OUTPUT_SUFFIX}{self.index}"
 
 
-_HALF = frozenset({torch.float16, torch.bfloat16})
+@dataclass
+class _Pending:
+    """A step's flags on their way to the host (GPU)."""
+
+    where: _Where
+    checked: list[_Checked]
+    values: torch.Tensor
+    event: Any
+    kept: list[KeptForward]
+    shadowed: bool
 
 
-def _checked_sum(tensor: torch.Tensor) -> torch.Tensor | None:
-    """The sum of a floating-point tensor (float32 or wider), None for tensors not checked."""
-    if not tensor.is_floating_point():
-        return None
-    tensor = tensor.detach()
-    if tensor.dtype in _HALF:
-        return tensor.sum(dtype=torch.float32)
-    return tensor.sum()
+def _max_magnitudes(tensors: list[torch.Tensor]) -> tuple[list[int], torch.Tensor]:
+    """Each tensor's largest magnitude, one fused kernel per device and dtype, as one vector on
+    the first tensor's device; with the tensors' indices in the vector's order."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for index, tensor in enumerate(tensors):
+        groups.setdefault((tensor.device, tensor.dtype), []).append(index)
+    device = tensors[0].device
+    order: list[int] = []
+    parts: list[torch.Tensor] = []
+    for members in groups.values():
+        norms = torch._foreach_norm([tensors[i] for i in members], math.inf)
+        parts.append(torch.stack(list(norms)))
+        order.extend(members)
+    if len(parts) == 1:
+        return order, parts[0]
+    return order, torch.cat([part.to(device, torch.float32) for part in parts])
 
 
-def _tensor_name(kind: str, module: str, index: int) -> str:
-    """The saved name of a checked tensor: an output, a loss, a gradient or a parameter."""
-    if kind == _GRADIENT:
-        return naming.gradient_name(module)
-    if kind == _PARAMETER:
-        return module
-    return f"{module}{naming.OUTPUT_SUFFIX}{index}"
+class _Shadow:
+    """A copy of the models' parameters and buffers on their device, refreshed at each update:
+    what the last updated step's forward ran with (GPU, where flags are read a step late)."""
 
+    def __init__(self, live: list[torch.Tensor]) -> None:
+        self._groups: dict[tuple[torch.device, torch.dtype], tuple[list[torch.Tensor], ...]] = {}
+        for tensor in live:
+            key = (tensor.device, tensor.dtype)
+            lives, copies = self._groups.setdefault(key, ([], []))
+            lives.append(tensor)
+            copies.append(torch.empty_like(tensor))
 
-def _word(tensor: torch.Tensor) -> str:
-    """ "NaN" when ``tensor`` holds one, else "infinity" (a sum cannot tell: inf - inf is NaN)."""
-    return "NaN" if bool(torch.isnan(tensor.detach()).any()) else "infinity"
+    @staticmethod
+    def fits(live: list[torch.Tensor]) -> bool:
+        """Whether a copy of ``live`` fits in ``SHADOW_SHARE`` of its device's free memory."""
+        size = sum(tensor.numel() * tensor.element_size() for tensor in live)
+        device = live[0].device
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+        else:
+            import psutil
+
+            free = psutil.virtual_memory().available
+        return size <= SHADOW_SHARE * free
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            for lives, copies in self._groups.values():
+                torch._foreach_copy_(copies, lives)
+
+    def swap(self) -> None:
+        """Exchange the live tensors' values with the copy's (twice: back as they were)."""
+        with torch.no_grad():
+            for lives, copies in self._groups.values():
+                held = [tensor.clone() for tensor in lives]
+                torch._foreach_copy_(lives, copies)
+                torch._foreach_copy_(copies, held)
 
 
 class NonFiniteGuard:
-    """Finds the first non-finite module output, loss or gradient of a training."""
+    """Finds the first non-finite module output, loss or gradient of a training.
 
-    def __init__(self) -> None:
+    ``names`` and ``top_names`` name the registered modules and models by ``id``; ``models``
+    gives the registered models. When a step is found non-finite while it is open (CPU),
+    ``on_found(losses)`` is called first with the step's non-finite losses, then
+    ``save(module, inputs, outputs)`` for the origin and every later module of the replayed
+    forward."""
+
+    def __init__(
+        self,
+        names: Mapping[int, str],
+        top_names: Mapping[int, str],
+        models: Callable[[], list[torch.nn.Module]],
+        on_found: Callable[[list[tuple[str, torch.Tensor]]], None],
+        save: Callable[[str, Any, Any], None],
+    ) -> None:
         self.on = True
         self.origin: NonFiniteOrigin | None = None
         self.unwritten = False
         self.save_next_in_full = False
-        self._step, self._mode, self._mode_step = -1, ModeKeys.GLOBAL, -1
-        self._sums: list[torch.Tensor] = []
-        self._checked: list[_Checked] = []
-        self._pending: tuple[int, ModeKeys, int, list[_Checked], torch.Tensor, object] | None = None
-        self._loss_bad_now: str | None = None
-        self._keep_finite: set[str] = set()
-        self._covered: torch.Tensor | None = None  # the tensor checked (or implied) last
+        self._names, self._top_names, self._models = names, top_names, models
+        self._on_found, self._save = on_found, save
+        self._where: _Where = (-1, ModeKeys.GLOBAL, -1)
+        self._kept: list[KeptForward] = []
+        self._losses: dict[int, tuple[str, torch.Tensor]] = {}
+        self._outputs: list[torch.Tensor] = []
+        self._gradients_checked = False
+        self._checked_parameters: list[tuple[str, torch.Tensor]] = []
+        self._implied: set[str] = set()
         self._parameters: dict[str, list[tuple[str, torch.Tensor]]] = {}
-        self._implied: set[str] = set()  # parameters whose gradient a bias gradient implies
+        self._module_of: dict[str, str] = {}
+        self._pending: list[_Pending] = []
+        self._shadow: _Shadow | None = None
+        self._shadow_refused = False
+        self._replayable = True
 
     def register(
         self, name: str, module: torch.nn.Module, parameters: list[tuple[str, torch.Tensor]]
     ) -> None:
-        """Note a registered module and its own ``parameters`` (saved name, tensor). An
-        element-wise one that keeps finite values finite is checked through its input."""
-        if isinstance(module, _KEEP_FINITE):
-            self._keep_finite.add(name)
+        """Note a registered module and its own ``parameters`` (saved name, tensor)."""
+        if _shards_parameters(module):
+            self._replayable = False  # a forward run on one rank alone would wait forever
         if parameters:
             self._parameters[name] = parameters
         bias = getattr(module, "bias", None)
+        implied = set()
         if (
             isinstance(module, _BIAS_SUMS_OUTPUT_GRADIENT)
             and isinstance(bias, torch.Tensor)
             and bias.requires_grad
         ):
-            self._implied.update(key for key, tensor in parameters if tensor is not bias)
+            implied = {key for key, tensor in parameters if tensor is not bias}
+        self._implied.update(implied)
+        for key, tensor in parameters:
+            self._module_of[key] = name
+            if key not in implied and tensor.requires_grad:
+                self._checked_parameters.append((key, tensor))
 
     # ----- the step -----
 
     def begin(self, step: int, mode: ModeKeys, mode_step: int) -> None:
         """A new step starts."""
-        self._step, self._mode, self._mode_step = step, mode, mode_step
-        self._loss_bad_now = None
-        self._covered = None
+        self._where = (step, mode, mode_step)
+        self._kept, self._losses, self._outputs = [], {}, []
+        self._gradients_checked = False
 
-    def output(self, module: str, inputs: object, outputs: object, is_loss: bool) -> bool:
-        """Check a module's outputs; True when this is the step's (and run's) first non-finite
-        tensor, found now (CPU), so the hook saves the rest of the step in full."""
-        if self.origin is not None and not is_loss:
-            return False
-        if isinstance(outputs, torch.Tensor):
-            produced = [outputs]
-        else:
-            produced = list(naming.module_tensors(outputs))
-        keeps_finite = not is_loss and len(produced) == 1 and module in self._keep_finite
-        if keeps_finite and self._covers(inputs):
-            self._covered = produced[0]  # finite exactly when its input is
-            return False
-        kind = _LOSS if is_loss else _OUTPUT
-        for index, tensor in enumerate(produced):
-            if tensor is self._covered and not is_loss:
-                continue  # checked already: a container returning its last member's output
-            if self._check(kind, module, index, tensor, inputs):
-                return True
-            self._covered = tensor
-        return False
+    def keep_forward(
+        self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A forward of the step starts: keep what a replay needs."""
+        self._kept.append(keep_forward(model, args, kwargs))
 
-    def _covers(self, inputs: object) -> bool:
-        """Whether ``inputs`` (a forward's arguments) is just the tensor covered last."""
-        covered = self._covered
-        return (
-            covered is not None
-            and isinstance(inputs, tuple)
-            and len(inputs) == 1
-            and inputs[0] is covered
-        )
+    def add_loss(self, name: str, loss: torch.Tensor) -> None:
+        """A loss of the step."""
+        if loss.is_floating_point():
+            self._losses[id(loss)] = (name, loss)
 
-    def implies(self, parameter: str) -> bool:
-        """Whether ``parameter``'s gradient needs no check: its layer's bias gradient implies
-        it is finite."""
-        return parameter in self._implied
+    def add_output(self, outputs: Any) -> None:
+        """A model's outputs, checked when the step computes no loss."""
+        if self.origin is None:
+            tensors = naming.module_tensors(outputs)
+            self._outputs.extend(t for t in tensors if t.is_floating_point())
 
-    def gradient(self, parameter: str, grad: torch.Tensor) -> bool:
-        """Check a gradient; True when it is the run's first non-finite tensor (CPU)."""
-        if self.origin is not None or self.implies(parameter):
-            return False
-        return self._check(_GRADIENT, parameter, 0, grad, None)
+    def check_update(self) -> None:
+        """An optimizer is about to step: check the losses so far and the gradients."""
+        self._read_pending(block=True)  # before the copy of the parameters is refreshed
+        if not self.on:
+            return
+        checked, tensors = self._take_losses()
+        if self.origin is None and not self._gradients_checked:
+            gradients, grads = self._take_gradients()
+            checked, tensors = checked + gradients, tensors + grads
+        if tensors:
+            self._check(checked, tensors, update=True)
 
-    def _check(
-        self, kind: str, module: str, index: int, tensor: torch.Tensor, inputs: object
-    ) -> bool:
-        total = _checked_sum(tensor)
-        if total is None:
-            return False
-        if not total.is_cpu:
-            self._sums.append(total)
-            self._checked.append(_Checked(kind, module, _tensor_name(kind, module, index)))
-            return False
-        if math.isfinite(total.item()):
-            return False
-        if kind == _LOSS and self._loss_bad_now is None:
-            self._loss_bad_now = _word(tensor)
-        if self.origin is not None:
-            return False
-        inputs_finite = _all_finite(naming.module_tensors(inputs)) if kind == _OUTPUT else None
-        parameter = self._non_finite_parameter(module) if inputs_finite else None
-        if parameter is not None:  # made so by the last update, before this forward
-            kind, (module, tensor), inputs_finite = _PARAMETER, parameter, None
-        self.origin = NonFiniteOrigin(
-            step=self._step,
-            mode=self._mode,
-            mode_step=self._mode_step,
-            kind=kind,
-            module=module,
-            tensor=_tensor_name(kind, module, index),
-            what=_word(tensor),
-            inputs_finite=inputs_finite,
-            saved_in_full=True,
-        )
-        self.unwritten = True
-        return True
+    def finish(self) -> None:
+        """The step ends: check what the step computed since the last check; read the flags
+        of the step before (GPU)."""
+        self._read_pending()
+        if self.on:
+            checked, tensors = self._take_losses()
+            if self.origin is None and not self._gradients_checked:
+                gradients, grads = self._take_gradients()
+                checked, tensors = checked + gradients, tensors + grads
+                if not tensors:
+                    top = self._top_name()
+                    checked = [_Checked(_OUTPUT, top, i) for i in range(len(self._outputs))]
+                    tensors = self._outputs
+            if tensors:
+                self._check(checked, tensors, update=False)
+        self._kept, self._outputs = [], []
+
+    def close(self) -> None:
+        """The training ends: read what is still pending."""
+        self._read_pending(block=True, closing=True)
+
+    def _take_losses(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+        losses, self._losses = list(self._losses.values()), {}
+        return [_Checked(_LOSS, name) for name, _ in losses], [loss for _, loss in losses]
+
+    def _take_gradients(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+        self._gradients_checked = True
+        checked, tensors = [], []
+        for key, parameter in self._checked_parameters:
+            grad = parameter.grad
+            if grad is not None and grad.is_floating_point():
+                checked.append(_Checked(_GRADIENT, key))
+                tensors.append(grad)
+        return checked, tensors
+
+    def _top_name(self) -> str:
+        if self._kept:
+            model = self._kept[0].model
+            return self._top_names.get(id(model), type(model).__name__)
+        return next(iter(self._top_names.values()), "model")
+
+    # ----- checking -----
+
+    def _check(self, checked: list[_Checked], tensors: list[torch.Tensor], update: bool) -> None:
+        with torch.no_grad():
+            order, values = _max_magnitudes(tensors)
+        if host_reads_are_free(values.device):
+            found: list[tuple[_Checked, torch.Tensor | None]] = [
+                (checked[i], tensors[i])
+                for i, value in zip(order, values.tolist(), strict=True)
+                if not math.isfinite(value)
+            ]
+            if found:
+                self._found(self._where, found, self._kept, now=True, shadowed=False)
+            return
+        shadowed = update and self._refresh_shadow()
+        host, event = to_host_later(values)
+        in_order = [checked[i] for i in order]
+        self._pending.append(_Pending(self._where, in_order, host, event, self._kept, shadowed))
+
+    def _read_pending(self, block: bool = False, closing: bool = False) -> None:
+        """Read the flags that have reached the host (``block``: wait for all of them)."""
+        while self._pending:
+            item = self._pending[0]
+            if item.event is not None:
+                if not block and not item.event.query():
+                    return
+                wait_for_device(item.event)
+            self._pending.pop(0)
+            values = item.values.tolist()
+            found: list[tuple[_Checked, torch.Tensor | None]] = [
+                (checked, None)
+                for checked, value in zip(item.checked, values, strict=True)
+                if not math.isfinite(value)
+            ]
+            if found and self.on:
+                had_origin = self.origin is not None
+                self._found(item.where, found, item.kept, now=False, shadowed=item.shadowed)
+                if not had_origin and not closing:
+                    self.save_next_in_full = True
+
+    def _found(
+        self,
+        where: _Where,
+        found: list[tuple[_Checked, torch.Tensor | None]],
+        kept: list[KeptForward],
+        now: bool,
+        shadowed: bool,
+    ) -> None:
+        """Non-finite values were found in a step: locate the origin (once), note the loss."""
+        if self.origin is None:
+            if now:
+                losses = [(item.name, t) for item, t in found if item.kind == _LOSS]
+                self._on_found([(name, t) for name, t in losses if t is not None])
+            self.origin = self._locate(where, found, kept, now, shadowed)
+            self.unwritten = True
+        loss = next((tensor for item, tensor in found if item.kind == _LOSS), _NO_LOSS)
+        if loss is not _NO_LOSS and self.origin.loss_step is None:
+            what = word_for(loss) if loss is not None else "NaN or infinity"
+            self.origin = replace(self.origin, loss_step=where[0], loss_what=what)
+            self.unwritten = True
+            self.on = False  # found where it started and when the loss followed: done
+
+    def _locate(
+        self,
+        where: _Where,
+        found: list[tuple[_Checked, torch.Tensor | None]],
+        kept: list[KeptForward],
+        now: bool,
+        shadowed: bool,
+    ) -> NonFiniteOrigin:
+        step, mode, mode_step = where
+        replayed = self._replay(kept, now, shadowed)
+        if replayed.module is not None and replayed.tensor is not None:
+            kind, module = _OUTPUT, replayed.module
+            tensor_name = f"{module}{naming.OUTPUT_SUFFIX}{replayed.index}"
+            what, inputs_finite = word_for(replayed.tensor), replayed.inputs_finite
+            parameter = self._non_finite_parameter(module) if inputs_finite else None
+            if parameter is not None:  # made so by the last update, before this forward
+                kind, module, tensor_name = _PARAMETER, parameter[0], parameter[0]
+                what, inputs_finite = word_for(parameter[1]), None
+            return NonFiniteOrigin(
+                step=step, mode=mode, mode_step=mode_step, kind=kind, module=module,
+                tensor=tensor_name, what=what, inputs_finite=inputs_finite, saved_in_full=now,
+            )  # fmt: skip
+        first, tensor = self._first_in_backward(found, replayed.order)
+        return NonFiniteOrigin(
+            step=step, mode=mode, mode_step=mode_step, kind=first.kind, module=first.name,
+            tensor=first.tensor_name,
+            what=word_for(tensor) if tensor is not None else "NaN or infinity",
+            saved_in_full=now,
+        )  # fmt: skip
+
+    def _replay(self, kept: list[KeptForward], now: bool, shadowed: bool) -> Replayed:
+        """Replay the step's forward: at once (CPU), or with the copy of the parameters its
+        forward used (GPU); nothing when neither can be had."""
+        if not kept or not (now or shadowed) or not self._replayable:
+            return Replayed()
+        shadow = None if now else self._shadow
+        if shadow is not None:
+            shadow.swap()
+        try:
+            return replay(kept, self._names, self._top_names, self._save if now else None)
+        except Exception as error:  # a forward that cannot run twice: named from the flags
+            log.warning(
+                "trainprobe: the step could not be run again to locate its NaN (%s: %s)",
+                type(error).__name__,
+                error,
+            )
+            return Replayed()
+        finally:
+            if shadow is not None:
+                shadow.swap()
+
+    def _first_in_backward(
+        self, found: list[tuple[_Checked, torch.Tensor | None]], order: list[str]
+    ) -> tuple[_Checked, torch.Tensor | None]:
+        """The non-finite gradient computed first (its module last in the forward's order; a
+        bias before its weight), else the first non-finite output, else the loss."""
+        gradients = [entry for entry in found if entry[0].kind == _GRADIENT]
+        if not gradients:
+            return next((entry for entry in found if entry[0].kind == _OUTPUT), found[0])
+        position = {name: index for index, name in enumerate(order)}
+        registered = {key: index for index, (key, _) in enumerate(self._checked_parameters)}
+
+        def backward_rank(entry: tuple[_Checked, torch.Tensor | None]) -> tuple[int, int]:
+            name = entry[0].name
+            module = self._module_of.get(name, "")
+            return (-position.get(module, -1), -registered.get(name, 0))
+
+        return min(gradients, key=backward_rank)
 
     def _non_finite_parameter(self, module: str) -> tuple[str, torch.Tensor] | None:
         """The first of ``module``'s own parameters that is not finite, if any."""
         for name, tensor in self._parameters.get(module, []):
-            if not _all_finite([tensor]):
+            if not all_finite([tensor]):
                 return name, tensor
         return None
 
-    def finish(self) -> None:
-        """The step ends: read the previous GPU step's flags, queue this one's, note the loss."""
-        self._covered = None
-        self._read_pending()
-        if self._sums:
-            self._queue_sums()
-        if self._loss_bad_now is not None and self.origin is not None:
-            if self.origin.loss_step is None:
-                self.origin = replace(
-                    self.origin, loss_step=self._step, loss_what=self._loss_bad_now
+    def _refresh_shadow(self) -> bool:
+        """Copy the parameters and buffers as this step's forward used them (GPU); False when
+        the copy is off."""
+        if self._shadow is None and not self._shadow_refused:
+            live = [t for model in self._models() for t in [*model.parameters(), *model.buffers()]]
+            if live and _Shadow.fits(live):
+                self._shadow = _Shadow(live)
+            else:
+                self._shadow_refused = True
+                log.warning(
+                    "trainprobe: the model is too large to keep a copy of its parameters for "
+                    "the non-finite guard (over %d%% of the device's free memory): a NaN's "
+                    "origin will be named from the loss and the gradients only",
+                    int(SHADOW_SHARE * 100),
                 )
-                self.unwritten = True
-            self.on = False  # found where it started and when the loss followed: done
-
-    def close(self) -> None:
-        """The training ends: read what is still pending."""
-        self._read_pending(wait=True)
-
-    # ----- GPU steps -----
-
-    def _queue_sums(self) -> None:
-        device = self._sums[0].device
-        flags = torch.isfinite(torch.stack([total.to(device) for total in self._sums]))
-        host = torch.empty(flags.shape, dtype=torch.bool, pin_memory=True)
-        host.copy_(flags, non_blocking=True)
-        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        event.record(torch.cuda.current_stream(device))
-        self._pending = (self._step, self._mode, self._mode_step, self._checked, host, event)
-        self._sums, self._checked = [], []
-
-    def _read_pending(self, wait: bool = False) -> None:
-        if self._pending is None:
-            return
-        step, mode, mode_step, checked, host, event = self._pending
-        self._pending = None
-        assert isinstance(event, torch.cuda.Event)
-        # Recorded a step ago, yet the training's queue can still hold that step's work: the
-        # wait is counted apart from the hook's own time.
-        wait_for_device(event)
-        bad = [item for item, fine in zip(checked, host.tolist(), strict=True) if not fine]
-        if not bad:
-            return
-        losses = [item for item in bad if item.kind == _LOSS]
-        if self.origin is None:
-            first = next((item for item in bad if item.kind != _LOSS), bad[0])
-            self.origin = NonFiniteOrigin(
-                step=step,
-                mode=mode,
-                mode_step=mode_step,
-                kind=first.kind,
-                module=first.module,
-                tensor=first.tensor,
-                what="NaN or infinity",
-            )
-            self.unwritten = True
-            self.save_next_in_full = not wait
-        if losses and self.origin.loss_step is None:
-            self.origin = replace(self.origin, loss_step=step, loss_what="NaN or infinity")
-            self.unwritten = True
-            self.on = False
-
-
-def _all_finite(tensors: Iterable[torch.Tensor]) -> bool:
-    for tensor in tensors:
-        total = _checked_sum(tensor)
-        if total is not None and not math.isfinite(float(total)):
+        if self._shadow is None:
             return False
-    return True
+        self._shadow.refresh()
+        return True
+
+
+def _shards_parameters(module: torch.nn.Module) -> bool:
+    """Whether ``module`` gathers its parameters from other ranks in its forward (FSDP)."""
+    return "FullyShardedDataParallel" in type(module).__name__ or hasattr(module, "_fsdp_state")

@@ -51,6 +51,7 @@ import torch
 
 from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch.device_spike_window import VERDICT_FIELDS, DeviceSpikeWindow
+from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
 from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.errors import ConfigError
@@ -321,7 +322,7 @@ class SpikeGuard:
             if first is None:
                 return False
             device = first.device
-        if device.type in HOST_READS_ARE_FREE:
+        if host_reads_are_free(device):
             return False
         actions = {rule.action for rule in self.rules}
         if not actions <= {"none", "skip"}:
@@ -355,7 +356,7 @@ class SpikeGuard:
                 found = found.to(existing.device).reshape(existing.shape)
                 optimizer.found_inf = torch.maximum(existing, found)  # type: ignore[attr-defined]
         row = torch.cat([verdicts.flatten(), flag.reshape(1).double()])
-        copy, event = _to_host(row)
+        copy, event = to_host_later(row)
         rules = [rule for rule, _ in judged]
         self._pending.append(_Pending(rules, copy, event, where, skipping, update))
 
@@ -532,9 +533,6 @@ class SpikeGuard:
 
 _STRENGTH = {"none": 0, "skip": 1, "rollback": 2, "stop": 3}
 
-HOST_READS_ARE_FREE = {"cpu"}
-"""Device types whose values the host reads without waiting: judged on the host."""
-
 
 @dataclass
 class _Pending:
@@ -546,17 +544,6 @@ class _Pending:
     where: tuple[int, ModeKeys, int, str]
     skipping: bool
     update: int
-
-
-def _to_host(tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
-    """``tensor`` copied to the host without blocking, and the event that says it arrived."""
-    if tensor.device.type != "cuda":
-        return tensor, None
-    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-    host.copy_(tensor, non_blocking=True)
-    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-    event.record(torch.cuda.current_stream(tensor.device))
-    return host, event
 
 
 def _any_rank_on_device(flag: torch.Tensor) -> torch.Tensor:
