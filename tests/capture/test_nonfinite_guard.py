@@ -2,8 +2,8 @@
 
 The model divides by a number that reaches zero at a known step, in a known layer; the hook
 saves only every 100 steps, so the step in question is saved because the guard saw it. The step
-reaches the model as data (``STEP``, which the training loop sets), as a batch would: the guard
-locates an origin by running the failing step's forward again.
+reaches the model as data (a buffer the training loop sets before each forward), as a batch
+would: the guard locates an origin by running the failing step's forward again.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torch import nn
 
 import trainprobe.pytorch as smd
 from reference_envs import run_reference
+from trainprobe.capture.pytorch import host_copy
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.storage.rule_output import read_status
@@ -29,25 +30,28 @@ pytestmark = pytest.mark.slow
 BAD_STEP = 4
 
 
-class Step:
-    """The training's step, as the training loop sets it before each forward."""
+class Stepped(nn.Module):
+    """A module that knows the training's step: its ``step`` buffer, set by the training loop
+    before each forward."""
 
-    now = 0
-
-
-STEP = Step()
-
-
-class Countdown(nn.Module):
-    """Divides its input by (BAD_STEP - the step): infinite at step BAD_STEP (never, with
-    ``healthy``)."""
+    step: torch.Tensor
 
     def __init__(self) -> None:
         super().__init__()
+        self.register_buffer("step", torch.zeros(()))
         self.healthy = False
 
+    @property
+    def now(self) -> int:
+        return int(self.step) - (1000 if self.healthy else 0)
+
+
+class Countdown(Stepped):
+    """Divides its input by (BAD_STEP - the step): infinite at step BAD_STEP (never, with
+    ``healthy``)."""
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x / float(BAD_STEP - STEP.now + (1000 if self.healthy else 0))
+        return x / float(BAD_STEP - self.now)
 
 
 def model() -> nn.Sequential:
@@ -73,7 +77,9 @@ def train(
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(1)
     for step in range(steps):
-        STEP.now = step
+        for module in net.modules():
+            if isinstance(module, Stepped):
+                module.step.fill_(step)
         inputs = torch.randn(16, 6, generator=generator)
         optimizer.zero_grad()
         loss_fn(net(inputs), torch.zeros(16, 3)).backward()
@@ -107,7 +113,7 @@ def test_the_first_nan_is_traced_to_its_layer_and_step(tmp_path: Path) -> None:
     assert trial.module_type("3") == f"{Countdown.__module__}.Countdown"
 
 
-class FunctionalDivision(nn.Module):
+class FunctionalDivision(Stepped):
     """A linear layer, then a division written in the forward (no module), then a Tanh."""
 
     def __init__(self) -> None:
@@ -118,7 +124,7 @@ class FunctionalDivision(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.linear(x)
-        hidden = hidden / float(BAD_STEP - STEP.now) * 0.0  # 0 * inf: NaN
+        hidden = hidden / float(BAD_STEP - self.now) * 0.0  # 0 * inf: NaN
         return self.head(self.act(hidden))
 
 
@@ -152,16 +158,12 @@ def test_the_origin_is_the_first_module_whose_output_went_non_finite(
     assert origin.loss_step == BAD_STEP
 
 
-class BackwardCountdown(nn.Module):
+class BackwardCountdown(Stepped):
     """The identity forward; its backward turns the gradient to NaN at step BAD_STEP (never,
     with ``healthy``)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.healthy = False
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bad = STEP.now == BAD_STEP and not self.healthy
+        bad = self.now == BAD_STEP
         return _NanGradient.apply(x) if bad else x
 
 
@@ -293,3 +295,65 @@ def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
         """,
     )
     assert read == {"steps": [0, BAD_STEP], "shape": [16, 8]}
+
+
+def parameter_broken_by_an_update() -> tuple[nn.Module, Callable[[int], None]]:
+    net = backward_model()
+    backward = net[3]
+    assert isinstance(backward, BackwardCountdown)
+    backward.healthy = True
+    linear = net[2]
+    assert isinstance(linear, nn.Linear)
+
+    def overflow(step: int) -> None:
+        if step == BAD_STEP:
+            with torch.no_grad():
+                linear.weight[0, 0] = float("inf")
+
+    return net, overflow
+
+
+@pytest.mark.parametrize(
+    ("scenario", "origin_step", "kind", "module", "what"),
+    [
+        ("forward", BAD_STEP, "output", "3", "infinity"),
+        ("outside any module", BAD_STEP, "output", "act", "NaN"),
+        ("backward", BAD_STEP, "gradient", "Sequential_2.bias", "NaN or infinity"),
+        ("update", BAD_STEP + 1, "parameter", "Sequential_2.weight", "infinity"),
+    ],
+)
+def test_as_on_a_gpu_the_origin_is_read_a_step_late_and_located_with_the_kept_parameters(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    origin_step: int,
+    kind: str,
+    module: str,
+    what: str,
+) -> None:
+    # The CUDA boundary: a device whose values the host cannot read without waiting. The
+    # flags are read at the next update, when the failing step has been updated already: the
+    # replay runs on the copy of the parameters its forward used.
+    monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
+    after_update: Callable[[int], None] = lambda step: None  # noqa: E731
+    if scenario == "forward":
+        net: nn.Module = model()
+    elif scenario == "outside any module":
+        torch.manual_seed(0)
+        net = FunctionalDivision()
+    elif scenario == "backward":
+        net = backward_model()
+    else:
+        net, after_update = parameter_broken_by_an_update()
+    train(tmp_path, net, BAD_STEP + 4, after_update=after_update)
+    origin = create_trial(str(tmp_path)).nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.kind, origin.module, origin.what) == (
+        origin_step,
+        kind,
+        module,
+        what,
+    )
+    assert origin.loss_step == (BAD_STEP + 1 if scenario == "backward" else origin_step)
+    # The step after the one found is saved in full.
+    assert create_trial(str(tmp_path)).steps() == [0, origin_step + 1]

@@ -50,7 +50,6 @@ from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
 from trainprobe.capture.pytorch.nonfinite_replay import (
     KeptForward,
-    Replayed,
     all_finite,
     keep_forward,
     replay,
@@ -206,6 +205,7 @@ class NonFiniteGuard:
         self._shadow: _Shadow | None = None
         self._shadow_refused = False
         self._replayable = True
+        self._order: list[str] = []  # the modules of the last replay, in forward order
 
     def register(
         self, name: str, module: torch.nn.Module, parameters: list[tuple[str, torch.Tensor]]
@@ -378,20 +378,14 @@ class NonFiniteGuard:
         shadowed: bool,
     ) -> NonFiniteOrigin:
         step, mode, mode_step = where
-        replayed = self._replay(kept, now, shadowed)
-        if replayed.module is not None and replayed.tensor is not None:
-            kind, module = _OUTPUT, replayed.module
-            tensor_name = f"{module}{naming.OUTPUT_SUFFIX}{replayed.index}"
-            what, inputs_finite = word_for(replayed.tensor), replayed.inputs_finite
-            parameter = self._non_finite_parameter(module) if inputs_finite else None
-            if parameter is not None:  # made so by the last update, before this forward
-                kind, module, tensor_name = _PARAMETER, parameter[0], parameter[0]
-                what, inputs_finite = word_for(parameter[1]), None
+        located = self._replay(kept, now, shadowed)
+        if located is not None:
+            kind, module, tensor_name, what, inputs_finite = located
             return NonFiniteOrigin(
                 step=step, mode=mode, mode_step=mode_step, kind=kind, module=module,
                 tensor=tensor_name, what=what, inputs_finite=inputs_finite, saved_in_full=now,
             )  # fmt: skip
-        first, tensor = self._first_in_backward(found, replayed.order)
+        first, tensor = self._first_in_backward(found, self._order)
         return NonFiniteOrigin(
             step=step, mode=mode, mode_step=mode_step, kind=first.kind, module=first.name,
             tensor=first.tensor_name,
@@ -399,23 +393,37 @@ class NonFiniteGuard:
             saved_in_full=now,
         )  # fmt: skip
 
-    def _replay(self, kept: list[KeptForward], now: bool, shadowed: bool) -> Replayed:
-        """Replay the step's forward: at once (CPU), or with the copy of the parameters its
-        forward used (GPU); nothing when neither can be had."""
+    def _replay(
+        self, kept: list[KeptForward], now: bool, shadowed: bool
+    ) -> tuple[str, str, str, str, bool | None] | None:
+        """Replay the step's forward, at once (CPU) or with the copy of the parameters its
+        forward used (GPU): the first non-finite module output (kind, module, tensor, what,
+        whether its inputs were finite), or a parameter the update before it broke."""
+        self._order = []
         if not kept or not (now or shadowed) or not self._replayable:
-            return Replayed()
+            return None
         shadow = None if now else self._shadow
         if shadow is not None:
             shadow.swap()
         try:
-            return replay(kept, self._names, self._top_names, self._save if now else None)
+            replayed = replay(kept, self._names, self._top_names, self._save if now else None)
+            self._order = replayed.order
+            if replayed.module is None or replayed.tensor is None:
+                return None
+            module, inputs_finite = replayed.module, replayed.inputs_finite
+            parameter = self._non_finite_parameter(module) if inputs_finite else None
+            if parameter is not None:  # made so by the last update, before this forward
+                name, tensor = parameter
+                return _PARAMETER, name, name, word_for(tensor), None
+            tensor_name = f"{module}{naming.OUTPUT_SUFFIX}{replayed.index}"
+            return _OUTPUT, module, tensor_name, word_for(replayed.tensor), inputs_finite
         except Exception as error:  # a forward that cannot run twice: named from the flags
             log.warning(
                 "trainprobe: the step could not be run again to locate its NaN (%s: %s)",
                 type(error).__name__,
                 error,
             )
-            return Replayed()
+            return None
         finally:
             if shadow is not None:
                 shadow.swap()

@@ -1,0 +1,140 @@
+"""What the PyTorch hook dispatches on a step that saves nothing: a constant handful of
+operations whatever the model's size, no value read back to the host, no module hooked.
+
+On a GPU each dispatched operation is a kernel launch and each value read back a wait for the
+device; counted on the CPU with a ``TorchDispatchMode``, they are the proxy for both. Counts are
+exact: the hook's operations are what a training with the hook dispatches beyond the same
+training without it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import trainprobe.pytorch as smd
+from trainprobe.capture.pytorch import host_copy
+from trainprobe.trials import create_trial
+
+READ_BACK = "aten._local_scalar_dense.default"
+STEPS = 3
+
+
+class Dispatched(TorchDispatchMode):
+    """Counts the operations dispatched while it is on, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.counts[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def mlp(blocks: int) -> nn.Sequential:
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for _ in range(blocks):
+        layers += [nn.Linear(16, 16), nn.LayerNorm(16), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(16, 3))
+
+
+def steps_dispatched(model: nn.Module, hook: smd.Hook | None) -> Counter[str]:
+    """The operations of STEPS training steps, after two warm-up steps."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    if hook is not None:
+        hook.register_module(model)
+        if not hook.follow_training:
+            hook.register_loss(loss_fn)
+    inputs, labels = torch.randn(8, 16), torch.randint(0, 3, (8,))
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss_fn(model(inputs), labels).backward()
+        optimizer.step()
+
+    step(), step()
+    with Dispatched() as dispatched:
+        for _ in range(STEPS):
+            step()
+    if hook is not None:
+        hook.close()
+    return dispatched.counts
+
+
+def added_per_step(blocks: int, **hook_options: Any) -> Counter[str]:
+    alone = steps_dispatched(mlp(blocks), None)
+    out = hook_options.pop("out")
+    hooked = steps_dispatched(mlp(blocks), smd.Hook(str(out), **hook_options))
+    added = hooked - alone
+    assert all(count % STEPS == 0 for count in added.values()), added
+    assert not (alone - hooked), "the hook removed operations of the training"
+    return Counter({op: count // STEPS for op, count in added.items()})
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # One fused check of the loss and the gradients that need one (the layers' biases).
+        ({}, {"aten._foreach_norm.Scalar": 1, "aten.stack.default": 1}),
+        # Following the training, the loss's watch detaches the loss it hears (a view).
+        (
+            {"follow_training": True},
+            {"aten._foreach_norm.Scalar": 1, "aten.stack.default": 1, "aten.detach.default": 2},
+        ),
+    ],
+    ids=["the default hook", "the hook trainprobe run installs"],
+)
+def test_a_step_that_saves_nothing_dispatches_the_same_few_operations_for_any_model_size(
+    tmp_path: Path, options: dict[str, Any], expected: dict[str, int]
+) -> None:
+    small = added_per_step(2, out=tmp_path / "small", **options)
+    large = added_per_step(30, out=tmp_path / "large", **options)
+    assert small == large == Counter(expected)
+    assert sum(small.values()) <= 10
+    assert READ_BACK not in small  # nothing read back: no wait for a device
+
+
+def test_as_on_a_gpu_the_check_is_copied_to_the_host_and_the_parameters_kept_in_one_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CUDA boundary: flags go to the host without blocking, and the parameters the step's
+    # forward used are kept for a replay (one fused copy).
+    monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
+    small = added_per_step(2, out=tmp_path / "small")
+    large = added_per_step(30, out=tmp_path / "large")
+    assert small == large
+    assert small == Counter(
+        {"aten._foreach_norm.Scalar": 1, "aten.stack.default": 1, "aten._foreach_copy_.default": 1}
+    )
+
+
+def test_modules_are_hooked_only_in_the_steps_that_save_them(tmp_path: Path) -> None:
+    model = mlp(2)
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_steps=[2]), save_all=True)
+    hook.register_module(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    hooked: list[int] = []
+
+    def count_hooks(module: nn.Module, inputs: Any) -> None:
+        hooked.append(sum(len(submodule._forward_hooks) for submodule in model[1:]))
+
+    model.register_forward_pre_hook(count_hooks)  # runs after the hook's own step start
+    for _ in range(4):
+        optimizer.zero_grad()
+        model(torch.randn(8, 16)).sum().backward()
+        optimizer.step()
+    hook.close()
+    # Steps 0 (the save interval's) and 2 save every module's inputs and outputs: only then
+    # are the modules hooked.
+    assert create_trial(str(tmp_path)).steps() == [0, 2]
+    assert hooked == [len(model) - 1, 0, len(model) - 1, 0]
+    assert "6_output_0" in create_trial(str(tmp_path)).tensor_names(step=2)
