@@ -138,3 +138,25 @@ def test_modules_are_hooked_only_in_the_steps_that_save_them(tmp_path: Path) -> 
     assert create_trial(str(tmp_path)).steps() == [0, 2]
     assert hooked == [len(model) - 1, 0, len(model) - 1, 0]
     assert "6_output_0" in create_trial(str(tmp_path)).tensor_names(step=2)
+
+
+def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection_and_pass(
+    tmp_path: Path,
+) -> None:
+    options: dict[str, Any] = {
+        "save_config": smd.SaveConfig(save_interval=1),
+        "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),
+        "include_collections": ["weights", "biases", "gradients", "losses"],
+    }
+    small = added_per_step(2, out=tmp_path / "small", **options)
+    large = added_per_step(30, out=tmp_path / "large", **options)
+    views = {"aten.view.default", "aten.detach.default", "aten.split_with_sizes.default"}
+    small_work = Counter({op: n for op, n in small.items() if op not in views})
+    large_work = Counter({op: n for op, n in large.items() if op not in views})
+    # The parameters (saved at the step's start) and the gradients (when the backward ends)
+    # are each reduced together: a segment reduction for min, max and sum, one norm kernel.
+    assert small_work == large_work
+    assert small_work["aten.segment_reduce.default"] == 6
+    assert small_work["aten._foreach_norm.Scalar"] == 2 + 1  # the l2 norms and the guard's
+    assert READ_BACK not in small_work
+    assert sum(small_work.values()) <= 30

@@ -58,6 +58,7 @@ _NEEDS: dict[Op, str] = {
 }
 _ORDER = ("minmax", "sum", "l1", "l2", "prod", "var", "absmin", "absvar")
 _WIDTH = {"minmax": 2}
+_ORDERS = {"l1": 1, "l2": 2}
 
 Derive = Callable[[dict[str, float], int], float]
 _DERIVE: dict[Op, Derive] = {
@@ -90,16 +91,14 @@ def passes_for(ops: tuple[Op, ...]) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _layout(ops: tuple[Op, ...]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
-    """The passes ``ops`` need, where each pass's results start among a tensor's results, and
-    which norm orders the passes take (those are batched over tensors)."""
+def _layout(ops: tuple[Op, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The passes ``ops`` need, and where each pass's results start among a tensor's results."""
     passes = passes_for(ops)
     offsets, cursor = [], 0
     for name in passes:
         offsets.append(cursor)
         cursor += _WIDTH.get(name, 1)
-    orders = tuple(order for name, order in (("l1", 1), ("l2", 2)) if name in passes)
-    return passes, tuple(offsets), orders
+    return passes, tuple(offsets)
 
 
 def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -113,33 +112,118 @@ def saved_dtype(dtype: torch.dtype) -> str:
     return "float64" if _accumulate_dtype(dtype) == torch.float64 else "float32"
 
 
-def _run_pass(name: str, x: torch.Tensor, norms: dict[int, torch.Tensor]) -> list[torch.Tensor]:
-    if name == "minmax":
-        low, high = torch.aminmax(x)
-        return [low, high]
-    if name == "sum":
-        return [x.sum()]
-    if name in ("l1", "l2"):
-        order = 1 if name == "l1" else 2
-        found = norms.get(order)
-        return [found if found is not None else torch.linalg.vector_norm(x, order)]
-    if name == "prod":
-        return [x.prod()]
-    if name == "var":
-        return [x.var(correction=0)]
-    if name == "absmin":
-        return [x.abs().amin()]
-    if name == "absvar":
-        return [x.abs().var(correction=0)]
-    raise ValueError(f"unknown pass {name!r}")
+FLAT_ELEMENTS = 1 << 26
+"""The most values one flat buffer of a group's tensors holds (256 MB in float32)."""
+
+
+def _pieces(tensors: list[torch.Tensor]) -> list[list[int]]:
+    """The tensors' indices, in runs of at most FLAT_ELEMENTS values (or of one tensor)."""
+    pieces: list[list[int]] = [[]]
+    size = 0
+    for index, tensor in enumerate(tensors):
+        if pieces[-1] and size + tensor.numel() > FLAT_ELEMENTS:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(index)
+        size += tensor.numel()
+    return pieces
+
+
+_lengths_made: dict[tuple[torch.device, tuple[int, ...]], torch.Tensor] = {}
+
+
+def _lengths(device: torch.device, sizes: tuple[int, ...]) -> torch.Tensor:
+    """The segment lengths ``sizes`` on ``device``: made once per layout, not copied a step."""
+    key = (device, sizes)
+    found = _lengths_made.get(key)
+    if found is None:
+        if len(_lengths_made) >= 256:
+            _lengths_made.clear()
+        found = _lengths_made[key] = torch.tensor(sizes, dtype=torch.int64, device=device)
+    return found
+
+
+def _segment(flat: torch.Tensor, reduce: str, lengths: torch.Tensor) -> torch.Tensor:
+    return torch.segment_reduce(flat, reduce, lengths=lengths, unsafe=True)
+
+
+def _variance(flat: torch.Tensor, lengths: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Each segment's population variance (two passes: the mean, then the squared deviations)."""
+    mean = _segment(flat, "sum", lengths) / counts
+    centred = flat - torch.repeat_interleave(mean, lengths, output_size=flat.numel())
+    return _segment(centred * centred, "sum", lengths) / counts
+
+
+def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch.Tensor:
+    """The passes' results for ``tensors`` (one device and dtype): a (tensors, results) matrix in
+    the accumulation dtype, each row in the order of ``passes``."""
+    if len(tensors) == 1:
+        return _reduce_one(tensors[0], passes)
+    rows = []
+    for piece in _pieces(tensors):
+        members = [tensors[i] for i in piece]
+        if len(members) == 1:
+            rows.append(_reduce_one(members[0], passes))
+            continue
+        wanted = _accumulate_dtype(members[0].dtype)
+        flat = torch.cat([tensor.reshape(-1) for tensor in members])
+        if flat.dtype != wanted:
+            flat = flat.to(wanted)
+        sizes = [tensor.numel() for tensor in members]
+        lengths = _lengths(flat.device, tuple(sizes))
+        counts = lengths.to(wanted) if {"var", "absvar"} & set(passes) else lengths
+        columns: list[torch.Tensor] = []
+        for name in passes:
+            if name == "minmax":
+                columns += [_segment(flat, "min", lengths), _segment(flat, "max", lengths)]
+            elif name in ("sum", "prod"):
+                columns.append(_segment(flat, name, lengths))
+            elif name in ("l1", "l2"):
+                norms = torch._foreach_norm(list(torch.split(flat, sizes)), _ORDERS[name])
+                columns.append(torch.stack(list(norms)))
+            elif name == "var":
+                columns.append(_variance(flat, lengths, counts))
+            elif name == "absmin":
+                columns.append(_segment(flat.abs(), "min", lengths))
+            elif name == "absvar":
+                columns.append(_variance(flat.abs(), lengths, counts))
+            else:
+                raise ValueError(f"unknown pass {name!r}")
+        rows.append(torch.stack(columns, dim=1))
+    return rows[0] if len(rows) == 1 else torch.cat(rows)
+
+
+def _reduce_one(tensor: torch.Tensor, passes: tuple[str, ...]) -> torch.Tensor:
+    """``_reduce_group`` for one tensor: one operation a pass, no flat buffer."""
+    wanted = _accumulate_dtype(tensor.dtype)
+    x = tensor if tensor.dtype == wanted else tensor.to(wanted)
+    values: list[torch.Tensor] = []
+    for name in passes:
+        if name == "minmax":
+            values.extend(torch.aminmax(x))
+        elif name == "sum":
+            values.append(x.sum())
+        elif name in ("l1", "l2"):
+            values.append(torch.linalg.vector_norm(x, _ORDERS[name]))
+        elif name == "prod":
+            values.append(x.prod())
+        elif name == "var":
+            values.append(x.var(correction=0))
+        elif name == "absmin":
+            values.append(x.abs().amin())
+        elif name == "absvar":
+            values.append(x.abs().var(correction=0))
+        else:
+            raise ValueError(f"unknown pass {name!r}")
+    return torch.stack(values).reshape(1, -1)
 
 
 @dataclass(frozen=True)
 class _Entry:
     """Where one tensor's pass results sit, and what to derive from them.
 
-    The results start at ``first`` among the step's results of ``dtype`` (and so at a known
-    place in the step's buffer); ``offsets`` place each pass's results relative to that start.
+    ``offsets`` place each pass's results relative to where the tensor's results start in the
+    step's buffer.
     """
 
     names: Sequence[str]
@@ -147,8 +231,6 @@ class _Entry:
     passes: tuple[str, ...]
     offsets: tuple[int, ...]
     count: int
-    dtype: torch.dtype
-    first: int
 
 
 class DerivedScalars:
@@ -191,16 +273,12 @@ class ReductionBatch:
         self.names: list[str] = []
         self.dtypes: list[str] = []
         self._entries: list[_Entry] = []
+        self._starts: list[int] = []
         self._scalar_names: list[str] = []
         self._scalar_dtypes: list[str] = []
-        self._scalar_slots: list[tuple[torch.dtype, int]] = []
-        self._values: dict[torch.dtype, list[torch.Tensor]] = {}
-
-    def _bucket(self, dtype: torch.dtype) -> list[torch.Tensor]:
-        bucket = self._values.get(dtype)
-        if bucket is None:
-            bucket = self._values[dtype] = []
-        return bucket
+        self._scalar_positions: list[int] = []
+        self._results: list[torch.Tensor] = []  # 1-D, float64, in the order of their positions
+        self._size = 0
 
     def add(
         self,
@@ -208,37 +286,37 @@ class ReductionBatch:
         tensors: Sequence[torch.Tensor],
         ops: Sequence[Op],
     ) -> None:
-        """Reduce ``tensors`` by ``ops``; ``reduction_names[i][j]`` names op j of tensor i.
-
-        The tensors must not be empty.
-        """
+        """Reduce ``tensors`` by ``ops`` now (a later in-place update cannot reach the result);
+        ``reduction_names[i][j]`` names op j of tensor i. The tensors must not be empty."""
         ops = tuple(ops)
-        passes, offsets, orders = _layout(ops)
-        prepared = []
-        for tensor in tensors:
-            x = tensor.detach() if tensor.requires_grad else tensor
-            wanted = _accumulate_dtype(x.dtype)
-            prepared.append(x if x.dtype == wanted else x.to(wanted))
-        shared: list[dict[int, torch.Tensor]] = [{} for _ in prepared]
-        if len(prepared) > 1 and orders:
-            _batched_norms(prepared, orders, shared)
-        for names, tensor, x, norms in zip(reduction_names, tensors, prepared, shared, strict=True):
-            bucket = self._bucket(x.dtype)
-            first = len(bucket)
-            for name in passes:
-                bucket.extend(_run_pass(name, x, norms))
-            self._entries.append(_Entry(names, ops, passes, offsets, x.numel(), x.dtype, first))
+        passes, offsets = _layout(ops)
+        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        for index, tensor in enumerate(tensors):
+            groups.setdefault((tensor.device, tensor.dtype), []).append(index)
+        starts = [0] * len(tensors)
+        for members in groups.values():
+            with torch.no_grad():
+                results = _reduce_group([tensors[i] for i in members], passes)
+            width = results.shape[1]
+            for row, index in enumerate(members):
+                starts[index] = self._size + row * width
+            self._keep(results.reshape(-1))
+        for names, tensor, start in zip(reduction_names, tensors, starts, strict=True):
+            self._entries.append(_Entry(names, ops, passes, offsets, tensor.numel()))
+            self._starts.append(start)
             self.names.extend(names)
             self.dtypes.extend([saved_dtype(tensor.dtype)] * len(names))
 
     def add_value(self, name: str, dtype: str, value: torch.Tensor) -> None:
         """Add a value already computed (a scalar saved by the user)."""
-        value = value.detach().reshape(())
-        bucket = self._bucket(value.dtype)
         self._scalar_names.append(name)
         self._scalar_dtypes.append(dtype)
-        self._scalar_slots.append((value.dtype, len(bucket)))
-        bucket.append(value)
+        self._scalar_positions.append(self._size)
+        self._keep(value.detach().reshape(1))
+
+    def _keep(self, results: torch.Tensor) -> None:
+        self._results.append(results if results.dtype == torch.float64 else results.double())
+        self._size += results.numel()
 
     def __bool__(self) -> bool:
         return bool(self.names or self._scalar_names)
@@ -246,38 +324,13 @@ class ReductionBatch:
     def finish(self) -> tuple[list[str], list[str], DerivedScalars]:
         """Names, dtypes and values of every reduction and scalar, values on their way to the host.
 
-        One stack per dtype, one concatenation, one copy; no synchronisation here.
+        One concatenation, one copy; no synchronisation here.
         """
-        offsets: dict[torch.dtype, int] = {}
-        parts = []
-        total = 0
-        for dtype, values in self._values.items():
-            offsets[dtype] = total
-            total += len(values)
-            stacked = torch.stack(values)
-            parts.append(stacked if dtype == torch.float64 else stacked.to(torch.float64))
-        devices = {part.device for part in parts}
-        if len(devices) > 1:
+        parts = self._results
+        if len({part.device for part in parts}) > 1:
             parts = [part.to("cpu") for part in parts]
         buffer = torch.cat(parts) if len(parts) > 1 else parts[0]
-        starts = [offsets[entry.dtype] + entry.first for entry in self._entries]
-        scalars = [offsets[dtype] + index for dtype, index in self._scalar_slots]
-        derived = DerivedScalars(start_copy(buffer, snapshot=False), self._entries, starts, scalars)
-        names = self.names + self._scalar_names
-        dtypes = self.dtypes + self._scalar_dtypes
-        return names, dtypes, derived
-
-
-def _batched_norms(
-    tensors: list[torch.Tensor], orders: Sequence[int], into: list[dict[int, torch.Tensor]]
-) -> None:
-    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-    for index, tensor in enumerate(tensors):
-        groups.setdefault((tensor.device, tensor.dtype), []).append(index)
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        for order in orders:
-            norms = torch._foreach_norm([tensors[i] for i in members], order)
-            for index, norm in zip(members, norms, strict=True):
-                into[index][order] = norm
+        derived = DerivedScalars(
+            start_copy(buffer, snapshot=False), self._entries, self._starts, self._scalar_positions
+        )
+        return self.names + self._scalar_names, self.dtypes + self._scalar_dtypes, derived

@@ -13,10 +13,11 @@ Steps: each forward of a registered module starts a step; the global step counts
 each mode (``set_mode``) counts its own. Eval forwards advance the global step too. Gradients are
 saved only in TRAIN (and GLOBAL) mode.
 
-Cost: when a step starts, the hook decides once which collections are due. On a step that saves
-nothing, every per-module and per-gradient hook is a single flag check. On a save step it copies:
-reductions are computed on the tensors' device and gathered into one buffer read back once at the
-end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
+Cost: when a step starts, the hook decides once which collections are due. The modules and
+gradients are hooked only for the steps that save them: a step that saves nothing costs the step's
+start and end and the non-finite guard's check (a few fused operations whatever the model's
+size). On a save step it copies: reductions are computed on the tensors' device, batched over the
+tensors captured together, and gathered into one buffer read back once at the end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
 does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written;
 every worker that writes saves it in ``<out_dir>/hook-overhead/<worker>.json`` (on the writer
 thread, at a step boundary at most once a minute, and at ``close()``) for the report.
@@ -278,6 +279,7 @@ class Hook(SmdebugSurface):
         self._saved_modules: list[tuple[torch.nn.Module, str]] = []
         self._saved_parameters: list[tuple[str, torch.nn.Parameter]] = []
         self._save_handles: list[Any] = []
+        self._backward_gradients: list[tuple[str, torch.nn.Parameter]] = []
         self._models: list[torch.nn.Module] = []
         self.guard = (
             NonFiniteGuard(
@@ -462,7 +464,7 @@ class Hook(SmdebugSurface):
             self._save_handles.append(module.register_forward_hook(hook))
         if not self.follow_training:  # else the gradients are read at the update
             for name, parameter in self._saved_parameters:
-                hook = self._gradient_hook(name)
+                hook = self._gradient_hook(name, parameter)
                 self._save_handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
 
     def _unhook_saved_modules(self) -> None:
@@ -722,13 +724,20 @@ class Hook(SmdebugSurface):
 
         return module_hook
 
-    def _gradient_hook(self, name: str) -> Callable[[torch.Tensor], None]:
+    def _gradient_hook(
+        self, name: str, parameter: torch.nn.Parameter
+    ) -> Callable[[torch.Tensor], None]:
+        """A parameter's gradient hook in a saved step: the gradients the backward computed are
+        saved together from ``.grad`` when it ends (their reductions batched; holding the
+        tensor the hook sees would make autograd copy it into ``.grad``)."""
         gradient = naming.gradient_name(name)
-        capture = functools.partial(self._on_gradient, gradient)
 
         def gradient_hook(grad: torch.Tensor) -> None:
-            if self._active:
-                capture(grad)
+            if not self._active:
+                return
+            if not self._backward_gradients:
+                _when_backward_ends(self._save_backward_gradients)
+            self._backward_gradients.append((gradient, parameter))
 
         return gradient_hook
 
@@ -1014,9 +1023,11 @@ class Hook(SmdebugSurface):
         self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
     @_guarded
-    def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
-        if self._active and not self.follow_training:  # else saved at the update
-            self._capture.capture([(name, grad)])
+    def _save_backward_gradients(self) -> None:
+        computed, self._backward_gradients = self._backward_gradients, []
+        if self._active:
+            gradients = [(name, p.grad) for name, p in computed if p.grad is not None]
+            self._capture.capture(gradients)
 
     @_guarded
     def _save_named(self, name: str, suffix: str, value: Any) -> None:
@@ -1185,3 +1196,9 @@ class Hook(SmdebugSurface):
 def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
     """``function`` run as plain Python even inside a compiled region (a graph break)."""
     return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _when_backward_ends(callback: Callable[[], None]) -> None:
+    """Have autograd call ``callback`` once the backward pass in progress has ended."""
+    engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
+    engine.queue_callback(callback)
