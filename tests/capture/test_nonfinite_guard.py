@@ -66,10 +66,12 @@ def train(
     *,
     after_step: threading.Event | None = None,
     after_update: Callable[[int], None] = lambda step: None,
+    closure: bool = False,
 ) -> None:
     """SGD on random data, saving every 100 steps; after step BAD_STEP + 1, wait for
     ``after_step`` when given (a rule following the job live must set it). ``after_update``
-    is called with each step after the optimizer's update."""
+    is called with each step after the optimizer's update; with ``closure`` the forward and
+    backward run in a closure given to the optimizer's step."""
     hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=100))
     hook.register_module(net)
     loss_fn = nn.MSELoss()
@@ -81,17 +83,27 @@ def train(
             if isinstance(module, Stepped):
                 module.step.fill_(step)
         inputs = torch.randn(16, 6, generator=generator)
-        optimizer.zero_grad()
-        loss_fn(net(inputs), torch.zeros(16, 3)).backward()
-        optimizer.step()
+
+        def forward_and_backward() -> torch.Tensor:
+            optimizer.zero_grad()
+            loss = loss_fn(net(inputs), torch.zeros(16, 3))  # noqa: B023
+            loss.backward()
+            return loss
+
+        if closure:  # the forward and backward run inside the optimizer's step (Lightning)
+            optimizer.step(forward_and_backward)
+        else:
+            forward_and_backward()
+            optimizer.step()
         after_update(step)
         if after_step is not None and step == BAD_STEP + 1:
             assert after_step.wait(timeout=60), "the rule did not report the NaN while training"
     hook.close()
 
 
-def test_the_first_nan_is_traced_to_its_layer_and_step(tmp_path: Path) -> None:
-    train(tmp_path, model(), BAD_STEP + 3)
+@pytest.mark.parametrize("closure", [False, True], ids=["plain", "optimizer closure"])
+def test_the_first_nan_is_traced_to_its_layer_and_step(tmp_path: Path, closure: bool) -> None:
+    train(tmp_path, model(), BAD_STEP + 3, closure=closure)
     trial = create_trial(str(tmp_path))
     origin = trial.nonfinite_origin()
     assert origin is not None
@@ -213,7 +225,7 @@ def test_a_nan_made_in_the_backward_pass_is_traced_to_its_gradient(
     assert not np.isfinite(trial.tensor("gradient/Sequential_2.weight").value(BAD_STEP)).all()
 
 
-def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None:
+def parameter_broken_by_an_update() -> tuple[nn.Module, Callable[[int], None]]:
     net = backward_model()
     backward = net[3]
     assert isinstance(backward, BackwardCountdown)
@@ -226,6 +238,11 @@ def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None
             with torch.no_grad():
                 linear.weight[0, 0] = float("inf")
 
+    return net, overflow
+
+
+def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None:
+    net, overflow = parameter_broken_by_an_update()
     train(tmp_path, net, BAD_STEP + 3, after_update=overflow)
     origin = create_trial(str(tmp_path)).nonfinite_origin()
     assert origin is not None
@@ -295,22 +312,6 @@ def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
         """,
     )
     assert read == {"steps": [0, BAD_STEP], "shape": [16, 8]}
-
-
-def parameter_broken_by_an_update() -> tuple[nn.Module, Callable[[int], None]]:
-    net = backward_model()
-    backward = net[3]
-    assert isinstance(backward, BackwardCountdown)
-    backward.healthy = True
-    linear = net[2]
-    assert isinstance(linear, nn.Linear)
-
-    def overflow(step: int) -> None:
-        if step == BAD_STEP:
-            with torch.no_grad():
-                linear.weight[0, 0] = float("inf")
-
-    return net, overflow
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,9 @@ Cost: when a step starts, the hook decides once which collections are due. The m
 gradients are hooked only for the steps that save them: a step that saves nothing costs the step's
 start and end and the non-finite guard's check (a few fused operations whatever the model's
 size). On a save step it copies: reductions are computed on the tensors' device, batched over the
-tensors captured together, and gathered into one buffer read back once at the end of the step; raw tensors are snapshotted and copied to the host asynchronously; a writer thread
-does the encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written;
+tensors captured together, and gathered into one buffer read back once at the end of the step;
+raw tensors are snapshotted and copied to the host asynchronously; a writer thread does the
+encoding and file I/O. ``hook.overhead`` reports its time per step and the bytes written;
 every worker that writes saves it in ``<out_dir>/hook-overhead/<worker>.json`` (on the writer
 thread, at a step boundary at most once a minute, and at ``close()``) for the report.
 
@@ -547,17 +548,43 @@ class Hook(SmdebugSurface):
 
     # ----- in-training rules (training_rules) -----
 
-    def _before_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _before_update(
+        self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
+    ) -> tuple[Any, Any] | None:
         """An optimizer is about to step: the non-finite guard checks the step's gradients, then
-        the spike rules judge the TRAIN step."""
+        the spike rules judge the TRAIN step. Given a closure (Lightning's, LBFGS's), the
+        forward and backward run inside the optimizer's step: the guard checks after it."""
         if self._closed or self._failed or not self._owns(optimizer):
-            return
+            return None
         waited, started = device_wait_seconds(), time.perf_counter()
+        changed = None
         try:
-            self._check_nonfinite(NonFiniteGuard.check_update)
+            # ``args`` holds the optimizer itself first, then step()'s own arguments.
+            closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+            if closure is None:
+                self._check_nonfinite(NonFiniteGuard.check_update)
+            elif self._guarding and callable(closure):
+                checked = self._checked_closure(closure)
+                if "closure" in kwargs:
+                    changed = (args, {**kwargs, "closure": checked})
+                else:
+                    changed = ((args[0], checked, *args[2:]), kwargs)
             self._judge_update(optimizer)
         finally:
             self._account(started, waited)
+        return changed
+
+    def _checked_closure(self, closure: Callable[[], Any]) -> Callable[[], Any]:
+        def checked() -> Any:
+            loss = closure()
+            waited, started = device_wait_seconds(), time.perf_counter()
+            try:
+                self._check_nonfinite(NonFiniteGuard.check_update)
+            finally:
+                self._account(started, waited)
+            return loss
+
+        return checked
 
     def _account(self, started: float, waited: float) -> None:
         """Count the time since ``started`` as the hook's own, less any wait for the device
@@ -702,7 +729,7 @@ class Hook(SmdebugSurface):
                 # A Hugging Face model divides each micro-batch's loss by the step's token count.
                 self._step_losses.partial = True
             if self._guarding and not self._replaying:
-                self._check_nonfinite(lambda guard: guard.keep_forward(module, args, kwargs))
+                self._keep_forward(module, args, kwargs)
             # Outside the error guard: a rule's StopTraining request must stop the training.
             self.stop_watch.raise_if_requested(self.step)
 
@@ -974,6 +1001,11 @@ class Hook(SmdebugSurface):
         finally:
             self._replaying = False
 
+    @_guarded
+    def _keep_forward(self, model: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        """A forward of the step starts: the guard keeps what a replay of it needs."""
+        self._check_nonfinite(lambda guard: guard.keep_forward(model, args, kwargs))
+
     def _save_found_step(self, losses: list[tuple[str, torch.Tensor]]) -> None:
         """The guard found the open step non-finite: save the rest of it in full, with its
         non-finite losses and its gradients (read at the update when following the training)."""
@@ -1021,6 +1053,12 @@ class Hook(SmdebugSurface):
             self.module_types.unwritten = True
         self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
         self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+
+    @_guarded
+    def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
+        """A gradient handed in by smdebug's ``backward_hook`` (a subclass's tensor hook)."""
+        if self._active:
+            self._capture.capture([(name, grad)])
 
     @_guarded
     def _save_backward_gradients(self) -> None:

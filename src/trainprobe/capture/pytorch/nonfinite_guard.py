@@ -101,6 +101,17 @@ class _Checked:
 
 
 @dataclass
+class _Found:
+    """Non-finite values found in a step: which, and what a replay of the step can use."""
+
+    where: _Where
+    values: list[tuple[_Checked, torch.Tensor | None]]  # the tensor itself where it is at hand
+    kept: list[KeptForward]
+    now: bool  # found while the step is open, before its update (CPU)
+    shadowed: bool  # the parameters its forward used are kept (GPU)
+
+
+@dataclass
 class _Pending:
     """A step's flags on their way to the host (GPU)."""
 
@@ -319,7 +330,7 @@ class NonFiniteGuard:
                 if not math.isfinite(value)
             ]
             if found:
-                self._found(self._where, found, self._kept, now=True, shadowed=False)
+                self._found(_Found(self._where, found, self._kept, now=True, shadowed=False))
             return
         shadowed = update and self._refresh_shadow()
         host, event = to_host_later(values)
@@ -343,54 +354,41 @@ class NonFiniteGuard:
             ]
             if found and self.on:
                 had_origin = self.origin is not None
-                self._found(item.where, found, item.kept, now=False, shadowed=item.shadowed)
+                self._found(_Found(item.where, found, item.kept, False, item.shadowed))
                 if not had_origin and not closing:
                     self.save_next_in_full = True
 
-    def _found(
-        self,
-        where: _Where,
-        found: list[tuple[_Checked, torch.Tensor | None]],
-        kept: list[KeptForward],
-        now: bool,
-        shadowed: bool,
-    ) -> None:
+    def _found(self, found: _Found) -> None:
         """Non-finite values were found in a step: locate the origin (once), note the loss."""
         if self.origin is None:
-            if now:
-                losses = [(item.name, t) for item, t in found if item.kind == _LOSS]
+            if found.now:
+                losses = [(item.name, t) for item, t in found.values if item.kind == _LOSS]
                 self._on_found([(name, t) for name, t in losses if t is not None])
-            self.origin = self._locate(where, found, kept, now, shadowed)
+            self.origin = self._locate(found)
             self.unwritten = True
-        loss = next((tensor for item, tensor in found if item.kind == _LOSS), _NO_LOSS)
+        loss = next((t for item, t in found.values if item.kind == _LOSS), _NO_LOSS)
         if loss is not _NO_LOSS and self.origin.loss_step is None:
             what = word_for(loss) if loss is not None else "NaN or infinity"
-            self.origin = replace(self.origin, loss_step=where[0], loss_what=what)
+            self.origin = replace(self.origin, loss_step=found.where[0], loss_what=what)
             self.unwritten = True
             self.on = False  # found where it started and when the loss followed: done
 
-    def _locate(
-        self,
-        where: _Where,
-        found: list[tuple[_Checked, torch.Tensor | None]],
-        kept: list[KeptForward],
-        now: bool,
-        shadowed: bool,
-    ) -> NonFiniteOrigin:
-        step, mode, mode_step = where
-        located = self._replay(kept, now, shadowed)
+    def _locate(self, found: _Found) -> NonFiniteOrigin:
+        step, mode, mode_step = found.where
+        located = self._replay(found.kept, found.now, found.shadowed)
         if located is not None:
             kind, module, tensor_name, what, inputs_finite = located
             return NonFiniteOrigin(
                 step=step, mode=mode, mode_step=mode_step, kind=kind, module=module,
-                tensor=tensor_name, what=what, inputs_finite=inputs_finite, saved_in_full=now,
+                tensor=tensor_name, what=what, inputs_finite=inputs_finite,
+                saved_in_full=found.now,
             )  # fmt: skip
-        first, tensor = self._first_in_backward(found, self._order)
+        first, tensor = self._first_in_backward(found.values, self._order)
         return NonFiniteOrigin(
             step=step, mode=mode, mode_step=mode_step, kind=first.kind, module=first.name,
             tensor=first.tensor_name,
             what=word_for(tensor) if tensor is not None else "NaN or infinity",
-            saved_in_full=now,
+            saved_in_full=found.now,
         )  # fmt: skip
 
     def _replay(
