@@ -79,8 +79,11 @@ def train(
     *,
     leave_out: tuple[int, ...] = (),
     before_update: Callable[[int, nn.Module, torch.optim.Optimizer], None] | None = None,
+    closure: bool = False,
 ) -> nn.Module:
-    """The trained model; its ``scheduled`` is how many steps the LR scheduler took."""
+    """The trained model; its ``scheduled`` is how many steps the LR scheduler took. With
+    ``closure`` each step's forward and backward run in a closure given to the optimizer's
+    step, as Lightning runs them."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     optimizer = OPTIMIZERS[optimizer_name](list(model.parameters()))
@@ -91,11 +94,20 @@ def train(
         for step, (x, y) in enumerate(batches()):
             if step in leave_out:
                 continue
-            optimizer.zero_grad()
-            nn.functional.mse_loss(model(x), y).backward()
-            if before_update is not None:
-                before_update(step, model, optimizer)
-            optimizer.step()
+
+            def forward_and_backward() -> torch.Tensor:
+                optimizer.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)  # noqa: B023
+                loss.backward()
+                return loss
+
+            if closure:
+                optimizer.step(forward_and_backward)
+            else:
+                forward_and_backward()
+                if before_update is not None:
+                    before_update(step, model, optimizer)
+                optimizer.step()
             scheduler.step()
     finally:
         hook.close()
@@ -153,6 +165,14 @@ def test_skip_step_trains_as_if_the_corrupted_batches_were_not_there(
     assert {s.action for s in recorded} == {"none"}
     assert all(s.z is not None and s.z > 6 for s in recorded)
     assert read_judged(str(tmp_path / "skip")) == {"LossSpike": {"TRAIN": STEPS}}
+
+
+def test_skip_step_acts_after_an_optimizer_closure_ran_the_step(tmp_path: Path) -> None:
+    clean = evaluation_loss(train(tmp_path / "clean", "SGD+momentum", [], leave_out=CORRUPTED))
+    skipping = train(tmp_path / "skip", "SGD+momentum", [loss_spike("SkipStep")], closure=True)
+    assert skipping.scheduled == STEPS - len(CORRUPTED)
+    assert evaluation_loss(skipping) == pytest.approx(clean, rel=0.02)
+    assert [s.mode_step for s in read_spikes(str(tmp_path / "skip"))] == list(CORRUPTED)
 
 
 def test_a_healthy_training_skips_nothing(tmp_path: Path) -> None:

@@ -552,39 +552,37 @@ class Hook(SmdebugSurface):
         self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
     ) -> tuple[Any, Any] | None:
         """An optimizer is about to step: the non-finite guard checks the step's gradients, then
-        the spike rules judge the TRAIN step. Given a closure (Lightning's, LBFGS's), the
-        forward and backward run inside the optimizer's step: the guard checks after it."""
+        the spike rules judge the TRAIN step. Given a closure (Lightning's, LBFGS's), the step's
+        forward and backward run inside the optimizer's step: both act once the closure ran."""
         if self._closed or self._failed or not self._owns(optimizer):
             return None
-        waited, started = device_wait_seconds(), time.perf_counter()
-        changed = None
-        try:
-            # ``args`` holds the optimizer itself first, then step()'s own arguments.
-            closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-            if closure is None:
-                self._check_nonfinite(NonFiniteGuard.check_update)
-            elif self._guarding and callable(closure):
-                checked = self._checked_closure(closure)
-                if "closure" in kwargs:
-                    changed = (args, {**kwargs, "closure": checked})
-                else:
-                    changed = ((args[0], checked, *args[2:]), kwargs)
-            self._judge_update(optimizer)
-        finally:
-            self._account(started, waited)
-        return changed
+        # ``args`` holds the optimizer itself first, then step()'s own arguments.
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if callable(closure) and (self._guarding or self.spikes is not None):
+            checked = self._after_closure(closure, optimizer)
+            if "closure" in kwargs:
+                return args, {**kwargs, "closure": checked}
+            return (args[0], checked, *args[2:]), kwargs
+        self._check_update(optimizer)
+        return None
 
-    def _checked_closure(self, closure: Callable[[], Any]) -> Callable[[], Any]:
+    def _after_closure(
+        self, closure: Callable[[], Any], optimizer: torch.optim.Optimizer
+    ) -> Callable[[], Any]:
         def checked() -> Any:
             loss = closure()
-            waited, started = device_wait_seconds(), time.perf_counter()
-            try:
-                self._check_nonfinite(NonFiniteGuard.check_update)
-            finally:
-                self._account(started, waited)
+            self._check_update(optimizer)
             return loss
 
         return checked
+
+    def _check_update(self, optimizer: torch.optim.Optimizer) -> None:
+        waited, started = device_wait_seconds(), time.perf_counter()
+        try:
+            self._check_nonfinite(NonFiniteGuard.check_update)
+            self._judge_update(optimizer)
+        finally:
+            self._account(started, waited)
 
     def _account(self, started: float, waited: float) -> None:
         """Count the time since ``started`` as the hook's own, less any wait for the device
