@@ -86,6 +86,8 @@ from trainprobe.capture.pytorch.training_steps import (
     OptimizerSteps,
     mode_of,
     optimizer_created,
+    when_backward_ends,
+    with_closure,
 )
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
@@ -556,13 +558,10 @@ class Hook(SmdebugSurface):
         forward and backward run inside the optimizer's step: both act once the closure ran."""
         if self._closed or self._failed or not self._owns(optimizer):
             return None
-        # ``args`` holds the optimizer itself first, then step()'s own arguments.
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-        if callable(closure) and (self._guarding or self.spikes is not None):
-            checked = self._after_closure(closure, optimizer)
-            if "closure" in kwargs:
-                return args, {**kwargs, "closure": checked}
-            return (args[0], checked, *args[2:]), kwargs
+        if self._guarding or self.spikes is not None:
+            checked = with_closure(args, kwargs, lambda c: self._after_closure(c, optimizer))
+            if checked is not None:
+                return checked
         self._check_update(optimizer)
         return None
 
@@ -761,7 +760,7 @@ class Hook(SmdebugSurface):
             if not self._active:
                 return
             if not self._backward_gradients:
-                _when_backward_ends(self._save_backward_gradients)
+                when_backward_ends(self._save_backward_gradients)
             self._backward_gradients.append((gradient, parameter))
 
         return gradient_hook
@@ -1232,9 +1231,3 @@ class Hook(SmdebugSurface):
 def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
     """``function`` run as plain Python even inside a compiled region (a graph break)."""
     return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]
-
-
-def _when_backward_ends(callback: Callable[[], None]) -> None:
-    """Have autograd call ``callback`` once the backward pass in progress has ended."""
-    engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
-    engine.queue_callback(callback)

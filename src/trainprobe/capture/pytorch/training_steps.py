@@ -25,7 +25,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["OptimizerSteps", "mode_of", "optimizer_created"]
+__all__ = ["OptimizerSteps", "mode_of", "optimizer_created", "when_backward_ends", "with_closure"]
 
 
 def mode_of(model: torch.nn.Module) -> ModeKeys:
@@ -94,3 +94,23 @@ class OptimizerSteps:
 
     def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._on_update(optimizer)
+
+
+def when_backward_ends(callback: Callable[[], None]) -> None:
+    """Have autograd call ``callback`` once the backward pass in progress has ended."""
+    engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
+    engine.queue_callback(callback)
+
+
+def with_closure(
+    args: tuple[Any, ...], kwargs: dict[str, Any], wrap: Callable[[Callable[..., Any]], Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """An ``optimizer.step()``'s arguments (as its pre-hooks get them: the optimizer first) with
+    its closure replaced by ``wrap(closure)``; None when it was given no closure."""
+    in_kwargs = "closure" in kwargs
+    closure = kwargs["closure"] if in_kwargs else args[1] if len(args) > 1 else None
+    if not callable(closure):
+        return None
+    if in_kwargs:
+        return args, {**kwargs, "closure": wrap(closure)}
+    return (args[0], wrap(closure), *args[2:]), kwargs

@@ -64,6 +64,7 @@ from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
+from trainprobe.capture.pytorch.training_steps import when_backward_ends, with_closure
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
 from trainprobe.storage.modes import ModeKeys
@@ -123,12 +124,6 @@ def framework_plan(config: ProfilerConfig) -> ProfilingPlan:
     if config.framework_profile_params is None:
         plan = replace(plan, enabled=False)
     return plan
-
-
-def _queue_at_backward_end(callback: Callable[[], None]) -> None:
-    """Run ``callback`` when the backward pass in progress finishes."""
-    engine = torch.autograd.Variable._execution_engine  # type: ignore[attr-defined]
-    engine.queue_callback(callback)
 
 
 class FrameworkProfiler:
@@ -366,7 +361,7 @@ class FrameworkProfiler:
                     self._fail("timeline", error)
                 self._spent += time.perf_counter() - ended
 
-            _queue_at_backward_end(backward_ended)
+            when_backward_ends(backward_ended)
         except Exception as error:
             self._fail("timeline", error)
         self._spent += time.perf_counter() - started
@@ -390,23 +385,20 @@ class FrameworkProfiler:
         self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """The step's arguments with its closure (if any) replaced by one that is timed."""
-        in_kwargs = "closure" in kwargs
-        closure = kwargs["closure"] if in_kwargs else args[1] if len(args) > 1 else None
-        if not callable(closure):
-            return None
         name = f"{type(optimizer).__name__}.step closure"
 
-        @functools.wraps(closure)
-        def timed_closure(*closure_args: Any, **closure_kwargs: Any) -> Any:
-            start_us = _now_us()
-            try:
-                return closure(*closure_args, **closure_kwargs)
-            finally:
-                self._closure_ended(name, start_us)
+        def timed(closure: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(closure)
+            def timed_closure(*closure_args: Any, **closure_kwargs: Any) -> Any:
+                start_us = _now_us()
+                try:
+                    return closure(*closure_args, **closure_kwargs)
+                finally:
+                    self._closure_ended(name, start_us)
 
-        if in_kwargs:
-            return args, {**kwargs, "closure": timed_closure}
-        return (args[0], timed_closure, *args[2:]), kwargs
+            return timed_closure
+
+        return with_closure(args, kwargs, timed)
 
     def _closure_ended(self, name: str, start_us: float) -> None:
         started = time.perf_counter()
