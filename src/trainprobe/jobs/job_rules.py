@@ -2,9 +2,9 @@
 
 One evaluator for the built-in debugging rules together and one per custom rule
 (``trainprobe.jobs.rule_process``, ``debugging_evaluators``), and one for the profiler rules given
-at creation, plus one per UpdateTrainingJob
-that adds some (``trainprobe.jobs.profiler_rules_process``; each reads the profiler data from the
-job's beginning, so the rules judge the whole job). They run through a ``RuleExecutor``
+at creation, plus one per UpdateTrainingJob that adds some
+(``trainprobe.jobs.profiler_rules_process``; each reads the profiler data from the job's
+beginning, so the rules judge the whole job). They run through a ``RuleExecutor``
 (``trainprobe.jobs.rule_executor``). ``check()``, called every tick, finds an evaluator that has
 ended (killed, out of memory, crashed, or stuck and ended for it) and records the rules it left
 unfinished as Error with the true reason, while the training and the other rules go on.
