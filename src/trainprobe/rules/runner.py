@@ -48,6 +48,9 @@ DEFAULT_POLL_INTERVAL = 0.1
 ARRIVAL_POLL_INTERVAL = 0.5
 """How often the runner looks anyway where an arriving index file wakes it (inotify)."""
 DEFAULT_NO_DATA_TIMEOUT = 300.0
+KEPT_VALUE_BYTES = 256 * 1024 * 1024
+"""How many bytes of values the trial keeps for built-in rules evaluated together (the tensors
+of a step or more: each rule asking for a tensor another has read gets the same array)."""
 
 
 class _NoTrial(Exception):
@@ -123,6 +126,11 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                     continue
                 evaluator.start(trial, others)
             trial.dynamic_refresh = False
+            if len(self.evaluators) > 1 and all(
+                evaluator.definition.builtin for evaluator in self.evaluators
+            ):
+                # Built-in rules never change a value they read: each record is read once.
+                trial.keep_values(KEPT_VALUE_BYTES)
             self._follow_steps(trial, started)
         finally:
             self._changes.close()
