@@ -3,7 +3,8 @@
 ``RuleRunner(definition, trial_path, output_dir="<job>/rule-output").run()`` returns the
 rule's verdict once it is known; ``RuleRunner([d1, d2, ...], ...)`` runs several rules on one
 job in one process, reading each new step once for all of them (a rule that fails ends in
-Error and the others go on). For each rule (see ``trainprobe.rules.evaluator``):
+Error and the others go on; built-in rules also share the values they read,
+``Trial.keep_values``). For each rule (see ``trainprobe.rules.evaluator``):
 
 1. The runner waits for the first tensors (``no_data_timeout`` seconds at most; a training
    that ends without saving any is reported at once), then builds the rule.
