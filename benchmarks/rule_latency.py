@@ -3,8 +3,10 @@
 One run holds both measurements, interleaved over ``--rounds`` rounds, on the same machine:
 
 - the baseline: the training with the trainprobe hook and no rule;
-- the same training while the 20 built-in debugging rules follow it live, each in its own
-  process (``trainprobe rules run``; ``--layout group`` runs them in one process instead).
+- the same training while the 20 built-in debugging rules follow it live, in one process, as a
+  job's runner starts a job's built-in rules (``--layout group``, the default: one rule engine
+  reading each new step once for all of them); ``--layout processes`` starts each in its own
+  process (``trainprobe rules run``), as a job's runner did until it grouped them.
 
 The training (an MLP 784-1024-1024-10, batch 256, SGD, one CPU thread, an EVAL pass every 200
 steps) saves weights, biases, gradients, losses, ReLU inputs and outputs, labels, predictions and
@@ -23,15 +25,16 @@ used while the training ran, as a share of one core. Targets: latency median < 1
 slowdown < 5 %. Prints the figures; asserts nothing::
 
     python benchmarks/rule_latency.py [--rounds 3] [--steps 600] [--save-interval 25]
-    python benchmarks/rule_latency.py [...] --layout group      # the 20 rules in one process
+    python benchmarks/rule_latency.py [...] --layout processes  # one process per rule
     python benchmarks/rule_latency.py --rounds 1 --steps 200    # quick smoke run
 
 ``--baseline-src DIR`` also follows each round's training with the rules of another checkout
 (``DIR`` is its ``src``; ``git worktree add /tmp/old COMMIT`` makes one), in the same run and
 on the same training, and prints both sets of figures: on a shared machine the only fair
-comparison with an older commit::
+comparison with an older commit. ``--baseline-layout`` starts those rules another way (an older
+job's runner started one process per rule)::
 
-    python benchmarks/rule_latency.py --baseline-src /tmp/old/src
+    python benchmarks/rule_latency.py --baseline-src /tmp/old/src [--baseline-layout processes]
 
 ``--busy-rule`` measures rule isolation instead: one custom rule that burns the CPU at every step
 (BLAS on every core it may use), started as a plain process and then as a job's runner starts
@@ -244,33 +247,49 @@ def _popen(command: list[str], log: Path, environment: dict[str, str]) -> subpro
 
 
 class RuleCpu(threading.Thread):
-    """The CPU time the rule processes spend while the training runs: from its first saved
-    step (the collections file appears) to ``stop()``."""
+    """The CPU time the rule processes spend from the training's first saved step (the
+    collections file appears): until ``stop()`` (the training's end), and until they end (a
+    process that falls behind does the rest of its work after the training)."""
 
     def __init__(self, processes: list[subprocess.Popen[str]], out: Path) -> None:
         super().__init__(daemon=True)
         self.processes = [psutil.Process(process.pid) for process in processes]
         self.out = out
         self.started: float | None = None
+        self._last = [0.0] * len(self.processes)  # each one's CPU seconds when last seen
 
     def total(self) -> float:
-        seconds = 0.0
-        for process in self.processes:
+        for place, process in enumerate(self.processes):
             with contextlib.suppress(psutil.Error):
                 times = process.cpu_times()
-                seconds += times.user + times.system
-        return seconds
+                self._last[place] = times.user + times.system
+        return sum(self._last)
 
     def run(self) -> None:
         while not (self.out / "collections").exists():
             time.sleep(0.01)
         self.started = self.total()
+        while any(_alive(process) for process in self.processes):
+            self.total()
+            time.sleep(0.05)
 
     def stop(self) -> float:
         """CPU seconds used since the training's first save."""
         after = self.total()
-        self.join(timeout=1)
         return after - (self.started if self.started is not None else after)
+
+    def until_end(self) -> float:
+        """CPU seconds used since the training's first save until the processes ended (call
+        once they have)."""
+        self.join(timeout=5)
+        return sum(self._last) - (self.started or 0.0)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def step_written_at(out: Path, step: int) -> float:
@@ -398,12 +417,17 @@ def main() -> None:
     parser.add_argument("--save-interval", type=int, default=25)
     parser.add_argument("--zero-step", type=int, default=None, help="default: steps * 0.4")
     parser.add_argument("--nan-step", type=int, default=None, help="default: steps * 0.7")
-    parser.add_argument("--layout", choices=("processes", "group"), default="processes")
+    parser.add_argument("--layout", choices=("processes", "group"), default="group")
     parser.add_argument(
         "--busy-rule", action="store_true", help="measure a busy rule's effect instead"
     )
     parser.add_argument(
         "--baseline-src", help="also follow each training with the rules of this src (compare)"
+    )
+    parser.add_argument(
+        "--baseline-layout",
+        choices=("processes", "group"),
+        help="how the --baseline-src rules are started (default: --layout)",
     )
     arguments = parser.parse_args()
     if arguments.zero_step is None:
@@ -414,37 +438,42 @@ def main() -> None:
         busy_rule(arguments)
         return
 
-    variants = {"this checkout": REPO / "src"}
+    variants = {"this checkout": (REPO / "src", arguments.layout)}
     if arguments.baseline_src:
-        variants["baseline"] = Path(arguments.baseline_src).resolve()
+        baseline_layout = arguments.baseline_layout or arguments.layout
+        variants["baseline"] = (Path(arguments.baseline_src).resolve(), baseline_layout)
     figures = {label: Figures() for label in variants}
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         for round_number in range(arguments.rounds):
             baseline = scratch / f"baseline-{round_number}"
             alone = run_training(baseline, scratch / "alone.json", arguments)
-            for index, (label, src) in enumerate(variants.items()):
+            for index, (label, (src, layout)) in enumerate(variants.items()):
                 job = scratch / f"job-{round_number}-{index}"
-                processes = start_rules(job, baseline, arguments.layout, scratch, src)
+                processes = start_rules(job, baseline, layout, scratch, src)
                 cpu = RuleCpu(processes, job / "debug-output")
                 cpu.start()
                 followed = run_training(job / "debug-output", scratch / "followed.json", arguments)
                 share = cpu.stop() / followed
                 for process in processes:
                     process.wait(timeout=600)
-                found = figures[label].add(job, alone, followed, share)
+                share_to_end = cpu.until_end() / followed
+                found = figures[label].add(job, alone, followed, share, share_to_end)
                 print(
-                    f"round {round_number + 1} ({label}, {src}): training {alone:.2f} s alone, "
+                    f"round {round_number + 1} ({label}, {src}, {layout}): training "
+                    f"{alone:.2f} s alone, "
                     f"{followed:.2f} s with 20 rules ({followed / alone - 1:+.1%}), which used "
-                    f"{share:.0%} of a core; {len(found)} rules found issues",
+                    f"{share:.0%} of a core ({share_to_end:.0%} counting their work after the "
+                    f"training's end); {len(found)} rules found issues",
                     flush=True,
                 )
                 for name, step, latency in found:
                     print(f"    {name:<27} fired at step {step:>5}: {latency * 1000:7.0f} ms")
     for label, measured in figures.items():
+        src, layout = variants[label]
         print()
-        print(f"{label} ({variants[label]}):")
-        measured.report(arguments)
+        print(f"{label} ({src}):")
+        measured.report(arguments, layout)
 
 
 class Figures:
@@ -454,24 +483,26 @@ class Figures:
         self.samples: list[tuple[str, int, float]] = []
         self.ratios: list[float] = []
         self.shares: list[float] = []
+        self.shares_to_end: list[float] = []
         self.statuses: dict[str, set[str]] = {name: set() for name in RULES}
         self.details: dict[str, str] = {}
 
     def add(
-        self, job: Path, alone: float, followed: float, share: float
+        self, job: Path, alone: float, followed: float, share: float, share_to_end: float
     ) -> list[tuple[str, int, float]]:
         """Take one round's figures; the detections it made."""
         found = latencies(job)
         self.samples += found
         self.ratios.append(followed / alone)
         self.shares.append(share)
+        self.shares_to_end.append(share_to_end)
         for name in RULES:
             status = json.loads((job / "rule-output" / name / "status.json").read_text())
             self.statuses[name].add(status["RuleEvaluationStatus"])
             self.details[name] = status["StatusDetails"]
         return found
 
-    def report(self, arguments: argparse.Namespace) -> None:
+    def report(self, arguments: argparse.Namespace, layout: str) -> None:
         print(f"statuses over {arguments.rounds} round(s), and the last round's details:")
         for name, seen in self.statuses.items():
             print(f"    {name:<27} {', '.join(sorted(seen))}: {self.details[name][:150]}")
@@ -488,13 +519,14 @@ class Figures:
             print("latency: no rule found an issue")
         slowdown = statistics.median(self.ratios) - 1
         print(
-            f"training slowdown with 20 rules following ({arguments.layout}): median "
+            f"training slowdown with 20 rules following ({layout}): median "
             f"{slowdown:+.1%} over {len(self.ratios)} round(s) (target < {TARGET_SLOWDOWN:.0%}); "
             + ", ".join(f"{ratio - 1:+.1%}" for ratio in self.ratios)
         )
         print(
             f"CPU the rules used while following: median {statistics.median(self.shares):.1%} "
-            f"of one core (the machine has {os.cpu_count()} cores)"
+            f"of one core (the machine has {os.cpu_count()} cores); counting the work they did "
+            f"after the training's end, {statistics.median(self.shares_to_end):.1%}"
         )
 
 

@@ -229,3 +229,60 @@ def test_an_index_entry_beyond_its_event_file_is_a_damaged_record(
         trial.tensor("fc.weight").value(3)
     assert float(trial.tensor("loss").value(3)) == pytest.approx(0.3)
     assert_steps_read(trial, [0, 1, 2])
+
+
+def flip_a_value_byte(out: Path, step: int) -> Path:
+    start, length = record_of(out, step, "fc.weight")
+    events = event_path(out, step)
+    data = bytearray(events.read_bytes())
+    data[start + length // 2] ^= 0x04
+    events.write_bytes(bytes(data))
+    return events
+
+
+def test_a_trial_keeping_values_reads_each_record_once_and_shares_it_read_only(
+    tmp_path: Path,
+) -> None:
+    write_run(tmp_path)
+    trial = create_trial(str(tmp_path))
+    tensor = trial.tensor("fc.weight")
+    first, second = tensor.value(1), tensor.value(1)
+    assert first is not second and first.flags.writeable  # by default each read is its own
+
+    trial.keep_values(1024 * 1024)
+    kept = tensor.value(3)
+    assert tensor.value(3) is kept
+    np.testing.assert_array_equal(kept, weight(3))
+    with pytest.raises(ValueError, match="read-only"):
+        kept[0, 0] = 1.0  # no reader can change what the others see
+
+
+def test_rules_evaluated_together_each_refuse_a_damaged_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from trainprobe.rules.definition import RuleDefinition
+    from trainprobe.rules.runner import RuleRunner
+    from trainprobe.storage.rule_output import read_evaluations
+
+    write_run(tmp_path / "run")
+    events = flip_a_value_byte(tmp_path / "run", 2)
+    rules = [
+        RuleDefinition.for_builtin("AllZero", {"tensor_regex": "fc.weight"}),
+        RuleDefinition.for_builtin(
+            "TensorVariance", {"tensor_regex": "fc.weight", "max_threshold": "1e6"}
+        ),
+    ]
+    output = tmp_path / "rule-output"
+    with caplog.at_level(logging.WARNING):
+        verdicts = RuleRunner(rules, str(tmp_path / "run"), output_dir=str(output)).run()
+
+    assert [verdict.status for verdict in verdicts] == ["NoIssuesFound", "NoIssuesFound"]
+    for verdict in verdicts:
+        assert "3 step(s) evaluated" in verdict.details and "1 step(s) skipped" in verdict.details
+        evaluations = read_evaluations(str(output / verdict.name))
+        [damaged] = [line for line in evaluations if line["step"] == 2]
+        # Neither rule judged the damaged value: each read it, and each was refused.
+        assert damaged["result"] == "Skipped"
+        assert "saved at step 2" in damaged["reason"]
+    [warning] = warnings_about(caplog, str(events))
+    assert "does not match its checksum" in warning

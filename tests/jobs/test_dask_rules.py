@@ -29,8 +29,10 @@ from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job, stop_training_job
 from trainprobe.jobs.admission import admit_training_job
 from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
-from trainprobe.jobs.job_rules import JobRules
+from trainprobe.jobs.job_rules import JobRules, rule_log
+from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.storage.job_layout import launch_file_of
 from trainprobe.storage.rule_output import read_evaluations, read_status
 
 PROFILER_STATUSES = "ProfilerRuleEvaluationStatuses"
@@ -72,8 +74,10 @@ def profiler_rule(name: str) -> dict[str, Any]:
 
 
 def worker_of(job: Path, rule_name: str) -> str | None:
-    """The worker the rule's log says it runs on."""
-    log = job / "logs" / "rules" / f"{rule_name}.log"
+    """The worker the log of the rule's evaluator says it runs on."""
+    if not os.path.exists(launch_file_of(str(job))):
+        return None
+    log = Path(rule_log(LaunchPlan.read(str(job)), rule_name))
     found = WORKER.search(log.read_text()) if log.exists() else None
     return found.group(1) if found else None
 

@@ -28,6 +28,8 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
+from trainprobe.jobs.job_rules import rule_log
+from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.progress import latest_saved_step
 from trainprobe.storage.rule_output import read_evaluations, read_status
 from trainprobe.storage.system_metrics import SystemMetricsReader
@@ -341,7 +343,53 @@ def test_twenty_debugging_rules_run_at_once(store: JobStore, tmp_path: Path) -> 
         name = entry["RuleConfigurationName"]
         directory = job_dir(output, "twenty-rules") / "rule-output" / name
         assert [line["step"] for line in read_evaluations(str(directory))] == list(range(10))
-        assert (job_dir(output, "twenty-rules") / "logs" / "rules" / f"{name}.log").exists()
+        # ``trainprobe logs --rule NAME`` shows the log of the process that evaluated it.
+        log = Path(rule_log(LaunchPlan.read(str(job_dir(output, "twenty-rules"))), name))
+        assert f"{name}: NoIssuesFound" in log.read_text()
+
+
+def test_a_builtin_rule_in_error_leaves_the_rules_sharing_its_process_to_their_verdicts(
+    store: JobStore, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    rules = [
+        rule("Fails", "AllZero", collection_names="never-saved"),
+        rule("ExplodingTensor"),
+        rule("AllZero", collection_names="weights"),
+    ]
+    create_training_job(
+        request(
+            "one-fails",
+            output,
+            "--steps",
+            "8",
+            DebugRuleConfigurations=rules,
+            DebugHookConfig={
+                "HookParameters": {"save_interval": "1"},
+                "CollectionConfigurations": [{"CollectionName": "weights"}],
+            },
+        ),
+        store=store,
+    )
+    described = wait_for(store, "one-fails")
+
+    assert described["TrainingJobStatus"] == "Completed"
+    found = {
+        status["RuleConfigurationName"]: status
+        for status in described["DebugRuleEvaluationStatuses"]
+    }
+    assert found["Fails"]["RuleEvaluationStatus"] == "Error"
+    assert "looked for collection 'never-saved'" in found["Fails"]["StatusDetails"]
+    for name in ("ExplodingTensor", "AllZero"):
+        assert found[name]["RuleEvaluationStatus"] == "NoIssuesFound"
+        assert "found no issue: 8 step(s) evaluated" in found[name]["StatusDetails"]
+    # The three were evaluated in one process: its log gives each one's verdict.
+    plan = LaunchPlan.read(str(job_dir(output, "one-fails")))
+    logs = {rule_log(plan, entry["RuleConfigurationName"]) for entry in rules}
+    assert len(logs) == 1
+    text = Path(logs.pop()).read_text()
+    assert "Fails: Error: " in text
+    assert "ExplodingTensor: NoIssuesFound: " in text and "AllZero: NoIssuesFound: " in text
 
 
 def test_killing_the_runner_leaves_readable_outputs_and_an_explained_status(

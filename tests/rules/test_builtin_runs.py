@@ -40,6 +40,24 @@ def test_similar_across_runs_uses_numpy_allclose(tmp_path: Path) -> None:
     assert "w differs from other's at step 2" in evidence.message
 
 
+def test_similar_across_runs_holds_nan_equal_to_nan_only_where_both_runs_have_it(
+    tmp_path: Path,
+) -> None:
+    nan = float("nan")
+    base = (
+        TrialBuilder(tmp_path / "base")
+        .series("w", {0: [nan, 2.0], 1: [nan, 2.0], 2: [1.0, 2.0]})
+        .write()
+    )
+    other = (
+        TrialBuilder(tmp_path / "other")
+        .series("w", {0: [nan, 2.0], 1: [1.0, 2.0], 2: [1.0, nan]})
+        .write()
+    )
+    rule = SimilarAcrossRuns(base, other_trials=[other])
+    assert fired_steps(rule) == [1, 2]
+
+
 def test_similar_across_runs_opens_the_other_trial_from_its_path(tmp_path: Path) -> None:
     base = TrialBuilder(tmp_path / "base").series("w", {0: [1.0], 1: np.ones((2, 2))}).write()
     TrialBuilder(tmp_path / "other").series("w", {0: [1.0], 1: np.ones(4)}).write()

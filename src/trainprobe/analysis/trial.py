@@ -36,6 +36,7 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
+from trainprobe.analysis.kept_values import KeptValues
 from trainprobe.analysis.module_types import ModuleTypeIndex
 from trainprobe.analysis.read_log import ReadLog
 from trainprobe.analysis.saved_collection import SavedCollection
@@ -87,6 +88,7 @@ class Trial:
         self._warned: set[str] = set()
         self._reader = files.RangeReader(max_open=128)
         self.read_log: ReadLog | None = None
+        self._kept: KeptValues | None = None
         self._module_types = ModuleTypeIndex(self.path)
         self._wait_for_collections()
         self.refresh_data()
@@ -250,18 +252,31 @@ class Trial:
         self._warn(event_file, f"{path} is damaged ({reason}); the tensors in it cannot be read")
         return TensorRecordDamaged(name, step, mode, path, reason)
 
+    def keep_values(self, max_bytes: int) -> None:
+        """From now on, keep the values read (the most recent, up to ``max_bytes``) and give
+        every later reader of a record the same array, read-only: for several readers of this
+        trial in one process, such as rules evaluated together. Each record is still checked
+        against its checksum when it is read from disk."""
+        self._kept = KeptValues(max_bytes)
+
     def _value(self, name: str, step: int, mode: ModeKeys, ref: RecordRef) -> np.ndarray:
         """The value in the record at ``ref`` (the hot path of ``Tensor.value``)."""
         if self.read_log is not None:
             self.read_log.read(name)
+        kept = self._kept
+        if kept is not None:
+            value = kept.get(ref)
+            if value is not None:
+                return value
         try:
-            return step_reader.read_tensor_value(
+            value = step_reader.read_tensor_value(
                 self.path, ref.event_file, ref.start, ref.length, self._reader, ref.checksum
             )
         except FileNotFoundError:
-            return self._read(name, step, mode, [ref])[0].value()
+            value = self._read(name, step, mode, [ref])[0].value()
         except (ValueError, EOFError, MemoryError) as error:  # MemoryError: an absurd length
             raise self._damaged(name, step, mode, ref.event_file, error) from error
+        return value if kept is None else kept.keep(ref, value)
 
     def _read(
         self, name: str, step: int, mode: ModeKeys, refs: Sequence[RecordRef]

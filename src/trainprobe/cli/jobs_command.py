@@ -153,13 +153,18 @@ def _update(args: argparse.Namespace) -> int:
 
 def _log_path(args: argparse.Namespace) -> tuple[str, str]:
     from trainprobe.jobs.describe import find_job, layout_of
+    from trainprobe.jobs.job_rules import rule_log
+    from trainprobe.jobs.launch_plan import LaunchPlan
     from trainprobe.jobs.store import JobStore
 
     store = JobStore()
     record = find_job(store, {"TrainingJobName": args.job})
     layout = layout_of(record)
     if args.rule:
-        return record.name, layout.rule_log(args.rule)
+        try:
+            return record.name, rule_log(LaunchPlan.read(record.job_dir), args.rule)
+        except (OSError, ValueError, KeyError):  # no launch plan: the job failed before it
+            return record.name, layout.rule_log(args.rule)
     if args.runner:
         return record.name, layout.runner_log
     if args.monitor:

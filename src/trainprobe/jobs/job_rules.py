@@ -1,9 +1,10 @@
 """The rule evaluators of one job, as its runner keeps them: started, watched, stopped.
 
-One evaluator per debugging rule (``trainprobe.jobs.rule_process``; SageMaker runs one processing
-job per rule) and one for the profiler rules given at creation, plus one per UpdateTrainingJob
-that adds some (``trainprobe.jobs.profiler_rules_process``; each reads the profiler data from the
-job's beginning, so the rules judge the whole job). They run through a ``RuleExecutor``
+One evaluator for the built-in debugging rules together and one per custom rule
+(``trainprobe.jobs.rule_process``, ``debugging_evaluators``), and one for the profiler rules given
+at creation, plus one per UpdateTrainingJob that adds some
+(``trainprobe.jobs.profiler_rules_process``; each reads the profiler data from the job's
+beginning, so the rules judge the whole job). They run through a ``RuleExecutor``
 (``trainprobe.jobs.rule_executor``). ``check()``, called every tick, finds an evaluator that has
 ended (killed, out of memory, crashed, or stuck and ended for it) and records the rules it left
 unfinished as Error with the true reason, while the training and the other rules go on.
@@ -14,14 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainprobe.config.errors import ConfigError
+from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.rule_executor import RuleExecution, RuleExecutor, RuleLaunch
 from trainprobe.jobs.rule_statuses import record_unfinished_rules, rule_names
 
-__all__ = ["JobRules"]
+__all__ = ["BUILTIN_RULES_EVALUATOR", "JobRules", "debugging_evaluators", "rule_log"]
+
+BUILTIN_RULES_EVALUATOR = "builtin-rules"
+"""The label (and log and heartbeat name) of the evaluator of a job's built-in debugging rules."""
 
 log = logging.getLogger("trainprobe.jobs.runner")
 
@@ -44,35 +50,35 @@ class JobRules:
     # ----- starting -----------------------------------------------------------------------
 
     def start_debugging_rules(self) -> None:
-        """Start one evaluator per debugging rule of the job."""
-        for index, entry in enumerate(self.plan.debug_rules):
-            name = str(entry.get("RuleConfigurationName"))
-            heartbeat = self.layout.rule_heartbeat(name)
-            command = (
+        """Start the evaluators of the job's debugging rules (see ``debugging_evaluators``)."""
+        for label, indexes in debugging_evaluators(self.plan.debug_rules):
+            heartbeat = self.layout.rule_heartbeat(label)
+            command = [
                 self.plan.python,
                 "-m",
                 "trainprobe.jobs.rule_process",
                 "--launch-file",
                 self.layout.launch_file,
-                "--index",
-                str(index),
                 "--runner-pid",
                 str(self.runner_pid),
                 "--heartbeat",
                 heartbeat,
-            )
+            ]
+            for index in indexes:
+                command += ["--index", str(index)]
+            names = tuple(rule_names(self.plan.debug_rules[index] for index in indexes))
             self._start(
                 RuleLaunch(
-                    f"rule {name}",
-                    (name,),
-                    command,
+                    f"rule {label}" if label in names else "built-in rules",
+                    names,
+                    tuple(command),
                     self.plan.rules_working_dir,
-                    self.layout.rule_log(name),
+                    self.layout.rule_log(label),
                     heartbeat,
                 )
             )
         if self.plan.debug_rules:
-            log.info("started %d rule evaluator(s)", len(self.plan.debug_rules))
+            log.info("started the evaluators of %d rule(s)", len(self.plan.debug_rules))
 
     def start_profiler_rules(
         self,
@@ -187,3 +193,47 @@ def _framework_profiling(profiler_config: Mapping[str, Any] | None) -> bool:
     return "ProfilingParameters" in profiler_config and not profiler_config.get(
         "DisableProfiler", False
     )
+
+
+def debugging_evaluators(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[int]]]:
+    """How a job's debugging rules (its DebugRuleConfigurations ``entries``) are spread over
+    evaluator processes: (label, the rules' places in ``entries``) for each; the label names the
+    process's log and heartbeat.
+
+    The built-in rules share one (``BUILTIN_RULES_EVALUATOR``, unless a rule has that name): they
+    read the same tensors at the same steps, and one process reads each new step once for all
+    of them, where a process per rule would each list and read it again; a built-in rule that
+    fails still ends in Error alone, and the others go on. Each custom rule (the user's code,
+    which may hang, crash its process or hold its memory) has a process of its own, labelled
+    with its name, as has an entry that cannot be read (its process records why).
+    """
+    shared: list[int] = []
+    evaluators: list[tuple[str, list[int]]] = []
+    for index, entry in enumerate(entries):
+        if _is_builtin(entry):
+            shared.append(index)
+        else:
+            evaluators.append((str(entry.get("RuleConfigurationName")), [index]))
+    if shared:
+        label = BUILTIN_RULES_EVALUATOR
+        while label in rule_names(entries):  # a custom rule of that name keeps its own files
+            label += "-"
+        evaluators.insert(0, (label, shared))
+    return evaluators
+
+
+def rule_log(plan: LaunchPlan, rule_name: str) -> str:
+    """The log of the process that evaluates the rule ``rule_name`` of the job ``plan``
+    launches (the rule's own name for a rule that is not one of its debugging rules)."""
+    for label, indexes in debugging_evaluators(plan.debug_rules):
+        names = rule_names(plan.debug_rules[index] for index in indexes)
+        if rule_name in names:
+            return plan.layout.rule_log(label)
+    return plan.layout.rule_log(rule_name)
+
+
+def _is_builtin(entry: Mapping[str, Any]) -> bool:
+    try:
+        return Rule.from_request_dict(entry).spec is not None
+    except ConfigError:
+        return False

@@ -75,7 +75,8 @@ class LaunchPlan:
     """The job's hosts (``ResourceConfig.InstanceCount``)."""
     max_runtime_seconds: int | None = None
     debug_rules: list[dict[str, Any]] = field(default_factory=list)
-    """The DebugRuleConfigurations entries, one evaluator process each."""
+    """The DebugRuleConfigurations entries (``trainprobe.jobs.job_rules`` spreads them over
+    evaluator processes)."""
     rules_working_dir: str = "."
     """Where relative custom rule sources are found (the directory the job was created from)."""
     monitor_interval_ms: int = SYSTEM_MONITOR_INTERVAL_DEFAULT

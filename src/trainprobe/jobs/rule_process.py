@@ -1,9 +1,11 @@
-"""``python -m trainprobe.jobs.rule_process``: one rule evaluator of a job, in its own process.
+"""``python -m trainprobe.jobs.rule_process``: a rule evaluator of a job, in its own process.
 
-The job runner starts one per debugging rule (SageMaker runs one processing job per rule). It
-reads the rule's ``DebugRuleConfigurations`` entry from the job's launch plan, follows the job's
-tensors with the rule engine, and writes ``rule-output/<RuleConfigurationName>/`` (its status
-included). A rule that cannot even be built ends in Error there, with the reason.
+It evaluates the debugging rules ``--index`` names (one or several, each given once) from the
+job's launch plan: the job runner starts one for the job's built-in rules together and one for
+each custom rule (``trainprobe.jobs.job_rules``). It follows the job's tensors with the rule
+engine, reading each new step once for all its rules, and writes
+``rule-output/<RuleConfigurationName>/`` for each (its status included). A rule that cannot even
+be built, or that fails, ends in Error there, with the reason, while the others go on.
 
 It stops (status Stopped) on SIGTERM, and when the job runner is gone. A rule's StopTraining
 action writes the stop request into the job's tensor output, as always, and also wakes the
@@ -184,19 +186,23 @@ def _definition(entry: dict[str, object], working_dir: str) -> RuleDefinition:
 
 def run(
     plan: LaunchPlan,
-    index: int,
+    indexes: Sequence[int],
     runner_pid: int | None,
     heartbeat_path: str | None = None,
     watch: StopWatch | None = None,
 ) -> int:
-    """Evaluate debugging rule ``index`` of the job ``plan`` launches; the exit status."""
+    """Evaluate the debugging rules at ``indexes`` of the job ``plan`` launches; the exit
+    status (2 when none of them could be configured)."""
     layout = plan.layout
-    entry = plan.debug_rules[index]
-    name = str(entry.get("RuleConfigurationName", f"rule-{index}"))
-    try:
-        definition = _definition(entry, plan.rules_working_dir)
-    except ConfigError as error:
-        _record_error(layout.rule_output_dir(name), name, f"ConfigError: {error}")
+    definitions = []
+    for index in dict.fromkeys(indexes):
+        entry = plan.debug_rules[index]
+        name = str(entry.get("RuleConfigurationName", f"rule-{index}"))
+        try:
+            definitions.append(_definition(entry, plan.rules_working_dir))
+        except ConfigError as error:
+            _record_error(layout.rule_output_dir(name), name, f"ConfigError: {error}")
+    if not definitions:
         return 2
 
     def wake_runner(request: StopRequest) -> None:
@@ -205,7 +211,7 @@ def run(
                 os.kill(runner_pid, WAKE_SIGNAL)
 
     runner = RuleRunner(
-        definition,
+        definitions,
         layout.debug_output,
         output_dir=layout.rule_output,
         no_data_timeout=_NO_DATA_TIMEOUT,
@@ -219,8 +225,8 @@ def run(
         debug_output=layout.debug_output,
         watch=watch,
     )
-    verdict = verdicts[0]
-    print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
+    for verdict in verdicts:
+        print(f"{verdict.name}: {verdict.status}: {verdict.details}", flush=True)
     return 0
 
 
@@ -229,7 +235,13 @@ def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> i
     the exit status."""
     parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.rule_process")
     parser.add_argument("--launch-file", required=True, help="the job's launch.json")
-    parser.add_argument("--index", type=int, required=True, help="the rule's place in the job")
+    parser.add_argument(
+        "--index",
+        type=int,
+        action="append",
+        required=True,
+        help="a rule's place in the job (once per rule this process evaluates)",
+    )
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     parser.add_argument("--heartbeat", help="the file to touch while the rule makes progress")
     arguments = parser.parse_args(argv)

@@ -3,7 +3,8 @@
 ``RuleRunner(definition, trial_path, output_dir="<job>/rule-output").run()`` returns the
 rule's verdict once it is known; ``RuleRunner([d1, d2, ...], ...)`` runs several rules on one
 job in one process, reading each new step once for all of them (a rule that fails ends in
-Error and the others go on). For each rule (see ``trainprobe.rules.evaluator``):
+Error and the others go on; built-in rules also share the values they read,
+``Trial.keep_values``). For each rule (see ``trainprobe.rules.evaluator``):
 
 1. The runner waits for the first tensors (``no_data_timeout`` seconds at most; a training
    that ends without saving any is reported at once), then builds the rule.
@@ -48,6 +49,9 @@ DEFAULT_POLL_INTERVAL = 0.1
 ARRIVAL_POLL_INTERVAL = 0.5
 """How often the runner looks anyway where an arriving index file wakes it (inotify)."""
 DEFAULT_NO_DATA_TIMEOUT = 300.0
+KEPT_VALUE_BYTES = 256 * 1024 * 1024
+"""How many bytes of values the trial keeps for built-in rules evaluated together (the tensors
+of a step or more: each rule asking for a tensor another has read gets the same array)."""
 
 
 class _NoTrial(Exception):
@@ -123,6 +127,11 @@ class RuleRunner(RuleFollowing[RuleEvaluator]):
                     continue
                 evaluator.start(trial, others)
             trial.dynamic_refresh = False
+            if len(self.evaluators) > 1 and all(
+                evaluator.definition.builtin for evaluator in self.evaluators
+            ):
+                # Built-in rules never change a value they read: each record is read once.
+                trial.keep_values(KEPT_VALUE_BYTES)
             self._follow_steps(trial, started)
         finally:
             self._changes.close()

@@ -76,9 +76,10 @@ class SimilarAcrossRuns(BuiltinRule):
                 continue
             compared += 1
             if mine.shape == theirs.shape and (
-                np.array_equal(mine, theirs, equal_nan=_floating(mine))
+                np.array_equal(mine, theirs)  # equal values, the common case, in one pass
+                or (_floating(mine) and np.array_equal(mine, theirs, equal_nan=True))
                 or np.allclose(mine, theirs, equal_nan=True)
-            ):  # equal values, the common case, in one pass
+            ):
                 continue
             fired = True
             if mine.shape != theirs.shape:
