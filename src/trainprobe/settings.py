@@ -23,6 +23,7 @@ from trainprobe.config.errors import ConfigError
 __all__ = [
     "AUTO_HOOK",
     "CURRENT_HOST",
+    "FLIGHT_RECORDER",
     "HOME",
     "HOOK_CONFIG",
     "HYPERPARAMETERS",
@@ -264,6 +265,15 @@ USE_SMDEBUG: Variable[bool] = Variable(
     True,
     "As on SageMaker: no turns the hook off (no hook from the job's configuration, no "
     "automatic hook); a hook the script constructs itself still runs.",
+    parse_flag,
+)
+FLIGHT_RECORDER: Variable[bool] = Variable(
+    "TRAINPROBE_FLIGHT_RECORDER",
+    "yes/no",
+    True,
+    "The flight recorder, armed wherever framework profiling runs: a step much slower than the "
+    "median of its mode gets its next steps profiled with torch.profiler. No turns it off "
+    "(requests from trainprobe profile and rules are then ignored too).",
     parse_flag,
 )
 STRICT: Variable[bool] = Variable(

@@ -59,6 +59,7 @@ from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.profiling import dataloader_patch
+from trainprobe.capture.pytorch.profiling.flight_recorder import FlightRecorder
 from trainprobe.capture.pytorch.profiling.node import default_node_id
 from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
@@ -66,6 +67,7 @@ from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
+from trainprobe.settings import FLIGHT_RECORDER
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.trace_file import ProfilePoint, TimelineEvent, check_trace_node_id
 
@@ -80,6 +82,7 @@ _PARTS = {
     "dataloader": "data loader profiling",
     "python": "Python profiling",
     "config": "watching the profiler configuration",
+    "flight": "the flight recorder",
 }
 
 _R = TypeVar("_R")
@@ -188,6 +191,10 @@ class FrameworkProfiler:
             self._worker_timings_wanted,
         )
         self._sessions = ProfilingSessions(self.out_dir, self.node_id, self._off, self._fail)
+        self.flight_recorder: FlightRecorder | None = None
+        """Captures slow steps and requested ones (``.flight_recorder``); None when disarmed."""
+        if FLIGHT_RECORDER.get():
+            self.flight_recorder = FlightRecorder(self.out_dir, self.node_id, since_us=_now_us())
         self._optimizer_starts: dict[int, float] = {}
         self._registered: set[int] = set()
         self._recorder.configure(plan)
@@ -242,6 +249,8 @@ class FrameworkProfiler:
             self.out_dir,
         )
         self._sessions.abandon(part)
+        if part in ("flight", "profiler") and self.flight_recorder is not None:
+            self.flight_recorder.abandon()
         self._recorder.recording = self._recorder.recording and part not in ("timeline", "profiler")
 
     def _worker_timings_wanted(self) -> bool:
@@ -324,7 +333,8 @@ class FrameworkProfiler:
         dataloader = "dataloader" not in off and schedules.dataloader.covers(step, now)
         # The slow work of the previous step's profiling first; it belongs to no step.
         sessions, mode_name = self._sessions, mode.name.lower()
-        if sessions.running:
+        profiled_before = sessions.running
+        if profiled_before:
             sessions.finish_step(mode_name, step, entry_us, keep_detailed=detailed)
         recorder = self._recorder
         if recorder.recording:
@@ -332,6 +342,13 @@ class FrameworkProfiler:
             recorder.step_started(
                 step, mode, mode_step, model, _now_us(), entry_us, dataloader, done
             )
+        flight = self.flight_recorder
+        if flight is not None and "flight" not in off:
+            try:
+                busy = detailed or python or profiled_before
+                flight.step_started(step, mode_name, entry_us, busy=busy)
+            except Exception as error:
+                self._fail("flight", error)
         if detailed or python:
             sessions.begin_step(self._plan, mode_name, step, detailed, python)
 
@@ -462,6 +479,11 @@ class FrameworkProfiler:
     def _stop_all(self, phase: str) -> None:
         """End every profile in progress and write the last step (its phase is ``phase``)."""
         self._sessions.stop_all(self.mode.name.lower(), self.step, phase)
+        if self.flight_recorder is not None and "flight" not in self._off:
+            try:
+                self.flight_recorder.finish(_now_us())
+            except Exception as error:
+                self._fail("flight", error)
         self._recorder.finish()
 
     # ----- the end -----

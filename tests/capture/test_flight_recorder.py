@@ -1,0 +1,160 @@
+"""The flight recorder in real trainings: a planted slow step is captured, named by its trigger
+and step, with an ordinary step to compare; a healthy training of the same length is not.
+
+The trainings profile with FrameworkProfile's step ranges moved out of the way, so that only the
+recorder runs torch.profiler; the default ranges are covered by the job tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from framework_training import (
+    Net,
+    make_loader,
+    nothing_left_running,  # noqa: F401 (an autouse fixture)
+    plan_of,
+    profiler_steps,
+    train,
+)
+from torch.utils.data import DataLoader, Dataset
+
+from trainprobe.analysis.profiling_data.flight_captures import compare_captures
+from trainprobe.capture.pytorch.profiling import FrameworkProfiler
+from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.storage.flight_captures import list_captures, write_profile_request
+
+NODE = "0-algo-1"
+STEPS = 40
+SLOW_STEP = 25
+NOTHING_SCHEDULED = FrameworkProfile(start_step=10_000, num_steps=1)
+
+
+class StallingDataset(Dataset[tuple[torch.Tensor, int]]):
+    """Random features; fetching the batch of step ``stall_at`` takes ``seconds`` longer."""
+
+    def __init__(self, count: int, batch_size: int, stall_at: int | None, seconds: float) -> None:
+        self.features = torch.randn(count, 16, generator=torch.Generator().manual_seed(0))
+        self.stall_index = None if stall_at is None else stall_at * batch_size
+        self.seconds = seconds
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        if index == self.stall_index:
+            time.sleep(self.seconds)
+        return self.features[index], index % 4
+
+
+class ExtraWorkNet(Net):
+    """``Net`` whose forward multiplies two large matrices at the steps in ``extra_at``."""
+
+    def __init__(self, extra_at: set[int]) -> None:
+        super().__init__(pause=0.01)
+        self.extra_at = extra_at
+        self.calls = 0
+        self.big = torch.randn(1400, 1400)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.calls in self.extra_at:
+            for _ in range(3):
+                torch.mm(self.big, self.big)
+        self.calls += 1
+        return super().forward(x)
+
+
+def profile(out: Path, steps: int = STEPS, **training: Any) -> FrameworkProfiler:
+    profiler = FrameworkProfiler(plan_of(NOTHING_SCHEDULED), out, NODE, profile_after_close=False)
+    train(profiler, steps, **training)
+    profiler.close()
+    return profiler
+
+
+def stalling_loader(stall_at: int | None) -> DataLoader[Any]:
+    return DataLoader(StallingDataset(STEPS * 4, 4, stall_at, 0.4), batch_size=4)
+
+
+def test_a_data_loader_stall_is_captured_and_compared_with_an_ordinary_step(
+    tmp_path: Path,
+) -> None:
+    profile(tmp_path, model=Net(pause=0.01), loader=stalling_loader(SLOW_STEP))
+
+    [capture] = list_captures(str(tmp_path))
+    # The stall happens while fetching step 25's batch, the end of step 24's time.
+    assert capture.trigger == "slow_step"
+    assert capture.slow_step is not None and capture.slow_step.step == SLOW_STEP - 1
+    assert capture.slow_step.duration_s > 0.4
+    folder = tmp_path / capture.folder
+    assert folder.name == f"slow_step-step{SLOW_STEP - 1:09d}"
+    assert [step.step for step in capture.steps] == [SLOW_STEP, SLOW_STEP + 1]
+    assert capture.comparison is not None and capture.comparison.step == SLOW_STEP + 2
+    assert capture.trace == f"{NODE}.slow_step-steps25-26.pt.trace.json"
+    assert capture.comparison_trace == f"{NODE}.comparison-step27.pt.trace.json"
+    assert profiler_steps(folder / capture.trace) == [25, 26]
+    assert profiler_steps(folder / capture.comparison_trace) == [27]
+
+    [comparison] = compare_captures(str(tmp_path))
+    slowest = comparison.phases[0]
+    assert slowest.phase == "DataLoading"
+    assert slowest.outlier_s - slowest.ordinary_s > 0.35
+    assert "DataLoading" in comparison.headline
+
+
+def test_a_step_doing_extra_work_is_captured_with_its_operator(tmp_path: Path) -> None:
+    extra = {SLOW_STEP, SLOW_STEP + 1, SLOW_STEP + 2}
+    profile(tmp_path, model=ExtraWorkNet(extra), loader=make_loader(STEPS, 4, num_workers=0))
+
+    [capture] = list_captures(str(tmp_path))
+    assert capture.trigger == "slow_step"
+    assert capture.slow_step is not None and capture.slow_step.step == SLOW_STEP
+    assert [step.step for step in capture.steps] == [SLOW_STEP + 1, SLOW_STEP + 2]
+
+    [comparison] = compare_captures(str(tmp_path))
+    assert comparison.phases[0].phase == "Forward"
+    top = [operator.name for operator in comparison.operators[:3]]
+    assert "aten::mm" in top, comparison.operators[:5]
+
+
+def test_a_healthy_training_of_the_same_length_makes_no_capture(tmp_path: Path) -> None:
+    profile(tmp_path, model=Net(pause=0.01), loader=stalling_loader(None))
+
+    assert list_captures(str(tmp_path)) == []
+    assert not (tmp_path / "framework" / "pytorch" / "flight_recorder").exists()
+
+
+def test_a_request_captures_the_next_steps_it_asks_for(tmp_path: Path) -> None:
+    def ask_once(step: int) -> None:
+        if step == 12:
+            write_profile_request(str(tmp_path), 3, requested_by="trainprobe profile")
+
+    profiler = FrameworkProfiler(
+        plan_of(NOTHING_SCHEDULED), tmp_path, NODE, profile_after_close=False
+    )
+    assert profiler.flight_recorder is not None
+    profiler.flight_recorder.request_interval_us = 0.0
+    train(profiler, 20, model=Net(pause=0.005), before_step=ask_once, loader=stalling_loader(None))
+    profiler.close()
+
+    [capture] = list_captures(str(tmp_path))
+    assert capture.trigger == "request"
+    assert "trainprobe profile asked for 3 step(s)" in capture.reason
+    assert [step.step for step in capture.steps] == [12, 13, 14]
+    assert capture.comparison is None
+    assert capture.trace is not None
+    assert profiler_steps(tmp_path / capture.folder / capture.trace) == [12, 13, 14]
+    manifest = json.loads((tmp_path / capture.folder / f"{NODE}.capture.json").read_text())
+    assert manifest["steps"][0]["step"] == 12
+
+
+def test_switched_off_it_captures_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINPROBE_FLIGHT_RECORDER", "off")
+    profiler = profile(tmp_path, model=Net(pause=0.01), loader=stalling_loader(SLOW_STEP))
+
+    assert profiler.flight_recorder is None
+    assert list_captures(str(tmp_path)) == []
