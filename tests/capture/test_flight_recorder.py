@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 from trainprobe.analysis.profiling_data.flight_captures import compare_captures
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.report import build_report
 from trainprobe.storage.flight_captures import list_captures, write_profile_request
 
 NODE = "0-algo-1"
@@ -80,17 +81,16 @@ def stalling_loader(stall_at: int | None) -> DataLoader[Any]:
     return DataLoader(StallingDataset(STEPS * 4, 4, stall_at, 0.4), batch_size=4)
 
 
-def test_a_data_loader_stall_is_captured_and_compared_with_an_ordinary_step(
-    tmp_path: Path,
-) -> None:
-    profile(tmp_path, model=Net(pause=0.01), loader=stalling_loader(SLOW_STEP))
+def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path: Path) -> None:
+    out = tmp_path / "job" / "profiler-output"
+    profile(out, model=Net(pause=0.01), loader=stalling_loader(SLOW_STEP))
 
-    [capture] = list_captures(str(tmp_path))
+    [capture] = list_captures(str(out))
     # The stall happens while fetching step 25's batch, the end of step 24's time.
     assert capture.trigger == "slow_step"
     assert capture.slow_step is not None and capture.slow_step.step == SLOW_STEP - 1
     assert capture.slow_step.duration_s > 0.4
-    folder = tmp_path / capture.folder
+    folder = out / capture.folder
     assert folder.name == f"slow_step-step{SLOW_STEP - 1:09d}"
     assert [step.step for step in capture.steps] == [SLOW_STEP, SLOW_STEP + 1]
     assert capture.comparison is not None and capture.comparison.step == SLOW_STEP + 2
@@ -99,11 +99,22 @@ def test_a_data_loader_stall_is_captured_and_compared_with_an_ordinary_step(
     assert profiler_steps(folder / capture.trace) == [25, 26]
     assert profiler_steps(folder / capture.comparison_trace) == [27]
 
-    [comparison] = compare_captures(str(tmp_path))
-    slowest = comparison.phases[0]
-    assert slowest.phase == "DataLoading"
-    assert slowest.outlier_s - slowest.ordinary_s > 0.35
-    assert "DataLoading" in comparison.headline
+    report = build_report(tmp_path / "job", tmp_path / "report")
+    [listed] = json.loads(Path(report.json).read_text())["FlightRecorder"]["Captures"]
+    assert listed["Trigger"] == "slow_step" and listed["TriggerStep"] == SLOW_STEP - 1
+    assert [step["Step"] for step in listed["Steps"]] == [25, 26]
+    assert listed["Comparison"]["Step"] == 27
+    assert listed["Files"] == [
+        f"{capture.folder}/{capture.trace}",
+        f"{capture.folder}/{capture.comparison_trace}",
+    ]
+    slowest = listed["Phases"][0]
+    assert slowest["Phase"] == "DataLoading"
+    assert slowest["OutlierSeconds"] - slowest["OrdinarySeconds"] > 0.35
+    page = Path(report.html).read_text()
+    section = page[page.index('id="flight-recorder"') :]
+    assert "more in DataLoading than an ordinary step" in section
+    assert capture.trace in section
 
 
 def test_a_step_doing_extra_work_is_captured_with_its_operator(tmp_path: Path) -> None:

@@ -1,0 +1,89 @@
+"""The flight recorder of a job: `trainprobe profile JOB --steps 2` and UpdateTrainingJob's
+ProfileNextSteps capture the next steps of the running training; asking a job that does not
+profile its framework is refused, naming why."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from job_helpers import request, trainprobe, wait_for
+
+from trainprobe.jobs import JobStateError, JobStore, create_training_job, update_training_job
+from trainprobe.jobs.control import profile_training_job
+from trainprobe.storage.flight_captures import Capture, list_captures
+from trainprobe.storage.trace_file import latest_timeline_step
+
+PROFILED = {"ProfilingIntervalInMilliseconds": 500, "ProfilingParameters": {}}
+
+
+def wait_for_capture(profiler_output: Path, count: int, timeout: float = 60.0) -> list[Capture]:
+    deadline = time.monotonic() + timeout
+    while len(found := list_captures(str(profiler_output))) < count or not all(
+        capture.trace for capture in found
+    ):
+        assert time.monotonic() < deadline, f"no capture appeared in {profiler_output}"
+        time.sleep(0.2)
+    return found
+
+
+def wait_for_steps(profiler_output: Path, steps: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (latest_timeline_step(str(profiler_output)) or 0) < steps:
+        assert time.monotonic() < deadline, "the training did not get going"
+        time.sleep(0.2)
+
+
+def test_trainprobe_profile_captures_the_next_steps_of_a_running_job(
+    store: JobStore, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    create_training_job(
+        request("flighty", output, "--steps", "1500", "--sleep", "0.01", ProfilerConfig=PROFILED),
+        store=store,
+    )
+    profiler_output = output / "flighty" / "profiler-output"
+    wait_for_steps(profiler_output, 30)
+
+    done = trainprobe(tmp_path, "profile", "flighty", "--steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ProfileRequest"]["steps"] == 2
+    [capture] = wait_for_capture(profiler_output, 1)
+    assert capture.trigger == "request"
+    assert capture.reason == "trainprobe profile asked for 2 step(s)"
+    assert len(capture.steps) == 2
+    first = capture.steps[0].step
+    assert first >= 30
+    assert capture.folder.endswith(f"/request-step{first:09d}")
+    assert capture.trace is not None
+    assert (profiler_output / capture.folder / capture.trace).stat().st_size > 0
+
+    # The same through UpdateTrainingJob, with trainprobe's ProfilingParameters key.
+    update_training_job(
+        {
+            "TrainingJobName": "flighty",
+            "ProfilerConfig": {"ProfilingParameters": {"ProfileNextSteps": "3"}},
+        },
+        store=store,
+    )
+    second = wait_for_capture(profiler_output, 2)[1]
+    assert len(second.steps) == 3 and second.steps[0].step > first
+
+    done = trainprobe(tmp_path, "profile", "flighty", "--steps", "0")
+    assert done.returncode == 2
+    assert "Steps" in done.stderr and "from 1 to 20" in done.stderr
+    trainprobe(tmp_path, "jobs", "stop", "flighty")
+    wait_for(store, "flighty")
+
+
+def test_a_job_that_does_not_profile_its_framework_refuses_a_profile_request(
+    store: JobStore, tmp_path: Path
+) -> None:
+    create_training_job(
+        request("unprofiled", tmp_path / "out", "--steps", "1500", "--sleep", "0.01"),
+        store=store,
+    )
+    with pytest.raises(JobStateError, match="profiles its framework"):
+        profile_training_job({"TrainingJobName": "unprofiled", "Steps": 2}, store=store)
