@@ -1,6 +1,6 @@
-"""The flight recorder of a job: `trainprobe profile JOB --steps 2` and UpdateTrainingJob's
-ProfileNextSteps capture the next steps of the running training; asking a job that does not
-profile its framework is refused, naming why."""
+"""The flight recorder of a job: `trainprobe profile JOB --steps 2`, UpdateTrainingJob's
+ProfileNextSteps and a rule's ProfileNextSteps action capture the next steps of the running
+training; asking a job that does not profile its framework is refused, naming why."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from job_helpers import request, trainprobe, wait_for
+from job_helpers import request, rule, trainprobe, wait_for
 
+from trainprobe.debugger import rule_configs
 from trainprobe.jobs import JobStateError, JobStore, create_training_job, update_training_job
 from trainprobe.jobs.control import profile_training_job
 from trainprobe.storage.flight_captures import Capture, list_captures
@@ -87,3 +88,29 @@ def test_a_job_that_does_not_profile_its_framework_refuses_a_profile_request(
     )
     with pytest.raises(JobStateError, match="profiles its framework"):
         profile_training_job({"TrainingJobName": "unprofiled", "Steps": 2}, store=store)
+
+
+def test_a_rules_profile_next_steps_action_captures_the_steps_after_it_fired(
+    store: JobStore, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    action = rule_configs.ProfileNextSteps(steps=2).serialize()
+    create_training_job(
+        request(
+            "exploding",
+            output,
+            *("--steps", "1500", "--sleep", "0.01", "--nan-at", "8"),
+            ProfilerConfig=PROFILED,
+            DebugRuleConfigurations=[rule("ExplodingTensor", action_json=action)],
+        ),
+        store=store,
+    )
+    profiler_output = output / "exploding" / "profiler-output"
+    capture = wait_for_capture(profiler_output, 1)[0]
+    assert capture.trigger == "rule"
+    assert capture.reason == "rule ExplodingTensor asked for 2 step(s)"
+    assert len(capture.steps) == 2 and capture.steps[0].step > 8
+    actions = output / "exploding" / "rule-output" / "ExplodingTensor" / "actions.jsonl"
+    assert '"action":"profilenextsteps"' in actions.read_text()
+    trainprobe(tmp_path, "jobs", "stop", "exploding")
+    wait_for(store, "exploding")

@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainprobe.config.actions import MAX_PROFILED_STEPS
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
@@ -53,15 +54,17 @@ CAPTURES_DIR = f"{FRAMEWORK_METRICS_DIR}/pytorch/flight_recorder"
 MANIFEST_SUFFIX = ".capture.json"
 PROFILE_REQUEST_FILE = "profile_request.json"
 TRIGGERS = ("slow_step", "request", "rule")
-MAX_CAPTURE_STEPS = 20
-"""The most steps one capture may span: torch.profiler's traces grow with every step."""
 
 
 def check_capture_steps(steps: object, field_name: str = "steps") -> int:
     """``steps`` as a number of steps to capture; ConfigError naming ``field_name`` if not."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_CAPTURE_STEPS:
+    if (
+        isinstance(steps, bool)
+        or not isinstance(steps, int)
+        or not 1 <= steps <= MAX_PROFILED_STEPS
+    ):
         raise ConfigError(
-            field_name, steps, f"a whole number of steps from 1 to {MAX_CAPTURE_STEPS}"
+            field_name, steps, f"a whole number of steps from 1 to {MAX_PROFILED_STEPS}"
         )
     return steps
 
