@@ -24,6 +24,7 @@ __all__ = [
     "AUTO_HOOK",
     "CURRENT_HOST",
     "FLIGHT_RECORDER",
+    "HANG_SECONDS",
     "HOME",
     "HOOK_CONFIG",
     "HYPERPARAMETERS",
@@ -275,6 +276,15 @@ FLIGHT_RECORDER: Variable[bool] = Variable(
     "median of its mode gets its next steps profiled with torch.profiler. No turns it off "
     "(requests from trainprobe profile and rules are then ignored too).",
     parse_flag,
+)
+HANG_SECONDS: Variable[float] = Variable(
+    "TRAINPROBE_HANG_SECONDS",
+    "seconds",
+    600.0,
+    "With the flight recorder armed, a step running longer than this has its training process "
+    "write the Python stacks of all its threads (StalledTrainingRule also asks for them); 0: "
+    "only when a rule asks.",
+    _seconds,
 )
 STRICT: Variable[bool] = Variable(
     "TRAINPROBE_STRICT",

@@ -1,8 +1,12 @@
 """The flight recorder in real trainings: a planted slow step is captured, named by its trigger
-and step, with an ordinary step to compare; a healthy training of the same length is not.
+and step, with an ordinary step to compare; a healthy training of the same length is not; a step
+running over the hang limit has every thread's stack written, and the report says where it was.
 
 The trainings profile with FrameworkProfile's step ranges moved out of the way, so that only the
-recorder runs torch.profiler; the default ranges are covered by the job tests.
+recorder runs torch.profiler; the default ranges are covered by the job tests. A step counts as
+slow only 0.15 s or more above the median here (0.05 s by default): on a machine shared with
+other work a step of a few milliseconds is sometimes delayed that much, and the recorder would
+rightly capture it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from trainprobe.analysis.profiling_data.flight_captures import compare_captures
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
+from trainprobe.capture.slow_step import SlowSteps
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.report import build_report
 from trainprobe.storage.flight_captures import list_captures, write_profile_request
+from trainprobe.storage.training_stacks import read_stacks
 
 NODE = "0-algo-1"
 STEPS = 40
@@ -64,14 +70,21 @@ class ExtraWorkNet(Net):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.calls in self.extra_at:
-            for _ in range(3):
+            for _ in range(8):
                 torch.mm(self.big, self.big)
         self.calls += 1
         return super().forward(x)
 
 
-def profile(out: Path, steps: int = STEPS, **training: Any) -> FrameworkProfiler:
+def recording_profiler(out: Path) -> FrameworkProfiler:
     profiler = FrameworkProfiler(plan_of(NOTHING_SCHEDULED), out, NODE, profile_after_close=False)
+    if profiler.flight_recorder is not None:
+        profiler.flight_recorder.slow_steps = SlowSteps(least_excess=0.15)
+    return profiler
+
+
+def profile(out: Path, steps: int = STEPS, **training: Any) -> FrameworkProfiler:
+    profiler = recording_profiler(out)
     train(profiler, steps, **training)
     profiler.close()
     return profiler
@@ -144,9 +157,7 @@ def test_a_request_captures_the_next_steps_it_asks_for(tmp_path: Path) -> None:
         if step == 12:
             write_profile_request(str(tmp_path), 3, requested_by="trainprobe profile")
 
-    profiler = FrameworkProfiler(
-        plan_of(NOTHING_SCHEDULED), tmp_path, NODE, profile_after_close=False
-    )
+    profiler = recording_profiler(tmp_path)
     assert profiler.flight_recorder is not None
     profiler.flight_recorder.request_interval_us = 0.0
     train(profiler, 20, model=Net(pause=0.005), before_step=ask_once, loader=stalling_loader(None))
@@ -169,3 +180,33 @@ def test_switched_off_it_captures_nothing(tmp_path: Path, monkeypatch: pytest.Mo
 
     assert profiler.flight_recorder is None
     assert list_captures(str(tmp_path)) == []
+
+
+def wait_on_a_lock_that_is_held(seconds: float) -> None:
+    time.sleep(seconds)  # where the hang watch finds the training
+
+
+def test_a_step_running_over_the_limit_writes_where_every_thread_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINPROBE_HANG_SECONDS", "1")
+    out = tmp_path / "job" / "profiler-output"
+
+    def hang_once(step: int) -> None:
+        if step == 8:
+            wait_on_a_lock_that_is_held(2.5)
+
+    profile(out, 12, model=Net(), before_step=hang_once, loader=stalling_loader(None))
+
+    [stacks] = read_stacks(str(out))
+    assert stacks.node == NODE and stacks.step == 7
+    assert stacks.reason.startswith("step 7 has run for ")
+    line = wait_on_a_lock_that_is_held.__code__.co_firstlineno + 1
+    assert stacks.where().startswith(
+        f"{NODE} in step 7: the main thread waits in wait_on_a_lock_that_is_held "
+        f"(test_flight_recorder.py:{line}) "
+    )
+    report = build_report(tmp_path / "job", tmp_path / "report")
+    [listed] = json.loads(Path(report.json).read_text())["FlightRecorder"]["Stacks"]
+    assert listed["Where"] == stacks.where()
+    assert "wait_on_a_lock_that_is_held" in Path(report.html).read_text()

@@ -1,6 +1,7 @@
 """The flight recorder of a job: `trainprobe profile JOB --steps 2`, UpdateTrainingJob's
 ProfileNextSteps and a rule's ProfileNextSteps action capture the next steps of the running
-training; asking a job that does not profile its framework is refused, naming why."""
+training; asking a job that does not profile its framework is refused, naming why. A training
+that stops advancing is told where it is stuck before StalledTrainingRule stops it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from trainprobe.jobs import JobStateError, JobStore, create_training_job, update
 from trainprobe.jobs.control import profile_training_job
 from trainprobe.storage.flight_captures import Capture, list_captures
 from trainprobe.storage.trace_file import latest_timeline_step
+from trainprobe.storage.training_stacks import read_stacks
 
+STOP_TRAINING = json.dumps({"name": "StopTraining"})
 PROFILED = {"ProfilingIntervalInMilliseconds": 500, "ProfilingParameters": {}}
 
 
@@ -114,3 +117,34 @@ def test_a_rules_profile_next_steps_action_captures_the_steps_after_it_fired(
     assert '"action":"profilenextsteps"' in actions.read_text()
     trainprobe(tmp_path, "jobs", "stop", "exploding")
     wait_for(store, "exploding")
+
+
+def test_a_stalled_training_is_told_where_it_is_stuck_then_stopped(
+    store: JobStore, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    create_training_job(
+        request(
+            "stuck",
+            output,
+            "--steps",
+            "20",
+            script=Path(__file__).parent / "hanging_training.py",
+            ProfilerConfig=PROFILED,
+            DebugRuleConfigurations=[
+                rule("StalledTrainingRule", threshold="4", action_json=STOP_TRAINING)
+            ],
+        ),
+        store=store,
+    )
+    described = wait_for(store, "stuck")
+
+    assert described["TrainingJobStatus"] == "Stopped"
+    [status] = described["DebugRuleEvaluationStatuses"]
+    assert status["RuleEvaluationStatus"] == "IssuesFound"
+    details = status["StatusDetails"]
+    assert "the training looks stalled" in details
+    where = "the main thread waits in wait_for_a_batch_that_never_comes (hanging_training.py:13)"
+    assert where in details, details
+    [stacks] = read_stacks(str(output / "stuck" / "profiler-output"))
+    assert stacks.reason == "a rule found that the training makes no progress"

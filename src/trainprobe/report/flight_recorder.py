@@ -1,4 +1,5 @@
-"""The report's flight recorder section: every capture, its trigger, its files, its comparison.
+"""The report's flight recorder section: every capture, its trigger, its files, its comparison;
+and where the training processes were stuck, when they wrote their stacks.
 
 Each capture (``trainprobe.analysis.profiling_data.flight_captures``) is listed with the steps it
 profiled and its trace files (relative to the job's profiler output; Perfetto opens them), and,
@@ -12,13 +13,36 @@ from typing import Any
 
 from trainprobe.analysis.profiling_data.flight_captures import CaptureComparison, compare_captures
 from trainprobe.storage.flight_captures import CapturedStep
+from trainprobe.storage.training_stacks import ProcessStacks, read_stacks
 
 __all__ = ["flight_recorder"]
 
 
 def flight_recorder(profiler_output: str) -> dict[str, Any]:
-    """The section's content: ``{"Captures": [...]}``, oldest first."""
-    return {"Captures": [_capture(found) for found in compare_captures(profiler_output)]}
+    """The section's content: ``{"Captures": [...], "Stacks": [...]}``, oldest first."""
+    return {
+        "Captures": [_capture(found) for found in compare_captures(profiler_output)],
+        "Stacks": [_stacks(stacks) for stacks in read_stacks(profiler_output)],
+    }
+
+
+def _stacks(stacks: ProcessStacks) -> dict[str, Any]:
+    return {
+        "Node": stacks.node,
+        "Time": stacks.time,
+        "Step": stacks.step,
+        "Reason": stacks.reason,
+        "Where": stacks.where(),
+        "Threads": [
+            {
+                "Name": thread.name,
+                "Frames": [
+                    f"{frame.function} ({frame.file}:{frame.line})" for frame in thread.frames
+                ],
+            }
+            for thread in stacks.threads
+        ],
+    }
 
 
 def _step(step: CapturedStep | None) -> dict[str, Any] | None:

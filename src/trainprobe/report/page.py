@@ -406,6 +406,18 @@ def _overhead_section(content: dict[str, Any]) -> str:
 
 def _flight_section(content: dict[str, Any]) -> str:
     captures = content.get("FlightRecorder", {}).get("Captures", [])
+    stuck = "".join(
+        f'<p class="issue">Stuck: {text(stacks["Where"])} ({text(stacks["Reason"])}).</p>'
+        "<details><summary>Every thread's stack</summary>"
+        + "".join(
+            f"<h4>{text(thread['Name'])}</h4><pre>{text(chr(10).join(thread['Frames']))}</pre>"
+            for thread in stacks["Threads"]
+        )
+        + "</details>"
+        for stacks in content.get("FlightRecorder", {}).get("Stacks", [])
+    )
+    if not captures and stuck:
+        return _section("flight-recorder", stuck)
     if not captures:
         return _empty(
             "flight-recorder",
@@ -417,6 +429,7 @@ def _flight_section(content: dict[str, Any]) -> str:
         "are under the job's profiler-output/ folder; open them in Perfetto "
         '(<a href="https://ui.perfetto.dev">ui.perfetto.dev</a>, "Open trace file").</p>'
     ]
+    parts.insert(0, stuck)
     for capture in captures:
         steps = ", ".join(str(step["Step"]) for step in capture["Steps"])
         parts.append(f"<h3>{text(capture['Trigger'])} at step {capture['TriggerStep']}</h3>")

@@ -2,28 +2,17 @@
 
 The request goes into the job's profiler output (``trainprobe.storage.flight_captures``), which
 the training's flight recorder looks at twice a second, as StopTraining's request goes into the
-tensor output the hook watches. A profiler rule watches the profiler output itself; a debugging
-rule watches the job's ``debug-output``, whose sibling ``profiler-output`` is the one asked.
+tensor output the hook watches (``trainprobe.storage.job_layout.profiler_output_of`` finds the
+job's profiler output from the output the rule watches).
 """
 
 from __future__ import annotations
 
-import os
-
 from trainprobe.rules.actions.notice import Notice
 from trainprobe.storage.flight_captures import write_profile_request
-from trainprobe.storage.job_layout import PROFILER_OUTPUT, job_dir_of
-from trainprobe.storage.locations import join
+from trainprobe.storage.job_layout import profiler_output_of
 
-__all__ = ["ProfileNextStepsAction", "profiler_output_of"]
-
-
-def profiler_output_of(out_dir: str) -> str:
-    """The profiler output of the job whose output ``out_dir`` a rule watches."""
-    if os.path.basename(out_dir.rstrip("/\\")) == PROFILER_OUTPUT:
-        return out_dir
-    job = job_dir_of(out_dir)
-    return join(job[0], PROFILER_OUTPUT) if job is not None else out_dir
+__all__ = ["ProfileNextStepsAction"]
 
 
 class ProfileNextStepsAction:

@@ -105,6 +105,11 @@ class FlightRecorder:
         """Whether a capture is being recorded."""
         return self._in_flight is not None
 
+    def step_in_progress(self) -> tuple[int, float] | None:
+        """The global step running now and when it started (microseconds since the epoch)."""
+        last = self._last
+        return None if last is None else (last[0], last[2])
+
     def step_started(self, step: int, mode: str, start_us: float, *, busy: bool) -> None:
         """Global step ``step`` of ``mode`` starts at ``start_us`` (microseconds since the
         epoch). ``busy``: the scheduled detailed or Python profiling covers this step or the

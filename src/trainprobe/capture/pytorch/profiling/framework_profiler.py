@@ -65,9 +65,10 @@ from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
+from trainprobe.capture.stack_watch import StackWatch
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
-from trainprobe.settings import FLIGHT_RECORDER
+from trainprobe.settings import FLIGHT_RECORDER, HANG_SECONDS
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.trace_file import ProfilePoint, TimelineEvent, check_trace_node_id
 
@@ -193,8 +194,17 @@ class FrameworkProfiler:
         self._sessions = ProfilingSessions(self.out_dir, self.node_id, self._off, self._fail)
         self.flight_recorder: FlightRecorder | None = None
         """Captures slow steps and requested ones (``.flight_recorder``); None when disarmed."""
+        self.hang_watch: StackWatch | None = None
+        """Writes every thread's stacks when the training is stuck; with the flight recorder."""
         if FLIGHT_RECORDER.get():
             self.flight_recorder = FlightRecorder(self.out_dir, self.node_id, since_us=_now_us())
+            self.hang_watch = StackWatch(
+                self.out_dir,
+                self.node_id,
+                self.flight_recorder.step_in_progress,
+                step_limit=HANG_SECONDS.get(),
+            )
+            self.hang_watch.start()
         self._optimizer_starts: dict[int, float] = {}
         self._registered: set[int] = set()
         self._recorder.configure(plan)
@@ -506,6 +516,8 @@ class FrameworkProfiler:
         except Exception as error:
             self._fail("profiler", error)
         self._closed = True
+        if self.hang_watch is not None:
+            self.hang_watch.close()
         self._recorder.close()
         if (
             active
