@@ -23,14 +23,18 @@ STOP_TRAINING = json.dumps({"name": "StopTraining"})
 PROFILED = {"ProfilingIntervalInMilliseconds": 500, "ProfilingParameters": {}}
 
 
-def wait_for_capture(profiler_output: Path, count: int, timeout: float = 60.0) -> list[Capture]:
+def wait_for_capture(
+    profiler_output: Path, trigger: str, count: int = 1, timeout: float = 60.0
+) -> list[Capture]:
+    """The captures of ``trigger``, once there are ``count`` with their traces written. (On a
+    busy machine, a step of this training may also be slow enough for a slow-step capture.)"""
     deadline = time.monotonic() + timeout
-    while len(found := list_captures(str(profiler_output))) < count or not all(
-        capture.trace for capture in found
-    ):
-        assert time.monotonic() < deadline, f"no capture appeared in {profiler_output}"
+    while True:
+        found = [c for c in list_captures(str(profiler_output)) if c.trigger == trigger]
+        if len(found) >= count and all(capture.trace for capture in found):
+            return found
+        assert time.monotonic() < deadline, f"no {trigger} capture appeared in {profiler_output}"
         time.sleep(0.2)
-    return found
 
 
 def wait_for_steps(profiler_output: Path, steps: int, timeout: float = 60.0) -> None:
@@ -54,7 +58,7 @@ def test_trainprobe_profile_captures_the_next_steps_of_a_running_job(
     done = trainprobe(tmp_path, "profile", "flighty", "--steps", "2")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ProfileRequest"]["steps"] == 2
-    [capture] = wait_for_capture(profiler_output, 1)
+    [capture] = wait_for_capture(profiler_output, "request")
     assert capture.trigger == "request"
     assert capture.reason == "trainprobe profile asked for 2 step(s)"
     assert len(capture.steps) == 2
@@ -72,7 +76,7 @@ def test_trainprobe_profile_captures_the_next_steps_of_a_running_job(
         },
         store=store,
     )
-    second = wait_for_capture(profiler_output, 2)[1]
+    second = wait_for_capture(profiler_output, "request", 2)[1]
     assert len(second.steps) == 3 and second.steps[0].step > first
 
     done = trainprobe(tmp_path, "profile", "flighty", "--steps", "0")
@@ -109,7 +113,7 @@ def test_a_rules_profile_next_steps_action_captures_the_steps_after_it_fired(
         store=store,
     )
     profiler_output = output / "exploding" / "profiler-output"
-    capture = wait_for_capture(profiler_output, 1)[0]
+    capture = wait_for_capture(profiler_output, "rule")[0]
     assert capture.trigger == "rule"
     assert capture.reason == "rule ExplodingTensor asked for 2 step(s)"
     assert len(capture.steps) == 2 and capture.steps[0].step > 8
