@@ -28,6 +28,11 @@ closure, if it has one; ``torch.utils.data.DataLoader`` iteration is wrapped
 (``.dataloader_patch``). Steps count every forward of a registered model, whatever the mode
 (``set_mode``); ranges are in these global steps, and events carry the step within its mode.
 
+The flight recorder rides along (``.flight_recorder``; ``TRAINPROBE_FLIGHT_RECORDER=no`` turns it
+off): told of every step start, it captures the steps after a slow one, or after a request, with
+torch.profiler; its hang watch writes every thread's stack when the training is stuck
+(``trainprobe.capture.stack_watch``).
+
 Given the path of a ProfilerConfig file, the profiler checks the file (one ``stat``) at a step
 start at most every ``check_interval`` seconds, and applies a changed file (new ranges,
 ``DisableProfiler``) from that step on (``trainprobe.capture.profiler_config_file``).
