@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from job_helpers import request, rule, trainprobe, wait_for
 
+from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import rule_configs
 from trainprobe.jobs import JobStateError, JobStore, create_training_job, update_training_job
 from trainprobe.jobs.control import profile_training_job
@@ -152,3 +153,17 @@ def test_a_stalled_training_is_told_where_it_is_stuck_then_stopped(
     assert where in details, details
     [stacks] = read_stacks(str(output / "stuck" / "profiler-output"))
     assert stacks.reason == "a rule found that the training makes no progress"
+
+
+@pytest.mark.parametrize("value", ["0", "lots", "21", ""])
+def test_a_bad_profile_next_steps_names_its_field_before_anything_changes(
+    store: JobStore, value: str
+) -> None:
+    update = {
+        "TrainingJobName": "any-job",
+        "ProfilerConfig": {"ProfilingParameters": {"ProfileNextSteps": value}},
+    }
+    with pytest.raises(ConfigError) as caught:
+        update_training_job(update, store=store)
+    assert caught.value.field == "ProfilerConfig.ProfilingParameters.ProfileNextSteps"
+    assert "from 1 to 20" in str(caught.value)
