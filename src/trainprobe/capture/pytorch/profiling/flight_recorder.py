@@ -158,10 +158,11 @@ class FlightRecorder:
         self, slow: SlowStep, last: tuple[int, str, float], step: int, mode: str, start_us: float
     ) -> None:
         slow_step = CapturedStep(last[0], last[1], last[2], start_us)
+        times = f"{slow.duration_s / slow.median_s:.1f} x " if slow.median_s > 0 else ""
         reason = (
-            f"step {last[0]} ({mode}) took {slow.duration_s:.3f} s, "
-            f"{slow.duration_s / slow.median_s:.1f} x the median {slow.median_s:.3f} s of its "
-            f"mode's recent steps (the threshold was {slow.threshold_s:.3f} s)"
+            f"step {last[0]} ({mode}) took {slow.duration_s:.3f} s, {times}the median "
+            f"{slow.median_s:.3f} s of its mode's recent steps (the threshold was "
+            f"{slow.threshold_s:.3f} s)"
         )
         capture = self._begin("slow_step", reason, step, mode, start_us, self.steps, True, last[0])
         if capture is not None:
@@ -252,8 +253,7 @@ class FlightRecorder:
         size = self._profile.stop_into(path, self.max_bytes)
         if size > self.max_bytes:
             capture.dropped.append(
-                f"{name}: {size / MEGABYTE:.1f} MB, over the {self.max_bytes / MEGABYTE:g} MB "
-                "a trace may take"
+                f"{name}: {size:,} bytes, over the {self.max_bytes:,} bytes a trace may take"
             )
             return None
         self.traces.append((capture, name))
@@ -264,21 +264,22 @@ class FlightRecorder:
         write_capture(self.out_dir, capture)
 
     def _make_room(self, traces: int) -> bool:
-        """Room for ``traces`` more traces within ``max_traces``: the oldest comparisons go."""
-        while len(self.traces) + traces > self.max_traces:
-            comparisons = [
-                (capture, name) for capture, name in self.traces if name == capture.comparison_trace
-            ]
-            if not comparisons:
-                if not self._said_full:
-                    self._said_full = True
-                    log.warning(
-                        "trainprobe: flight recorder: %d traces kept, the most a training "
-                        "process keeps; later triggers are not captured",
-                        len(self.traces),
-                    )
-                return False
-            capture, name = comparisons[0]
+        """Room for ``traces`` more traces within ``max_traces``, the oldest comparisons going
+        first; False (nothing dropped) when even without any comparison there is none."""
+        excess = len(self.traces) + traces - self.max_traces
+        comparisons = [
+            (capture, name) for capture, name in self.traces if name == capture.comparison_trace
+        ]
+        if excess > len(comparisons):
+            if not self._said_full:
+                self._said_full = True
+                log.warning(
+                    "trainprobe: flight recorder: %d traces kept, the most a training process "
+                    "keeps; later triggers are not captured",
+                    len(self.traces),
+                )
+            return False
+        for capture, name in comparisons[: max(0, excess)]:
             self.traces.remove((capture, name))
             with contextlib.suppress(OSError):
                 os.remove(join(self.out_dir, f"{capture.folder}/{name}"))
