@@ -1,7 +1,8 @@
 """The flight recorder of a job: `trainprobe profile JOB --steps 2`, UpdateTrainingJob's
 ProfileNextSteps and a rule's ProfileNextSteps action capture the next steps of the running
 training; asking a job that does not profile its framework is refused, naming why. A training
-that stops advancing is told where it is stuck before StalledTrainingRule stops it."""
+that stops advancing is told where it is stuck before StalledTrainingRule stops it, each rank of
+a DDP training (one dawdling, the other waiting for it in an all_reduce) apart."""
 
 from __future__ import annotations
 
@@ -167,3 +168,31 @@ def test_a_bad_profile_next_steps_names_its_field_before_anything_changes(
         update_training_job(update, store=store)
     assert caught.value.field == "ProfilerConfig.ProfilingParameters.ProfileNextSteps"
     assert "from 1 to 20" in str(caught.value)
+
+
+def test_in_a_ddp_training_each_rank_is_told_where_it_waits(
+    store: JobStore, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    create_training_job(
+        request(
+            "ddp-stuck",
+            output,
+            "--steps",
+            "20",
+            script=Path(__file__).parent / "ddp_hanging_training.py",
+            ResourceConfig={"InstanceCount": 2, "InstanceType": "ml.m5.xlarge"},
+            ProfilerConfig=PROFILED,
+            DebugRuleConfigurations=[
+                rule("StalledTrainingRule", threshold="4", action_json=STOP_TRAINING)
+            ],
+        ),
+        store=store,
+    )
+    described = wait_for(store, "ddp-stuck")
+
+    assert described["TrainingJobStatus"] == "Stopped"
+    details = described["DebugRuleEvaluationStatuses"][0]["StatusDetails"]
+    assert "waits in all_reduce (" in details, details
+    assert "called from sum_the_losses at ddp_hanging_training.py:21" in details
+    assert "the main thread waits in dawdle (ddp_hanging_training.py:17)" in details
