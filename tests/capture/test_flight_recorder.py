@@ -36,6 +36,8 @@ from trainprobe.report import build_report
 from trainprobe.storage.flight_captures import list_captures, write_profile_request
 from trainprobe.storage.training_stacks import read_stacks
 
+pytestmark = pytest.mark.slow  # real trainings
+
 NODE = "0-algo-1"
 STEPS = 40
 SLOW_STEP = 25

@@ -46,6 +46,7 @@ def wait_for_steps(profiler_output: Path, steps: int, timeout: float = 60.0) -> 
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_trainprobe_profile_captures_the_next_steps_of_a_running_job(
     store: JobStore, tmp_path: Path
 ) -> None:
@@ -88,6 +89,7 @@ def test_trainprobe_profile_captures_the_next_steps_of_a_running_job(
     wait_for(store, "flighty")
 
 
+@pytest.mark.slow
 def test_a_job_that_does_not_profile_its_framework_refuses_a_profile_request(
     store: JobStore, tmp_path: Path
 ) -> None:
@@ -99,6 +101,7 @@ def test_a_job_that_does_not_profile_its_framework_refuses_a_profile_request(
         profile_training_job({"TrainingJobName": "unprofiled", "Steps": 2}, store=store)
 
 
+@pytest.mark.slow
 def test_a_rules_profile_next_steps_action_captures_the_steps_after_it_fired(
     store: JobStore, tmp_path: Path
 ) -> None:
@@ -125,6 +128,7 @@ def test_a_rules_profile_next_steps_action_captures_the_steps_after_it_fired(
     wait_for(store, "exploding")
 
 
+@pytest.mark.slow
 def test_a_stalled_training_is_told_where_it_is_stuck_then_stopped(
     store: JobStore, tmp_path: Path
 ) -> None:
@@ -170,6 +174,7 @@ def test_a_bad_profile_next_steps_names_its_field_before_anything_changes(
     assert "from 1 to 20" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_in_a_ddp_training_each_rank_is_told_where_it_waits(
     store: JobStore, tmp_path: Path
 ) -> None:
