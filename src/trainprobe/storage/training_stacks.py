@@ -40,6 +40,7 @@ STACKS_DIR = f"{CAPTURES_DIR}/stacks"
 STACKS_SUFFIX = ".stacks.json"
 STACKS_REQUEST_FILE = "stacks_request.json"
 _LIBRARY_PARTS = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python", "<frozen")
+_TRAINPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,11 @@ class Frame:
 
     @property
     def in_library(self) -> bool:
-        """Whether the frame is in Python's or an installed package's code, not the user's."""
-        return any(part in self.file for part in _LIBRARY_PARTS)
+        """Whether the frame is in Python's, an installed package's or trainprobe's code, not
+        the user's."""
+        return self.file.startswith(_TRAINPROBE_DIR) or any(
+            part in self.file for part in _LIBRARY_PARTS
+        )
 
     def where(self) -> str:
         """``train.py:84``: the file's name and the line."""
