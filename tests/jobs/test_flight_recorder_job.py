@@ -15,8 +15,13 @@ from job_helpers import request, rule, trainprobe, wait_for
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import rule_configs
-from trainprobe.jobs import JobStateError, JobStore, create_training_job, update_training_job
-from trainprobe.jobs.control import profile_training_job
+from trainprobe.jobs import (
+    JobStateError,
+    JobStore,
+    create_training_job,
+    profile_training_job,
+    update_training_job,
+)
 from trainprobe.storage.flight_captures import Capture, list_captures
 from trainprobe.storage.trace_file import latest_timeline_step
 from trainprobe.storage.training_stacks import read_stacks
