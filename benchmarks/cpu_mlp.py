@@ -4,9 +4,19 @@ by a DataLoader of 8 whole batches (no workers, so loading costs next to nothing
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from typing import Any
+
+
+def interleaved_arguments(description: str) -> argparse.Namespace:
+    """The command line of a benchmark that interleaves configurations chunk by chunk."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=200, help="measured steps per configuration")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--chunk", type=int, default=20, help="steps per turn when interleaving")
+    return parser.parse_args()
 
 
 class MlpTraining:

@@ -25,7 +25,6 @@ asserted.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -42,14 +41,10 @@ STALL_SECONDS = 0.3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200, help="measured steps per configuration")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--chunk", type=int, default=20, help="steps per turn when interleaving")
-    args = parser.parse_args()
+    from cpu_mlp import MlpTraining, interleaved_arguments
 
+    args = interleaved_arguments(__doc__.splitlines()[0])
     sys.path.insert(0, str(REPO / "src"))
-    from cpu_mlp import MlpTraining
     from trainprobe.capture.pytorch.profiling import FrameworkProfiler
     from trainprobe.config.profiler_config import ProfilingPlan
     from trainprobe.storage.flight_captures import list_captures, write_profile_request

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from job_helpers import request, rule, trainprobe, wait_for
@@ -49,6 +50,28 @@ def wait_for_steps(profiler_output: Path, steps: int, timeout: float = 60.0) -> 
     while (latest_timeline_step(str(profiler_output)) or 0) < steps:
         assert time.monotonic() < deadline, "the training did not get going"
         time.sleep(0.2)
+
+
+def run_until_stalled(
+    store: JobStore, output: Path, name: str, script: str, **members: Any
+) -> dict[str, Any]:
+    """Run ``script`` (here) as a profiled job watched by StalledTrainingRule (4 s) with a
+    StopTraining action; its description once it has ended."""
+    create_training_job(
+        request(
+            name,
+            output,
+            *("--steps", "20"),
+            script=Path(__file__).parent / script,
+            ProfilerConfig=PROFILED,
+            DebugRuleConfigurations=[
+                rule("StalledTrainingRule", threshold="4", action_json=STOP_TRAINING)
+            ],
+            **members,
+        ),
+        store=store,
+    )
+    return wait_for(store, name)
 
 
 @pytest.mark.slow
@@ -138,21 +161,7 @@ def test_a_stalled_training_is_told_where_it_is_stuck_then_stopped(
     store: JobStore, tmp_path: Path
 ) -> None:
     output = tmp_path / "out"
-    create_training_job(
-        request(
-            "stuck",
-            output,
-            "--steps",
-            "20",
-            script=Path(__file__).parent / "hanging_training.py",
-            ProfilerConfig=PROFILED,
-            DebugRuleConfigurations=[
-                rule("StalledTrainingRule", threshold="4", action_json=STOP_TRAINING)
-            ],
-        ),
-        store=store,
-    )
-    described = wait_for(store, "stuck")
+    described = run_until_stalled(store, output, "stuck", "hanging_training.py")
 
     assert described["TrainingJobStatus"] == "Stopped"
     [status] = described["DebugRuleEvaluationStatuses"]
@@ -183,23 +192,10 @@ def test_a_bad_profile_next_steps_names_its_field_before_anything_changes(
 def test_in_a_ddp_training_each_rank_is_told_where_it_waits(
     store: JobStore, tmp_path: Path
 ) -> None:
-    output = tmp_path / "out"
-    create_training_job(
-        request(
-            "ddp-stuck",
-            output,
-            "--steps",
-            "20",
-            script=Path(__file__).parent / "ddp_hanging_training.py",
-            ResourceConfig={"InstanceCount": 2, "InstanceType": "ml.m5.xlarge"},
-            ProfilerConfig=PROFILED,
-            DebugRuleConfigurations=[
-                rule("StalledTrainingRule", threshold="4", action_json=STOP_TRAINING)
-            ],
-        ),
-        store=store,
+    two_hosts = {"InstanceCount": 2, "InstanceType": "ml.m5.xlarge"}
+    described = run_until_stalled(
+        store, tmp_path / "out", "ddp-stuck", "ddp_hanging_training.py", ResourceConfig=two_hosts
     )
-    described = wait_for(store, "ddp-stuck")
 
     assert described["TrainingJobStatus"] == "Stopped"
     details = described["DebugRuleEvaluationStatuses"][0]["StatusDetails"]
