@@ -9,7 +9,9 @@ For each capture (``trainprobe.storage.flight_captures``):
 - **operators**: per step, the time of each operator of the torch.profiler traces (CPU operators
   and, with a GPU, kernels; an operator's time includes the operators it calls) in the captured
   steps against the comparison step, largest difference first. A capture without a comparison
-  (a request, a rule) lists its steps' operators, slowest first.
+  (a request, a rule) lists its steps' operators, slowest first. The headline names the top
+  operator only where it accounts for a tenth of the slow step's excess time or more: the steps
+  after a one-off stall are ordinary ones.
 
 The time of a phase in a step is the part of its events that falls inside the step's interval
 (its start to the next step's start), so a data wait between two steps counts for the first.
@@ -81,9 +83,18 @@ class CaptureComparison:
                 f". The slow step spent {phase.difference_s:.3f} s more in {phase.phase} than "
                 "an ordinary step"
             )
-        if self.operators:
+        if self.operators and self._explains_the_slow_step(self.operators[0]):
             text += f"; the operator that differs most is {self.operators[0].name}"
         return text
+
+    def _explains_the_slow_step(self, operator: OperatorTime) -> bool:
+        """Whether ``operator`` accounts for a tenth or more of the slow step's excess time (the
+        steps after a one-off stall are ordinary: their operators differ by noise only)."""
+        capture = self.capture
+        if capture.slow_step is None or capture.median_s is None:
+            return True
+        excess_s = capture.slow_step.duration_s - capture.median_s
+        return operator.difference_ms / 1000.0 >= 0.1 * excess_s
 
 
 def compare_captures(profiler_output: str) -> list[CaptureComparison]:
