@@ -39,8 +39,10 @@ from trainprobe.storage.training_stacks import read_stacks
 pytestmark = pytest.mark.slow  # real trainings
 
 NODE = "0-algo-1"
-STEPS = 40
-SLOW_STEP = 25
+STEPS = 30
+SLOW_STEP = 17
+"""Early, soon after the recorder starts judging (step 16): few steps before it for a busy
+machine to make slow."""
 STALL_SECONDS = 1.0
 NOTHING_SCHEDULED = FrameworkProfile(start_step=10_000, num_steps=1)
 
@@ -63,18 +65,17 @@ class StallingDataset(Dataset[tuple[torch.Tensor, int]]):
 
 
 class ExtraWorkNet(Net):
-    """``Net`` whose forward multiplies two large matrices at the steps in ``extra_at``."""
+    """``Net`` whose forward at step ``s`` multiplies two large matrices ``extra[s]`` times."""
 
-    def __init__(self, extra_at: set[int]) -> None:
+    def __init__(self, extra: dict[int, int]) -> None:
         super().__init__(pause=0.01)
-        self.extra_at = extra_at
+        self.extra = extra
         self.calls = 0
         self.big = torch.randn(2000, 2000)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.calls in self.extra_at:
-            for _ in range(4):
-                torch.mm(self.big, self.big)
+        for _ in range(self.extra.get(self.calls, 0)):
+            torch.mm(self.big, self.big)
         self.calls += 1
         return super().forward(x)
 
@@ -110,7 +111,7 @@ def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path:
     profile(out, model=Net(pause=0.01), loader=stalling_loader(SLOW_STEP))
 
     capture = capture_at(out, SLOW_STEP - 1)
-    # The stall happens while fetching step 25's batch, the end of step 24's time.
+    # The stall happens while fetching step 17's batch, the end of step 16's time.
     assert capture.trigger == "slow_step"
     assert capture.slow_step is not None and capture.slow_step.step == SLOW_STEP - 1
     assert capture.slow_step.duration_s > STALL_SECONDS
@@ -118,10 +119,10 @@ def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path:
     assert folder.name == f"slow_step-step{SLOW_STEP - 1:09d}"
     assert [step.step for step in capture.steps] == [SLOW_STEP, SLOW_STEP + 1]
     assert capture.comparison is not None and capture.comparison.step == SLOW_STEP + 2
-    assert capture.trace == f"{NODE}.slow_step-steps25-26.pt.trace.json"
-    assert capture.comparison_trace == f"{NODE}.comparison-step27.pt.trace.json"
-    assert profiler_steps(folder / capture.trace) == [25, 26]
-    assert profiler_steps(folder / capture.comparison_trace) == [27]
+    assert capture.trace == f"{NODE}.slow_step-steps17-18.pt.trace.json"
+    assert capture.comparison_trace == f"{NODE}.comparison-step19.pt.trace.json"
+    assert profiler_steps(folder / capture.trace) == [17, 18]
+    assert profiler_steps(folder / capture.comparison_trace) == [19]
 
     report = build_report(tmp_path / "job", tmp_path / "report")
     listed = next(
@@ -130,8 +131,8 @@ def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path:
         if item["TriggerStep"] == SLOW_STEP - 1
     )
     assert listed["Trigger"] == "slow_step" and listed["TriggerStep"] == SLOW_STEP - 1
-    assert [step["Step"] for step in listed["Steps"]] == [25, 26]
-    assert listed["Comparison"]["Step"] == 27
+    assert [step["Step"] for step in listed["Steps"]] == [17, 18]
+    assert listed["Comparison"]["Step"] == 19
     assert listed["Files"] == [
         f"{capture.folder}/{capture.trace}",
         f"{capture.folder}/{capture.comparison_trace}",
@@ -147,7 +148,8 @@ def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path:
 
 
 def test_a_step_doing_extra_work_is_captured_with_its_operator(tmp_path: Path) -> None:
-    extra = {SLOW_STEP, SLOW_STEP + 1, SLOW_STEP + 2}
+    # Well over the bar at the slow step (about a second), then less in the captured steps.
+    extra = {SLOW_STEP: 8, SLOW_STEP + 1: 2, SLOW_STEP + 2: 2}
     profile(tmp_path, model=ExtraWorkNet(extra), loader=make_loader(STEPS, 4, num_workers=0))
 
     capture = capture_at(tmp_path, SLOW_STEP)
