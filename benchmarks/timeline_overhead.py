@@ -21,61 +21,29 @@ CPU cost per step in microseconds, and the timeline's size per step. Nothing is 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 0.99
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200, help="measured steps per configuration")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--chunk", type=int, default=20, help="steps per turn when interleaving")
-    args = parser.parse_args()
+    from cpu_mlp import MlpTraining, interleaved_arguments
 
+    args = interleaved_arguments(__doc__.splitlines()[0])
     sys.path.insert(0, str(REPO / "src"))
-    import torch
-    from torch import nn
-    from torch.utils.data import DataLoader
-
     from trainprobe.capture.pytorch.profiling import FrameworkProfiler
     from trainprobe.config.profiler_config import ProfilingPlan
     from trainprobe.storage.trace_file import TraceFileReader
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    batches = [(torch.randn(256, 784), torch.randint(0, 10, (256,))) for _ in range(8)]
-    loader: DataLoader[Any] = DataLoader(batches, batch_size=None)  # type: ignore[arg-type]
-    model = nn.Sequential(
-        nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
-    )
-    loss_fn = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    training = MlpTraining()
+    model, run_steps = training.model, training.run_steps
     root = Path(tempfile.mkdtemp(prefix="timeline-overhead-"))
-
-    def run_steps(count: int) -> list[float]:
-        """Train ``count`` steps; the seconds each took (its batch included)."""
-        times: list[float] = []
-        while len(times) < count:
-            started = time.perf_counter()
-            for inputs, labels in loader:
-                optimizer.zero_grad()
-                loss_fn(model(inputs), labels).backward()
-                optimizer.step()
-                now = time.perf_counter()
-                times.append(now - started)
-                started = now
-                if len(times) == count:
-                    break
-        return times
 
     seconds = {"off": 0.0, "on": 0.0}
     cpu_seconds = {"off": 0.0, "on": 0.0}

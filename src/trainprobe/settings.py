@@ -23,6 +23,8 @@ from trainprobe.config.errors import ConfigError
 __all__ = [
     "AUTO_HOOK",
     "CURRENT_HOST",
+    "FLIGHT_RECORDER",
+    "HANG_SECONDS",
     "HOME",
     "HOOK_CONFIG",
     "HYPERPARAMETERS",
@@ -265,6 +267,24 @@ USE_SMDEBUG: Variable[bool] = Variable(
     "As on SageMaker: no turns the hook off (no hook from the job's configuration, no "
     "automatic hook); a hook the script constructs itself still runs.",
     parse_flag,
+)
+FLIGHT_RECORDER: Variable[bool] = Variable(
+    "TRAINPROBE_FLIGHT_RECORDER",
+    "yes/no",
+    True,
+    "The flight recorder, armed wherever framework profiling runs: a step much slower than the "
+    "median of its mode gets its next steps profiled with torch.profiler. No turns it off "
+    "(requests from trainprobe profile and rules are then ignored too).",
+    parse_flag,
+)
+HANG_SECONDS: Variable[float] = Variable(
+    "TRAINPROBE_HANG_SECONDS",
+    "seconds",
+    600.0,
+    "With the flight recorder armed, a step running longer than this has its training process "
+    "write the Python stacks of all its threads (StalledTrainingRule also asks for them); 0: "
+    "only when a rule asks.",
+    _seconds,
 )
 STRICT: Variable[bool] = Variable(
     "TRAINPROBE_STRICT",

@@ -18,6 +18,7 @@ from trainprobe.config.actions import (
     Action,
     ActionList,
     Email,
+    ProfileNextSteps,
     StopTraining,
     Webhook,
     is_valid_action_object,
@@ -170,3 +171,16 @@ def test_every_bad_action_in_a_list_is_reported() -> None:
         "action_json[0].endpoint",
         "action_json[1].name",
     ]
+
+
+def test_profile_next_steps_reads_back_and_refuses_a_count_out_of_range() -> None:
+    action = ProfileNextSteps(steps=3)
+    assert action.serialize() == '{\\"steps\\": \\"3\\", \\"name\\": \\"profilenextsteps\\"}'
+    assert parse_actions(action.serialize()) == action
+    assert parse_actions('{"name": "ProfileNextSteps"}') == ProfileNextSteps(2)
+    for bad in (0, 21, "two", True):
+        with pytest.raises(ConfigError, match=r"ProfileNextSteps\.steps") as caught:
+            ProfileNextSteps(bad)  # type: ignore[arg-type]
+        assert "from 1 to 20" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"action_json\.steps"):
+        parse_actions('{"name": "profilenextsteps", "steps": "50"}')

@@ -1,10 +1,12 @@
-"""``trainprobe jobs create|describe|list|stop|update`` and ``trainprobe logs JOB``.
+"""``trainprobe jobs create|describe|list|stop|update``, ``trainprobe logs JOB`` and
+``trainprobe profile JOB --steps N``.
 
 The ``jobs`` commands are SageMaker's training job operations, as the AWS CLI offers them:
 requests as JSON files (``--cli-input-json file://job.json``) or options, responses printed as
 JSON (times in ISO 8601); ``list`` prints a table, and its JSON with ``--json``. ``logs`` prints
 a job's training output, or a rule's, the runner's or the system monitor's messages, and with
-``--follow`` keeps printing until the job is done.
+``--follow`` keeps printing until the job is done. ``profile`` asks a running job's flight
+recorder to capture its next N steps with torch.profiler.
 
 Exit status: 0 done; 2 a bad request (the message names the field, the value and what is
 allowed), an unknown job, or a job in the wrong state for the operation.
@@ -129,6 +131,14 @@ def _stop(args: argparse.Namespace) -> int:
     from trainprobe.jobs.control import stop_training_job
 
     _print_json(stop_training_job(_job_name(args)))
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from trainprobe.jobs.control import profile_training_job
+
+    request = {"TrainingJobName": args.job, "Steps": args.steps}
+    _print_json(profile_training_job(request, requested_by="trainprobe profile"))
     return 0
 
 
@@ -276,3 +286,16 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     which.add_argument("--runner", action="store_true", help="the job runner's messages")
     which.add_argument("--monitor", action="store_true", help="the system monitor's messages")
     logs.set_defaults(run=_guarded("logs", _logs))
+
+    profile = subcommands.add_parser(
+        "profile",
+        help="capture a running job's next steps with torch.profiler (its flight recorder)",
+        description="Ask a running job's training to capture its next steps with torch.profiler; "
+        "the capture appears under the job's profiler-output/framework/pytorch/flight_recorder/ "
+        "and in its profiler report.",
+    )
+    profile.add_argument("job", metavar="JOB", help="the training job's name")
+    profile.add_argument(
+        "--steps", type=int, default=2, metavar="N", help="how many steps (default 2, at most 20)"
+    )
+    profile.set_defaults(run=_guarded("profile", _profile))

@@ -24,6 +24,7 @@ COMMAND_MODULES = {
     "run": "trainprobe.cli.run_command",
     "jobs": "trainprobe.cli.jobs_command",
     "logs": "trainprobe.cli.jobs_command",
+    "profile": "trainprobe.cli.jobs_command",
     "report": "trainprobe.cli.report_command",
     "serve": "trainprobe.cli.serve_command",
     "rules": "trainprobe.cli.rules_command",

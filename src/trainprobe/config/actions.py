@@ -1,5 +1,5 @@
-"""What to do when a rule fires: stop the training job, send an email or SMS, or call a webhook;
-for the in-training rules, skip the spiking update or roll back.
+"""What to do when a rule fires: stop the training job, send an email or SMS, call a webhook,
+or profile the next steps; for the in-training rules, skip the spiking update or roll back.
 
 ``StopTraining``, ``Email``, ``SMS`` and ``ActionList`` have the names, signatures and serialised
 strings of smdebug-rulesconfig's actions, which the SageMaker SDK puts into a rule's
@@ -7,6 +7,8 @@ strings of smdebug-rulesconfig's actions, which the SageMaker SDK puts into a ru
 way the rule container reads it; ``ActionList.from_json`` reads that form and plain JSON alike.
 
 ``Webhook`` is a trainprobe addition: it POSTs a JSON message (Slack-compatible) to a URL.
+``ProfileNextSteps`` is one too: the training's flight recorder captures its next steps with
+torch.profiler, asked through the job's profiler output as StopTraining asks through its file.
 ``SkipStep`` and ``Rollback`` are trainprobe additions too, for the rules the hook judges inside
 the training (``LossSpike``, ``GradientNormSpike``): the hook carries them out within the step,
 before the spiking update (``rules.Rule`` refuses them on any other rule); a rule's evaluator
@@ -35,6 +37,7 @@ __all__ = [
     "Action",
     "ActionList",
     "Email",
+    "ProfileNextSteps",
     "Rollback",
     "SkipStep",
     "StopTraining",
@@ -49,9 +52,11 @@ _JOB_PREFIX = re.compile(r"[A-Za-z0-9\-]+")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*\.[A-Za-z0-9]{2,}")
 _PHONE = re.compile(r"\+\d{1,15}")
 _UNSAFE_IN_URL = re.compile(r"[\s\"\\<>]")
+MAX_PROFILED_STEPS = 20
+"""The most steps one capture of the flight recorder may span (its traces grow every step)."""
 
 
-_KINDS_IN_WORDS = "StopTraining, Email, SMS, Webhook, SkipStep or Rollback"
+_KINDS_IN_WORDS = "StopTraining, Email, SMS, Webhook, ProfileNextSteps, SkipStep or Rollback"
 
 
 class Action:
@@ -158,6 +163,31 @@ class Webhook(Action):
                 "Webhook.url", url, "expected an http:// or https:// URL with a host, no spaces"
             )
         super().__init__(endpoint=url)
+
+
+class ProfileNextSteps(Action):
+    """Capture the training's next ``steps`` steps (1 to 20) with torch.profiler when the rule
+    fires: the training's flight recorder writes them under the job's profiler output, named by
+    the trigger ``rule`` and the step. Needs framework profiling. A trainprobe addition.
+    """
+
+    json_name = "profilenextsteps"
+    json_keys = ("steps",)
+
+    def __init__(self, steps: int | str = 2) -> None:
+        count = _whole_number(steps)
+        if count is None or not 1 <= count <= MAX_PROFILED_STEPS:
+            raise ConfigError(
+                "ProfileNextSteps.steps",
+                steps,
+                f"a whole number of steps from 1 to {MAX_PROFILED_STEPS}",
+            )
+        super().__init__(steps=str(count))
+
+    @property
+    def steps(self) -> int:
+        """How many steps the capture profiles."""
+        return int(self.action_parameters["steps"])
 
 
 class SkipStep(Action):
@@ -319,13 +349,14 @@ def parse_actions(text: object, *, field: str = "action_json") -> Action | Actio
     return ActionList(*actions)
 
 
-_KINDS = (StopTraining, Email, SMS, Webhook, SkipStep, Rollback)
+_KINDS = (StopTraining, Email, SMS, Webhook, ProfileNextSteps, SkipStep, Rollback)
 _BY_NAME: dict[str, type[Action]] = {kind.json_name.lower(): kind for kind in _KINDS}
 _BUILDERS: dict[type[Action], Callable[[dict[str, Any]], Action]] = {
     StopTraining: lambda values: StopTraining(values.get("training_job_prefix")),
     Email: lambda values: Email(values["endpoint"]),
     SMS: lambda values: SMS(values["endpoint"]),
     Webhook: lambda values: Webhook(values["endpoint"]),
+    ProfileNextSteps: lambda values: ProfileNextSteps(**values),
     SkipStep: lambda values: SkipStep(),
     Rollback: lambda values: Rollback(**values),
 }

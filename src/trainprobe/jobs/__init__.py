@@ -10,6 +10,7 @@ Each operation takes SageMaker's request as a dict and returns SageMaker's respo
     jobs.describe_training_job({"TrainingJobName": "mnist-1"})["TrainingJobStatus"]
     jobs.update_training_job({"TrainingJobName": "mnist-1",
                               "ProfilerConfig": {"ProfilingIntervalInMilliseconds": 100}})
+    jobs.profile_training_job({"TrainingJobName": "mnist-1", "Steps": 2})  # the flight recorder
     jobs.stop_training_job({"TrainingJobName": "mnist-1"})
     jobs.list_training_jobs({"StatusEquals": "InProgress", "SortOrder": "Descending"})
 
@@ -27,7 +28,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainprobe.jobs.control import stop_training_job, update_training_job
+    from trainprobe.jobs.control import (
+        profile_training_job,
+        stop_training_job,
+        update_training_job,
+    )
     from trainprobe.jobs.describe import describe_training_job
     from trainprobe.jobs.errors import (
         JobNameInUse,
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 # package (``trainprobe.jobs.launcher``, as ``trainprobe jobs create`` does) does not import
 # every operation's (DescribeTrainingJob reads rule statuses with the rules' code).
 _MODULES = {
+    "profile_training_job": "trainprobe.jobs.control",
     "stop_training_job": "trainprobe.jobs.control",
     "update_training_job": "trainprobe.jobs.control",
     "describe_training_job": "trainprobe.jobs.describe",
@@ -91,6 +97,7 @@ __all__ = [
     "describe_training_job",
     "job_name_from_base",
     "list_training_jobs",
+    "profile_training_job",
     "stop_training_job",
     "trainprobe_home",
     "update_training_job",

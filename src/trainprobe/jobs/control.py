@@ -1,4 +1,5 @@
-"""StopTrainingJob and UpdateTrainingJob: change a running job from any process.
+"""StopTrainingJob, UpdateTrainingJob and a profile request: change a running job from any
+process.
 
 Stopping records the request in the job store (the job is Stopping at once) and wakes the job's
 runner, which stops the training (SIGTERM, then SIGKILL after a grace period) and ends the job
@@ -9,6 +10,11 @@ starts an evaluator for them, which reads the job's profiler data from its begin
 concludes at the job's end, as the rules given at creation do. Updating a job that is not
 InProgress (Stopping, or ended) is refused, as is stopping an ended job: a JobStateError
 (SageMaker's ValidationException) naming the job's status.
+
+A profile request (``trainprobe profile JOB --steps N``, or UpdateTrainingJob with trainprobe's
+``ProfilingParameters`` key ``ProfileNextSteps``) asks the job's flight recorder to capture the
+next N steps of its training with torch.profiler: the request file goes into the job's profiler
+output, which the training looks at twice a second (``trainprobe.storage.flight_captures``).
 """
 
 from __future__ import annotations
@@ -31,8 +37,18 @@ from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.launch_plan import write_profiler_config
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
+from trainprobe.storage.flight_captures import check_capture_steps, write_profile_request
 
-__all__ = ["STOPPED_BY_REQUEST", "stop_training_job", "update_training_job"]
+__all__ = [
+    "PROFILE_NEXT_STEPS",
+    "STOPPED_BY_REQUEST",
+    "profile_training_job",
+    "stop_training_job",
+    "update_training_job",
+]
+
+PROFILE_NEXT_STEPS = "ProfileNextSteps"
+"""The ``ProfilingParameters`` key of an UpdateTrainingJob request that asks for a capture."""
 
 STOPPED_BY_REQUEST = "Stopped by a StopTrainingJob request"
 
@@ -133,6 +149,11 @@ def update_training_job(
     one in force) and more ProfilerRuleConfigurations, which start on the running job (see the
     module docstring). Returns ``{"TrainingJobArn": ...}``; JobStateError when the job is not
     in progress."""
+    request, capture_steps = _profile_next_steps(request)
+    if capture_steps is not None:
+        profile = {"TrainingJobName": training_job_name_of(request), "Steps": capture_steps}
+        if not any(request.get(key) for key in ("ProfilerConfig", "ProfilerRuleConfigurations")):
+            return {"TrainingJobArn": profile_training_job(profile, store=store)["TrainingJobArn"]}
     update = UpdateTrainingJobRequest.from_request_dict(request)
     if update.other:
         key = next(iter(update.other))
@@ -161,4 +182,55 @@ def update_training_job(
         write_profiler_config(changes["profiler_config"], layout)
     if new_rules:
         _wake_runner(record)
+    if capture_steps is not None:
+        profile_training_job(profile, store=store)
     return {"TrainingJobArn": record.arn}
+
+
+def _profile_next_steps(request: Mapping[str, Any]) -> tuple[Mapping[str, Any], int | None]:
+    """``request`` without its ``ProfilingParameters.ProfileNextSteps``, and that number."""
+    profiler = request.get("ProfilerConfig")
+    parameters = profiler.get("ProfilingParameters") if isinstance(profiler, Mapping) else None
+    if not isinstance(parameters, Mapping):
+        return request, None
+    key = next((k for k in parameters if str(k).lower() == PROFILE_NEXT_STEPS.lower()), None)
+    if key is None:
+        return request, None
+    field = f"ProfilerConfig.ProfilingParameters.{PROFILE_NEXT_STEPS}"
+    value = parameters[key]
+    text = str(value).strip()
+    steps = check_capture_steps(int(text) if text.isdigit() else value, field)
+    rest = {k: v for k, v in parameters.items() if k != key}
+    assert isinstance(profiler, Mapping)
+    config = {k: v for k, v in profiler.items() if k != "ProfilingParameters"}
+    if rest:
+        config["ProfilingParameters"] = rest
+    without = {k: v for k, v in request.items() if k != "ProfilerConfig"}
+    if config:
+        without["ProfilerConfig"] = config
+    return without, steps
+
+
+def profile_training_job(
+    request: Mapping[str, Any], *, store: JobStore | None = None, requested_by: str = "the user"
+) -> dict[str, Any]:
+    """Capture the next ``Steps`` steps of a running job: ``{"TrainingJobName": ..., "Steps":
+    N}``. Returns the job's ARN and the request written. JobStateError when the job is not in
+    progress or does not profile its framework (no flight recorder runs in its training)."""
+    steps = check_capture_steps(request.get("Steps"), "Steps")
+    store = store if store is not None else JobStore()
+    record = find_job(store, request)
+    if record.status != "InProgress":
+        raise _refuse(record, "a profile request")
+    config = ProfilerConfig.from_request_dict(record.profiler_config or {})
+    if config.disable_profiler or config.framework_profile_params is None:
+        raise JobStateError(
+            "TrainingJobName",
+            record.name,
+            "a job that profiles its framework (ProfilerConfig with ProfilingParameters): "
+            "only there does the training run the flight recorder",
+        )
+    written = write_profile_request(
+        layout_of(record).profiler_output, steps, requested_by=requested_by
+    )
+    return {"TrainingJobArn": record.arn, "ProfileRequest": written.to_json()}

@@ -8,7 +8,8 @@
 - ``Framework``: where the time went (``framework``);
 - ``Rules``: the profiler rules' findings (``rules_summary``);
 - ``DebuggingRules``: each debugging rule's verdict and where a NaN started (``debugging_rules``);
-- ``DebuggerOverhead``: what the hook cost (``overhead``).
+- ``DebuggerOverhead``: what the hook cost (``overhead``);
+- ``FlightRecorder``: the steps the flight recorder captured, and why (``flight_recorder``).
 
 It reads whatever is on disk now, so it works on a job in progress as on a finished one.
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.report.debugging_rules import debugging_rules
+from trainprobe.report.flight_recorder import flight_recorder
 from trainprobe.report.framework import framework_summary
 from trainprobe.report.job_files import JobFiles
 from trainprobe.report.job_summary import job_summary, time_axis
@@ -60,6 +62,7 @@ def report_content(job: JobFiles) -> dict[str, Any]:
         "Rules": rules_summary(reports, job.rule_output),
         "DebuggingRules": debugging_rules(job.job_dir, job.debug_output, job.rule_output),
         "DebuggerOverhead": debugger_overhead(job.debug_output, summary["TrainingSeconds"]),
+        "FlightRecorder": flight_recorder(job.profiler_output),
     }
 
 

@@ -31,6 +31,7 @@ _SECTIONS = (
     ("framework", "Framework summary"),
     ("rules", "Rules"),
     ("debugger-overhead", "Debugger overhead"),
+    ("flight-recorder", "Flight recorder"),
 )
 _PERCENTILE_HEADERS = ("mean", "min", "p5", "p25", "p50", "p75", "p95", "p99", "max")
 
@@ -67,6 +68,7 @@ def render_page(content: dict[str, Any]) -> str:
             _framework_section(content),
             _rules_section(content),
             _overhead_section(content),
+            _flight_section(content),
         )
     )
     return (
@@ -400,3 +402,63 @@ def _overhead_section(content: dict[str, Any]) -> str:
     ]
     parts.extend(_plot("overhead", i) for i in range(len(workers)))
     return _section("debugger-overhead", "".join(parts))
+
+
+def _flight_section(content: dict[str, Any]) -> str:
+    captures = content.get("FlightRecorder", {}).get("Captures", [])
+    stuck = "".join(
+        f'<p class="issue">Stuck: {text(stacks["Where"])} ({text(stacks["Reason"])}).</p>'
+        "<details><summary>Every thread's stack</summary>"
+        + "".join(
+            f"<h4>{text(thread['Name'])}</h4><pre>{text(chr(10).join(thread['Frames']))}</pre>"
+            for thread in stacks["Threads"]
+        )
+        + "</details>"
+        for stacks in content.get("FlightRecorder", {}).get("Stacks", [])
+    )
+    if not captures and stuck:
+        return _section("flight-recorder", stuck)
+    if not captures:
+        return _empty(
+            "flight-recorder",
+            "No step was captured: no step was much slower than its mode's median, and no "
+            "capture was asked for (trainprobe profile JOB --steps N).",
+        )
+    parts = [
+        '<p class="muted">Steps profiled with torch.profiler when they mattered. The trace files '
+        "are under the job's profiler-output/ folder; open them in Perfetto "
+        '(<a href="https://ui.perfetto.dev">ui.perfetto.dev</a>, "Open trace file").</p>'
+    ]
+    parts.insert(0, stuck)
+    for capture in captures:
+        steps = ", ".join(str(step["Step"]) for step in capture["Steps"])
+        parts.append(f"<h3>{text(capture['Trigger'])} at step {capture['TriggerStep']}</h3>")
+        parts.append(f"<p>{text(capture['Headline'])}. Captured steps: {text(steps)}.</p>")
+        if capture["Phases"]:
+            rows = [
+                [
+                    text(phase["Phase"]),
+                    seconds_text(phase["OutlierSeconds"]),
+                    seconds_text(phase["OrdinarySeconds"]),
+                    seconds_text(phase["DifferenceSeconds"]),
+                ]
+                for phase in capture["Phases"]
+            ]
+            headers = ("phase", "slow step", "ordinary step", "difference")
+            parts.append(table(headers, rows))
+        if capture["TopOperators"]:
+            rows = [
+                [
+                    text(operator["Name"]),
+                    number(operator["CapturedMsPerStep"]),
+                    number(operator["OrdinaryMsPerStep"]),
+                    number(operator["DifferenceMs"]),
+                ]
+                for operator in capture["TopOperators"]
+            ]
+            headers = ("operator", "captured (ms/step)", "ordinary (ms/step)", "difference (ms)")
+            parts.append(table(headers, rows))
+        files = "".join(f"<li><code>{text(name)}</code></li>" for name in capture["Files"])
+        dropped = "".join(f"<li>{text(note)}</li>" for note in capture["Dropped"])
+        parts.append(f"<ul>{files}{dropped}</ul>")
+    return _section("flight-recorder", "".join(parts))

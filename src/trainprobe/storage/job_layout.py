@@ -60,6 +60,7 @@ __all__ = [
     "launch_file_of",
     "local_directory",
     "output_root",
+    "profiler_output_of",
     "rule_output_dir",
     "rule_report_file",
 ]
@@ -136,6 +137,18 @@ def job_dir_of(path: str) -> tuple[str, str | None] | None:
     if os.path.isfile(launch_file_of(path)):
         return path, None
     return None
+
+
+def profiler_output_of(out_dir: str) -> str:
+    """The profiler output of the job whose output ``out_dir`` a rule watches: ``out_dir``
+    itself for a profiler output, else its job's ``profiler-output`` (for a ``debug-output``)."""
+    if os.path.basename(out_dir.rstrip("/\\")) == PROFILER_OUTPUT:
+        return out_dir
+    job = job_dir_of(out_dir)
+    if job is None:
+        return out_dir
+    separator = "/" if is_url(job[0]) else os.sep
+    return f"{job[0].rstrip(separator)}{separator}{PROFILER_OUTPUT}"
 
 
 def local_directory(url: object, field: str, *, cwd: str | None = None) -> str:

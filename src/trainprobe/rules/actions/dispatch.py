@@ -15,12 +15,14 @@ from trainprobe.config.actions import (
     Action,
     ActionList,
     Email,
+    ProfileNextSteps,
     StopTraining,
     Webhook,
     after_the_step,
 )
 from trainprobe.rules.actions.notice import Notice
 from trainprobe.rules.actions.outcome import ActionOutcome
+from trainprobe.rules.actions.profile_next_steps import ProfileNextStepsAction
 from trainprobe.rules.actions.sms_gateway import SmsAction
 from trainprobe.rules.actions.smtp_email import EmailAction
 from trainprobe.rules.actions.stop_training import StopTrainingAction, StopTrainingCallback
@@ -107,4 +109,6 @@ def _runnable(
         return SmsAction(parameters["endpoint"])
     if isinstance(action, Webhook):
         return WebhookAction(parameters["endpoint"])
+    if isinstance(action, ProfileNextSteps):
+        return ProfileNextStepsAction(out_dir, action.steps)
     raise TypeError(f"no runnable form for {action!r}")

@@ -4,6 +4,13 @@ seconds.
 A runner that waits for new steps should call its ``check_progress()`` while it waits: a stalled
 job writes no step, so ``invoke_at_step`` alone would only notice the stall once the job moves
 again.
+
+When it finds a job stalled now, it first asks the job's training processes where they are (the
+flight recorder's hang watch writes the Python stacks of all their threads into the job's
+profiler output, ``trainprobe.storage.training_stacks``), waits up to
+``STACKS_WAIT_SECONDS`` for them, and says where each is stuck in its finding; its actions
+(StopTraining) run after that. A training without framework profiling has no hang watch: the
+finding then says only that the training stalled.
 """
 
 from __future__ import annotations
@@ -13,10 +20,17 @@ from collections.abc import Sequence
 
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
+from trainprobe.storage.job_layout import profiler_output_of
 from trainprobe.storage.step_reader import step_written_at
 from trainprobe.storage.training_end import training_has_ended
+from trainprobe.storage.training_stacks import read_stacks, request_stacks, where_stuck
 
-__all__ = ["StalledTrainingRule"]
+__all__ = ["STACKS_WAIT_SECONDS", "StalledTrainingRule"]
+
+STACKS_WAIT_SECONDS = 5.0
+"""How long a stalled job's training processes have to write their stacks."""
+_OTHER_PROCESSES_SECONDS = 1.5
+"""After the first process's stacks, how long the others have (their watches wake every second)."""
 
 
 class StalledTrainingRule(BuiltinRule):
@@ -101,13 +115,33 @@ class StalledTrainingRule(BuiltinRule):
             if written is not None
             else "since the rule started"
         )
+        where = self.where_stuck()
         self.record(
             message=(
                 f"no new step for {number(idle)} s {since} (threshold {self.threshold} s): "
-                "the training looks stalled"
+                "the training looks stalled" + (f"; where it is: {where}" if where else "")
             ),
             step=last_step,
             value=idle,
             threshold=self.threshold,
         )
         return True
+
+    def where_stuck(self) -> str:
+        """Where the job's training processes are, from the stacks they write when asked; ''
+        when none answers in time (or the trial is not a job's)."""
+        path = self.base_trial.path
+        output = profiler_output_of(path)
+        if output == path:
+            return ""
+        try:
+            asked = request_stacks(output)
+        except OSError:
+            return ""
+        deadline = time.monotonic() + STACKS_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if read_stacks(output, since=asked):
+                time.sleep(_OTHER_PROCESSES_SECONDS)
+                return where_stuck(read_stacks(output, since=asked))
+            time.sleep(0.2)
+        return ""

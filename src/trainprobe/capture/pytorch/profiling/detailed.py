@@ -81,22 +81,35 @@ class DetailedProfiling:
 
     def stop(self) -> str | None:
         """Stop recording and write the trace; returns its path (None if none was running)."""
-        self._end_step_mark()
-        profile, self._profile = self._profile, None
-        if profile is None:
+        if self._profile is None:
+            self._end_step_mark()
             return None
-        profile.stop()
         path = join(
             self.out_dir,
             detailed_profiling_file(self.framework, self._start_step, self._start_us, self.node_id),
         )
+        self.stop_into(path)
+        return path
+
+    def stop_into(self, path: str, max_bytes: int | None = None) -> int:
+        """Stop recording and write the trace to ``path``; returns its size in bytes.
+
+        A trace over ``max_bytes`` is not written (the size says why); nothing running: 0.
+        """
+        self._end_step_mark()
+        profile, self._profile = self._profile, None
+        if profile is None:
+            return 0
+        profile.stop()
         handle, exported = tempfile.mkstemp(suffix=".pt.trace.json")
         os.close(handle)
         try:
             profile.export_chrome_trace(exported)
-            files.write_atomic(path, files.read_bytes(exported))
+            size = os.path.getsize(exported)
+            if max_bytes is None or size <= max_bytes:
+                files.write_atomic(path, files.read_bytes(exported))
+                self.written.append(path)
         finally:
             with contextlib.suppress(OSError):
                 os.remove(exported)
-        self.written.append(path)
-        return path
+        return size

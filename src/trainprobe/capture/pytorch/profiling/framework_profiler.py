@@ -28,6 +28,11 @@ closure, if it has one; ``torch.utils.data.DataLoader`` iteration is wrapped
 (``.dataloader_patch``). Steps count every forward of a registered model, whatever the mode
 (``set_mode``); ranges are in these global steps, and events carry the step within its mode.
 
+The flight recorder rides along (``.flight_recorder``; ``TRAINPROBE_FLIGHT_RECORDER=no`` turns it
+off): told of every step start, it captures the steps after a slow one, or after a request, with
+torch.profiler; its hang watch writes every thread's stack when the training is stuck
+(``trainprobe.capture.stack_watch``).
+
 Given the path of a ProfilerConfig file, the profiler checks the file (one ``stat``) at a step
 start at most every ``check_interval`` seconds, and applies a changed file (new ranges,
 ``DisableProfiler``) from that step on (``trainprobe.capture.profiler_config_file``).
@@ -59,14 +64,17 @@ from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.profiling import dataloader_patch
+from trainprobe.capture.pytorch.profiling.flight_recorder import FlightRecorder
 from trainprobe.capture.pytorch.profiling.node import default_node_id
 from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
 from trainprobe.capture.pytorch.training_steps import when_backward_ends, with_closure
+from trainprobe.capture.stack_watch import StackWatch
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import ProfilerConfig, ProfilingPlan
+from trainprobe.settings import FLIGHT_RECORDER, HANG_SECONDS
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.trace_file import ProfilePoint, TimelineEvent, check_trace_node_id
 
@@ -81,6 +89,7 @@ _PARTS = {
     "dataloader": "data loader profiling",
     "python": "Python profiling",
     "config": "watching the profiler configuration",
+    "flight": "the flight recorder",
 }
 
 _R = TypeVar("_R")
@@ -183,6 +192,19 @@ class FrameworkProfiler:
             self._worker_timings_wanted,
         )
         self._sessions = ProfilingSessions(self.out_dir, self.node_id, self._off, self._fail)
+        self.flight_recorder: FlightRecorder | None = None
+        """Captures slow steps and requested ones (``.flight_recorder``); None when disarmed."""
+        self.hang_watch: StackWatch | None = None
+        """Writes every thread's stacks when the training is stuck; with the flight recorder."""
+        if FLIGHT_RECORDER.get():
+            self.flight_recorder = FlightRecorder(self.out_dir, self.node_id, since_us=_now_us())
+            self.hang_watch = StackWatch(
+                self.out_dir,
+                self.node_id,
+                self.flight_recorder.step_in_progress,
+                step_limit=HANG_SECONDS.get(),
+            )
+            self.hang_watch.start()
         self._optimizer_starts: dict[int, float] = {}
         self._registered: set[int] = set()
         self._recorder.configure(plan)
@@ -237,6 +259,8 @@ class FrameworkProfiler:
             self.out_dir,
         )
         self._sessions.abandon(part)
+        if part in ("flight", "profiler") and self.flight_recorder is not None:
+            self.flight_recorder.abandon()
         self._recorder.recording = self._recorder.recording and part not in ("timeline", "profiler")
 
     def _worker_timings_wanted(self) -> bool:
@@ -319,7 +343,8 @@ class FrameworkProfiler:
         dataloader = "dataloader" not in off and schedules.dataloader.covers(step, now)
         # The slow work of the previous step's profiling first; it belongs to no step.
         sessions, mode_name = self._sessions, mode.name.lower()
-        if sessions.running:
+        profiled_before = sessions.running
+        if profiled_before:
             sessions.finish_step(mode_name, step, entry_us, keep_detailed=detailed)
         recorder = self._recorder
         if recorder.recording:
@@ -327,6 +352,13 @@ class FrameworkProfiler:
             recorder.step_started(
                 step, mode, mode_step, model, _now_us(), entry_us, dataloader, done
             )
+        flight = self.flight_recorder
+        if flight is not None and "flight" not in off:
+            try:
+                busy = detailed or python or profiled_before
+                flight.step_started(step, mode_name, entry_us, busy=busy)
+            except Exception as error:
+                self._fail("flight", error)
         if detailed or python:
             sessions.begin_step(self._plan, mode_name, step, detailed, python)
 
@@ -454,6 +486,11 @@ class FrameworkProfiler:
     def _stop_all(self, phase: str) -> None:
         """End every profile in progress and write the last step (its phase is ``phase``)."""
         self._sessions.stop_all(self.mode.name.lower(), self.step, phase)
+        if self.flight_recorder is not None and "flight" not in self._off:
+            try:
+                self.flight_recorder.finish(_now_us())
+            except Exception as error:
+                self._fail("flight", error)
         self._recorder.finish()
 
     # ----- the end -----
@@ -476,6 +513,8 @@ class FrameworkProfiler:
         except Exception as error:
             self._fail("profiler", error)
         self._closed = True
+        if self.hang_watch is not None:
+            self.hang_watch.close()
         self._recorder.close()
         if (
             active

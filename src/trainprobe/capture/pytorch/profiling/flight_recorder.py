@@ -1,0 +1,302 @@
+"""The flight recorder: torch.profiler over the steps that matter, when they happen.
+
+Armed wherever framework profiling runs (``TRAINPROBE_FLIGHT_RECORDER=no`` disarms it), it is
+told of every step start by the ``FrameworkProfiler``. Three triggers start a capture of the next
+``steps`` steps (default 2):
+
+- a slow step: the step that just ended took more than k times the median of its mode's recent
+  steps (``trainprobe.capture.slow_step``); one ordinary step after the capture is profiled too,
+  for comparison;
+- a request in the profiler output (``profile_request.json``: ``trainprobe profile JOB --steps
+  N``, UpdateTrainingJob, a rule's ProfileNextSteps action), looked for at most every
+  ``request_interval`` seconds.
+
+Captures are written as ``trainprobe.storage.flight_captures`` lays them out, with the detailed
+profiler's torch.profiler settings. Bounds: one capture in flight at a time (a trigger meanwhile
+is ignored; a request waits), a trace over ``max_bytes`` is not kept (its manifest says so), and
+at most ``max_traces`` traces a process: the oldest comparison goes first, then new triggers are
+refused. The steps a capture profiles and the step after it are not judged (the profiler slows
+them), nor are the steps the scheduled detailed or Python profiling covers.
+
+On a step with nothing to do the cost is a subtraction, a dictionary look-up, an append and a
+comparison, all on the host: no device synchronisation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from trainprobe.capture.pytorch.profiling.detailed import DetailedProfiling
+from trainprobe.capture.slow_step import SlowStep, SlowSteps
+from trainprobe.storage.flight_captures import (
+    PROFILE_REQUEST_FILE,
+    Capture,
+    CapturedStep,
+    ProfileRequest,
+    capture_dir,
+    comparison_trace_name,
+    load_profile_request,
+    steps_trace_name,
+    write_capture,
+)
+from trainprobe.storage.locations import join
+
+__all__ = ["FlightRecorder"]
+
+log = logging.getLogger(__name__)
+
+MEGABYTE = 1024 * 1024
+
+
+@dataclass
+class _InFlight:
+    """The capture being recorded: its manifest, the steps' starts, and where it stops."""
+
+    capture: Capture
+    stop_at: int
+    compare: bool
+    comparing: bool = False
+    starts: list[tuple[int, str, float]] = field(default_factory=list)
+
+
+class FlightRecorder:
+    """Captures the next steps with torch.profiler when a trigger fires (module docstring)."""
+
+    def __init__(
+        self,
+        out_dir: str,
+        node_id: str,
+        *,
+        steps: int = 2,
+        slow_steps: SlowSteps | None = None,
+        max_bytes: int = 50 * MEGABYTE,
+        max_traces: int = 10,
+        request_interval: float = 0.5,
+        since_us: float,
+    ) -> None:
+        self.out_dir = out_dir
+        self.node_id = node_id
+        self.steps = steps
+        self.slow_steps = slow_steps if slow_steps is not None else SlowSteps()
+        self.max_bytes = max_bytes
+        self.max_traces = max_traces
+        self.request_interval_us = request_interval * 1e6
+        self.captures: list[Capture] = []
+        """The captures this process made, oldest first."""
+        self.traces: list[tuple[Capture, str]] = []
+        """The traces kept, oldest first, with the capture each belongs to."""
+        self._profile = DetailedProfiling(out_dir, node_id)
+        self._in_flight: _InFlight | None = None
+        self._last: tuple[int, str, float] | None = None
+        self._quiet_until = -1
+        self._pending: ProfileRequest | None = None
+        self._request_path = join(out_dir, PROFILE_REQUEST_FILE)
+        self._request_mtime: int | None = None
+        self._next_look_us = 0.0
+        self._since_s = since_us / 1e6
+        self._said_full = False
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a capture is being recorded."""
+        return self._in_flight is not None
+
+    def step_in_progress(self) -> tuple[int, float] | None:
+        """The global step running now and when it started (microseconds since the epoch)."""
+        last = self._last
+        return None if last is None else (last[0], last[2])
+
+    def step_started(self, step: int, mode: str, start_us: float, *, busy: bool) -> None:
+        """Global step ``step`` of ``mode`` starts at ``start_us`` (microseconds since the
+        epoch). ``busy``: the scheduled detailed or Python profiling covers this step or the
+        one before, so the recorder neither judges nor starts anything now."""
+        last, self._last = self._last, (step, mode, start_us)
+        flight = self._in_flight
+        if flight is not None:
+            self._continue(flight, step, mode, start_us, busy)
+            return
+        if start_us >= self._next_look_us:
+            self._next_look_us = start_us + self.request_interval_us
+            self._look_for_request()
+        if busy:
+            self._quiet_until = step + 1
+            return
+        if self._pending is not None:
+            request, self._pending = self._pending, None
+            reason = request_reason(request)
+            self._begin(request.trigger, reason, step, mode, start_us, request.steps, False)
+            return
+        if last is None or last[1] != mode or step <= self._quiet_until:
+            return
+        slow = self.slow_steps.judge(mode, (start_us - last[2]) / 1e6)
+        if slow is not None:
+            self._begin_after_slow(slow, last, step, mode, start_us)
+
+    def finish(self, end_us: float) -> None:
+        """The training's profiling ends (or the scheduled profiler needs torch.profiler):
+        write what the capture in flight has."""
+        flight, self._in_flight = self._in_flight, None
+        if flight is None:
+            return
+        if flight.comparing:
+            self._write_comparison(flight, end_us)
+        else:
+            self._write_steps(flight, end_us)
+
+    def abandon(self) -> None:
+        """Stop the capture in flight without writing it (after a failure)."""
+        self._in_flight = None
+        self._profile.abandon()
+
+    # ----- triggers -----
+
+    def _begin_after_slow(
+        self, slow: SlowStep, last: tuple[int, str, float], step: int, mode: str, start_us: float
+    ) -> None:
+        slow_step = CapturedStep(last[0], last[1], last[2], start_us)
+        times = f"{slow.duration_s / slow.median_s:.1f} x " if slow.median_s > 0 else ""
+        reason = (
+            f"step {last[0]} ({mode}) took {slow.duration_s:.3f} s, {times}the median "
+            f"{slow.median_s:.3f} s of its mode's recent steps (the threshold was "
+            f"{slow.threshold_s:.3f} s)"
+        )
+        capture = self._begin("slow_step", reason, step, mode, start_us, self.steps, True, last[0])
+        if capture is not None:
+            capture.slow_step = slow_step
+            capture.median_s = slow.median_s
+            capture.threshold_s = slow.threshold_s
+
+    def _begin(
+        self,
+        trigger: str,
+        reason: str,
+        step: int,
+        mode: str,
+        start_us: float,
+        steps: int,
+        compare: bool,
+        named_step: int | None = None,
+    ) -> Capture | None:
+        if not self._make_room(2 if compare else 1):
+            return None
+        named = step if named_step is None else named_step
+        capture = Capture(
+            trigger, reason, named, self.node_id, capture_dir(trigger, named), written_at=0.0
+        )
+        self._profile.start(step)
+        self._in_flight = _InFlight(capture, step + steps, compare, starts=[(step, mode, start_us)])
+        self.captures.append(capture)
+        last = step + steps - 1
+        log.info("trainprobe: flight recorder: capturing steps %d-%d: %s", step, last, reason)
+        return capture
+
+    def _look_for_request(self) -> None:
+        try:
+            mtime = os.stat(self._request_path).st_mtime_ns
+        except OSError:
+            return
+        if mtime == self._request_mtime:
+            return
+        self._request_mtime = mtime
+        try:
+            request = load_profile_request(self.out_dir)
+        except (OSError, ValueError) as error:
+            log.warning(
+                "trainprobe: ignoring the profile request %s: %s", self._request_path, error
+            )
+            return
+        if request.time >= self._since_s:
+            self._pending = request
+
+    # ----- a capture in flight -----
+
+    def _continue(
+        self, flight: _InFlight, step: int, mode: str, start_us: float, busy: bool
+    ) -> None:
+        self._quiet_until = step + 1
+        if busy:  # the scheduled detailed profiling wants torch.profiler: it has priority
+            self.finish(start_us)
+            return
+        if step < flight.stop_at:
+            flight.starts.append((step, mode, start_us))
+            self._profile.step_started(step)
+            return
+        if step == flight.stop_at and flight.compare:
+            self._write_steps(flight, start_us)
+            flight.comparing, flight.starts = True, [(step, mode, start_us)]
+            self._profile.start(step)
+            return
+        self.finish(start_us)
+
+    def _write_steps(self, flight: _InFlight, end_us: float) -> None:
+        capture = flight.capture
+        capture.steps = _steps_of(flight.starts, end_us)
+        first, last = capture.steps[0].step, capture.steps[-1].step
+        name = steps_trace_name(self.node_id, capture.trigger, first, last)
+        capture.trace = self._keep(capture, name)
+        self._write_manifest(capture)
+
+    def _write_comparison(self, flight: _InFlight, end_us: float) -> None:
+        capture = flight.capture
+        capture.comparison = _steps_of(flight.starts, end_us)[0]
+        name = comparison_trace_name(self.node_id, capture.comparison.step)
+        capture.comparison_trace = self._keep(capture, name)
+        self._write_manifest(capture)
+
+    def _keep(self, capture: Capture, name: str) -> str | None:
+        """Write the trace running now as ``name``; None when it was too large to keep."""
+        path = join(self.out_dir, f"{capture.folder}/{name}")
+        size = self._profile.stop_into(path, self.max_bytes)
+        if size > self.max_bytes:
+            capture.dropped.append(
+                f"{name}: {size:,} bytes, over the {self.max_bytes:,} bytes a trace may take"
+            )
+            return None
+        self.traces.append((capture, name))
+        return name
+
+    def _write_manifest(self, capture: Capture) -> None:
+        capture.written_at = time.time()
+        write_capture(self.out_dir, capture)
+
+    def _make_room(self, traces: int) -> bool:
+        """Room for ``traces`` more traces within ``max_traces``, the oldest comparisons going
+        first; False (nothing dropped) when even without any comparison there is none."""
+        excess = len(self.traces) + traces - self.max_traces
+        comparisons = [
+            (capture, name) for capture, name in self.traces if name == capture.comparison_trace
+        ]
+        if excess > len(comparisons):
+            if not self._said_full:
+                self._said_full = True
+                log.warning(
+                    "trainprobe: flight recorder: %d traces kept, the most a training process "
+                    "keeps; later triggers are not captured",
+                    len(self.traces),
+                )
+            return False
+        for capture, name in comparisons[: max(0, excess)]:
+            self.traces.remove((capture, name))
+            with contextlib.suppress(OSError):
+                os.remove(join(self.out_dir, f"{capture.folder}/{name}"))
+            capture.comparison_trace = None
+            capture.dropped.append(f"{name}: dropped to keep at most {self.max_traces} traces")
+            self._write_manifest(capture)
+        return True
+
+
+def request_reason(request: ProfileRequest) -> str:
+    """A request in words, for a capture's reason."""
+    return f"{request.requested_by} asked for {request.steps} step(s)"
+
+
+def _steps_of(starts: list[tuple[int, str, float]], end_us: float) -> list[CapturedStep]:
+    ends = [start for _, _, start in starts[1:]] + [end_us]
+    return [
+        CapturedStep(step, mode, start, end)
+        for (step, mode, start), end in zip(starts, ends, strict=True)
+    ]
