@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "logs": "trainprobe.cli.jobs_command",
     "report": "trainprobe.cli.report_command",
     "serve": "trainprobe.cli.serve_command",
+    "ui": "trainprobe.cli.ui_command",
     "rules": "trainprobe.cli.rules_command",
     "validate": "trainprobe.cli.validate_command",
 }

@@ -20,7 +20,7 @@ from trainprobe.jobs.access_key import PROFILE, AccessKeyFileError, default_path
 from trainprobe.jobs.api_app import ApiLimits
 from trainprobe.jobs.api_server import LOCALHOST, JobApiServer
 
-__all__ = ["DEFAULT_PORT", "register", "serve"]
+__all__ = ["DEFAULT_PORT", "address_argument", "register", "serve"]
 
 DEFAULT_PORT = 8642
 
@@ -37,7 +37,7 @@ requests are taken from the directory trainprobe serve was started in.
 """
 
 
-def _address(text: str) -> str:
+def address_argument(text: str) -> str:
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:
@@ -65,7 +65,7 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     parser.add_argument(
         "--host",
-        type=_address,
+        type=address_argument,
         default=LOCALHOST,
         help=f"the IP address to listen on (default {LOCALHOST}: this machine only; "
         "another address lets other machines reach the server, which runs commands as you)",

@@ -1,0 +1,292 @@
+"""One job as the web UI shows it, read from the job store and the job's files.
+
+``JobView`` follows one job for as long as the UI runs: it keeps the job's trial open (the trial
+reads only the index files written since it last looked) and the scalar values and reductions it
+has read, so a live page costs a few small reads a second, not a re-read of the whole job. What
+it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
+(the losses and other scalars by step, each mode apart), ``step_durations`` and
+``system_usage`` (the report's own sections, read by the report's readers). Long series are cut
+to buckets that keep their minimum and maximum (``report.series.envelope``), so a spike stays
+visible however many steps there are; a range of steps re-buckets from the full series.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from trainprobe.analysis.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.trial import Trial, create_trial
+from trainprobe.capture.collections import CollectionKeys
+from trainprobe.jobs.describe import describe_record, layout_of
+from trainprobe.jobs.progress import rule_verdict, training_step
+from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
+from trainprobe.report.content import DEFAULT_STDDEV
+from trainprobe.report.job_files import JobFiles
+from trainprobe.report.series import envelope
+from trainprobe.report.step_durations import step_durations
+from trainprobe.report.system_usage import system_usage
+from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
+from trainprobe.storage.metric_series import read_metric_series
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.nonfinite_file import read_nonfinite_origin
+from trainprobe.storage.rule_output import read_status
+from trainprobe.ui.tensor_view import tensor_at, tensor_history, tensor_index
+
+__all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row"]
+
+log = logging.getLogger(__name__)
+
+SCALAR_COLLECTIONS = (CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS)
+"""The collections whose tensors the job page plots by step."""
+
+_RATE_WINDOW_SECONDS = 10.0
+_T = TypeVar("_T")
+
+
+def _or_none(read: Callable[[], _T], what: str) -> _T | None:
+    """``read()``, or None when the files are not there yet or cannot be read: a page shows
+    what it can."""
+    try:
+        return read()
+    except Exception:
+        log.debug("cannot read %s", what, exc_info=True)
+        return None
+
+
+def bucketed(
+    steps: list[int], values: list[float], lo: float | None, hi: float | None
+) -> dict[str, Any]:
+    """``values`` by step, within ``[lo, hi]`` when given, as at most 1000 buckets keeping each
+    bucket's mean, minimum and maximum; ``points`` is how many steps the buckets hold."""
+    x = np.asarray(steps, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    keep = np.ones(x.shape, dtype=bool)
+    if lo is not None:
+        keep &= x >= lo
+    if hi is not None:
+        keep &= x <= hi
+    x, y = x[keep], y[keep]
+    return {"points": int(x.size), **envelope(x, y)}
+
+
+class JobView:
+    """What the UI reads of one job, kept between looks (see the module docstring)."""
+
+    def __init__(self, record: JobRecord) -> None:
+        self.name = record.name
+        self.layout = layout_of(record)
+        self._lock = threading.RLock()
+        self._steps: deque[tuple[float, int]] = deque()
+        self._trial: Trial | None = None
+        self._values: dict[str, dict[int, tuple[ModeKeys, float]]] = {}
+        self._finished_cards: dict[str, dict[str, Any]] = {}
+
+    # ----- the summary --------------------------------------------------------------------
+
+    def step_and_rate(self, record: JobRecord) -> tuple[int | None, float | None]:
+        """The training's step, and its steps per second over the last ten seconds (None once
+        the job has ended)."""
+        step = _or_none(lambda: training_step(self.layout), "the step")
+        now = time.monotonic()
+        steps = self._steps
+        if step is not None and (not steps or step > steps[-1][1]):
+            steps.append((now, step))
+        while len(steps) > 2 and now - steps[0][0] > _RATE_WINDOW_SECONDS:
+            steps.popleft()
+        if record.finished or len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return step, None
+        return step, (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def summary(self, record: JobRecord) -> dict[str, Any]:
+        """The job's status, step, speed and rules, for the job page's header and cards."""
+        with self._lock:
+            description = describe_record(record)
+            step, rate = self.step_and_rate(record)
+            cards = [
+                self._card(rule, kind)
+                for kind, key in (
+                    ("debugging", "DebugRuleEvaluationStatuses"),
+                    ("profiler", "ProfilerRuleEvaluationStatuses"),
+                )
+                for rule in description.get(key, [])
+            ]
+            origin = _or_none(
+                lambda: read_nonfinite_origin(self.layout.debug_output), "the non-finite origin"
+            )
+        return {
+            **job_row(record, step, rate, cards),
+            "failureReason": record.failure_reason,
+            "stopReason": record.stop_reason,
+            "rules": cards,
+            "nonFinite": None
+            if origin is None
+            else {"step": origin.step, "text": origin.describe()},
+            "hasReport": record.finished and self.report_file() is not None,
+        }
+
+    def _card(self, rule: dict[str, Any], kind: str) -> dict[str, Any]:
+        name, status = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+        kept = self._finished_cards.get(name)
+        if kept is not None and kept["status"] == status:
+            return kept  # a final verdict does not change: its files are not read again
+        directory = self.layout.rule_output_dir(name)
+        verdict = rule_verdict(directory, name, status, rule.get("StatusDetails", ""))
+        written = _or_none(lambda: read_status(directory), f"the status of rule {name}")
+        card = {
+            "name": name,
+            "kind": kind,
+            "status": status,
+            "details": verdict.details,
+            "issueStep": verdict.issue_step,
+            "evidence": verdict.evidence,
+            "stepsEvaluated": None if written is None else written.steps_evaluated,
+            "stepsSkipped": None if written is None else written.steps_skipped,
+            "tensorsChecked": None if written is None else written.tensors_checked,
+        }
+        if written is not None and written.finished:
+            self._finished_cards[name] = card
+        return card
+
+    def report_file(self) -> str | None:
+        """The profiler report's HTML file, once the ProfilerReport rule has written it."""
+        layout = self.layout
+        job = JobFiles.of(layout.output_dir, layout.profiler_output, layout.debug_output)
+        path = os.path.join(job.report_dir(), PROFILER_REPORT_HTML)
+        return path if job.rule_output is not None and os.path.isfile(path) else None
+
+    # ----- tensors ------------------------------------------------------------------------
+
+    def trial(self) -> Trial | None:
+        """The job's trial, opened once its collections file exists; refreshed."""
+        if self._trial is None:
+            try:
+                self._trial = create_trial(self.layout.debug_output, timeout=0)
+            except (MissingCollectionFiles, OSError, ValueError):
+                return None
+        self._trial.maybe_refresh()
+        return self._trial
+
+    def scalar_names(self) -> list[str]:
+        """The tensors of the scalar collections (losses first)."""
+        trial = self.trial()
+        if trial is None:
+            return []
+        names: list[str] = []
+        collections = trial.collections()
+        for collection in SCALAR_COLLECTIONS:
+            if collection in collections:
+                names += [
+                    name for name in trial.tensor_names(collection=collection) if name not in names
+                ]
+        return names
+
+    def values_by_step(self, name: str) -> dict[int, tuple[ModeKeys, float]]:
+        """Every value of scalar tensor ``name`` saved so far, by global step, with its mode;
+        only steps not read before are read."""
+        trial = self.trial()
+        known = self._values.setdefault(name, {})
+        if trial is None or not trial.has_tensor(name):
+            return known
+        tensor = trial.tensor(name)
+        for step in tensor.steps():
+            if step in known:
+                continue
+            try:
+                value = np.asarray(tensor.value(step))
+            except TensorUnavailableForStep:
+                continue
+            if value.size != 1:
+                continue
+            mode = trial.mode(step) or ModeKeys.GLOBAL
+            known[step] = (mode, float(value.reshape(-1)[0]))
+        return known
+
+    def scalar_chart(
+        self, name: str, lo: float | None = None, hi: float | None = None
+    ) -> dict[str, Any]:
+        """Scalar tensor ``name`` by step: a series per mode, bucketed (see ``bucketed``)."""
+        by_mode: dict[str, tuple[list[int], list[float]]] = {}
+        with self._lock:
+            read = sorted(self.values_by_step(name).items())
+        for step, (mode, value) in read:
+            steps, values = by_mode.setdefault(mode.name, ([], []))
+            steps.append(step)
+            values.append(value)
+        return {
+            "tensor": name,
+            "series": [
+                {"mode": mode, **bucketed(steps, values, lo, hi)}
+                for mode, (steps, values) in by_mode.items()
+            ],
+        }
+
+    def scalars(self, lo: float | None = None, hi: float | None = None) -> list[dict[str, Any]]:
+        """A chart of each scalar tensor (see ``scalar_chart``)."""
+        with self._lock:
+            return [self.scalar_chart(name, lo, hi) for name in self.scalar_names()]
+
+    def tensors(self) -> dict[str, Any] | None:
+        """Every saved tensor, by collection (``tensor_index``); None before the first."""
+        with self._lock:
+            trial = self.trial()
+            return None if trial is None else tensor_index(trial)
+
+    def tensor_history(self, name: str) -> dict[str, Any] | None:
+        """Tensor ``name``'s reductions and distribution over steps (``tensor_history``)."""
+        with self._lock:
+            trial = self.trial()
+            return None if trial is None else tensor_history(trial, name)
+
+    def tensor_at(self, name: str, step: int) -> dict[str, Any] | None:
+        """Tensor ``name``'s value at ``step`` (``tensor_at``)."""
+        with self._lock:
+            trial = self.trial()
+            return None if trial is None else tensor_at(trial, name, step)
+
+    # ----- the profile --------------------------------------------------------------------
+
+    def step_durations(self) -> dict[str, Any]:
+        """The report's step durations section, as the job's files are now."""
+        output = ProfilerOutput(self.layout.profiler_output)
+        return step_durations(output.steps().spans(), DEFAULT_STDDEV)
+
+    def system_usage(self, record: JobRecord) -> dict[str, Any]:
+        """The report's system usage section, in seconds since the job was created."""
+        series = read_metric_series(self.layout.profiler_output)
+        return system_usage(series, record.creation_time, 1.0)
+
+
+def _framework(record: JobRecord) -> str:
+    algorithm = record.request.get("AlgorithmSpecification") or {}
+    image = str(algorithm.get("TrainingImage") or "")
+    hyperparameters = record.request.get("HyperParameters") or {}
+    if "xgboost" in image.lower() or "num_round" in hyperparameters:
+        return "XGBoost"
+    return "PyTorch"
+
+
+def job_row(
+    record: JobRecord, step: int | None, rate: float | None, cards: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A job as the jobs list shows it."""
+    return {
+        "name": record.name,
+        "status": record.status,
+        "secondaryStatus": record.secondary_status,
+        "created": record.creation_time,
+        "started": record.training_start_time,
+        "ended": record.training_end_time if record.status in TERMINAL_STATUSES else None,
+        "step": step,
+        "stepsPerSecond": rate,
+        "framework": _framework(record),
+        "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
+    }
