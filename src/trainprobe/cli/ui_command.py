@@ -17,14 +17,13 @@ import webbrowser
 
 from trainprobe.cli.serve_command import address_argument
 from trainprobe.jobs.api_server import LOCALHOST
+from trainprobe.ui.address_file import DEFAULT_PORT
 
 __all__ = ["register", "ui"]
 
 
 def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ui`` to the command line."""
-    from trainprobe.ui.server import DEFAULT_PORT
-
     parser = subcommands.add_parser(
         "ui",
         help="the live web UI: jobs, rules, tensors and profiles in the browser",

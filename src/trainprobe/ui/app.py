@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -384,6 +385,10 @@ def ui_app(
         assert isinstance(error, _Refused)
         return _json({"error": str(error)}, error.status)
 
+    async def not_served(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        return _json({"error": error.detail}, error.status_code)
+
     async def conflict(request: Request, error: Exception) -> Response:
         return _json({"error": str(error)}, 409 if isinstance(error, JobStateError) else 400)
 
@@ -410,6 +415,6 @@ def ui_app(
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={_Refused: refused, ConfigError: conflict},
+        exception_handlers={_Refused: refused, ConfigError: conflict, HTTPException: not_served},
     )
     return RequireAccess(app, access)

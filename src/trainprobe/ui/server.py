@@ -1,31 +1,25 @@
 """The server behind ``trainprobe ui``: uvicorn serving the UI's app on one address.
 
 It binds first (a busy port is an error at once; port 0 gets a free one), then serves. While it
-runs, ``$TRAINPROBE_HOME/ui.json`` (readable by the user alone) says where, with the token, so
-that ``trainprobe run`` can print a job's page; ``running_ui`` reads it back, only while the
-server that wrote it is alive.
+serves, ``ui.address_file`` says where, so that ``trainprobe run`` can print a job's page.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import json
-import os
 import socket
 import threading
 
 import uvicorn
 
 from trainprobe.jobs.api_server import BACKLOG, LOCALHOST
-from trainprobe.jobs.store import JobStore, trainprobe_home
+from trainprobe.jobs.store import JobStore
 from trainprobe.ui.access import Access
+from trainprobe.ui.address_file import DEFAULT_PORT, RunningUi, forget_ui, record_ui
 from trainprobe.ui.app import ui_app
 
-__all__ = ["DEFAULT_PORT", "UI_FILE", "UiServer", "running_ui"]
+__all__ = ["DEFAULT_PORT", "UiServer"]
 
-DEFAULT_PORT = 8650
-UI_FILE = "ui.json"
 _GRACEFUL_SHUTDOWN_SECONDS = 2
 
 
@@ -76,20 +70,16 @@ class UiServer:
 
     def serve_forever(self) -> None:
         """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``."""
-        path = os.path.join(trainprobe_home(), UI_FILE)
         try:
-            _write_private(
-                path, {"origin": self.access.origin, "token": self.access.token, "pid": os.getpid()}
-            )
+            recorded = record_ui(RunningUi(self.access.origin, self.access.token))
         except OSError:
-            path = ""  # trainprobe run will not print the page's address; the UI still works
+            recorded = None  # trainprobe run will not print the job's page; the UI works
         try:
             self._server.run(sockets=[self._socket])
         finally:
             self._socket.close()
-            if path:
-                with contextlib.suppress(OSError):
-                    os.remove(path)
+            if recorded is not None:
+                forget_ui(recorded)
 
     def start(self) -> None:
         """Serve in a background thread; return once it accepts connections."""
@@ -109,26 +99,3 @@ class UiServer:
             self._thread.join()
             self._thread = None
         self._socket.close()
-
-
-def _write_private(path: str, data: dict[str, object]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        json.dump(data, file)
-    os.replace(temporary, path)
-
-
-def running_ui(home: str | None = None) -> Access | None:
-    """The UI running for this trainprobe home (its origin and token), or None."""
-    path = os.path.join(home or trainprobe_home(), UI_FILE)
-    try:
-        with open(path) as file:
-            data = json.load(file)
-        pid, origin, token = int(data["pid"]), str(data["origin"]), str(data["token"])
-        os.kill(pid, 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    host, _, port = origin.removeprefix("http://").rpartition(":")
-    return Access(host.strip("[]"), int(port), token)
