@@ -39,7 +39,7 @@ from trainprobe.storage.metric_series import read_metric_series
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
-from trainprobe.ui.tensor_view import tensor_at, tensor_history, tensor_index
+from trainprobe.ui.tensor_view import Reductions, tensor_at, tensor_history, tensor_index
 
 __all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row"]
 
@@ -89,6 +89,7 @@ class JobView:
         self._trial: Trial | None = None
         self._values: dict[str, dict[int, tuple[ModeKeys, float]]] = {}
         self._finished_cards: dict[str, dict[str, Any]] = {}
+        self._reductions: dict[str, Reductions] = {}
 
     # ----- the summary --------------------------------------------------------------------
 
@@ -244,7 +245,9 @@ class JobView:
         """Tensor ``name``'s reductions and distribution over steps (``tensor_history``)."""
         with self._lock:
             trial = self.trial()
-            return None if trial is None else tensor_history(trial, name)
+            if trial is None:
+                return None
+            return tensor_history(trial, name, self._reductions.setdefault(name, {}))
 
     def tensor_at(self, name: str, step: int) -> dict[str, Any] | None:
         """Tensor ``name``'s value at ``step`` (``tensor_at``)."""

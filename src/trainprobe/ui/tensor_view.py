@@ -19,7 +19,14 @@ from trainprobe.analysis.trial import Trial
 from trainprobe.report.series import rounded
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["HISTOGRAM_BINS", "SMALL_TENSOR", "tensor_at", "tensor_history", "tensor_index"]
+__all__ = [
+    "HISTOGRAM_BINS",
+    "SMALL_TENSOR",
+    "Reductions",
+    "tensor_at",
+    "tensor_history",
+    "tensor_index",
+]
 
 HISTOGRAM_BINS = 40
 HISTOGRAM_STEPS = 60
@@ -62,19 +69,30 @@ def _reductions(trial: Trial, name: str, step: int) -> dict[str, float] | None:
     }
 
 
-def tensor_history(trial: Trial, name: str) -> dict[str, Any] | None:
+Reductions = dict[int, tuple[str, dict[str, float]]]
+"""A tensor's reductions by global step, with the step's mode."""
+
+
+def tensor_history(
+    trial: Trial, name: str, known: Reductions | None = None
+) -> dict[str, Any] | None:
     """Tensor ``name``'s reductions at each saved step, each mode apart, and its distribution
-    over steps; None when the trial has no such tensor."""
+    over steps; None when the trial has no such tensor. ``known`` keeps the reductions read so
+    far between calls, so that only new steps are read."""
     if name not in trial.tensor_names():
         return None
-    tensor = trial.tensor(name)
-    steps = tensor.steps()
+    known = {} if known is None else known
+    steps = trial.tensor(name).steps()
+    for step in steps:
+        if step not in known:
+            found = _reductions(trial, name, step)
+            if found is not None:
+                known[step] = ((trial.mode(step) or ModeKeys.GLOBAL).name, found)
     modes: dict[str, dict[str, list[Any]]] = {}
     for step in steps:
-        found = _reductions(trial, name, step)
-        if found is None:
+        if step not in known:
             continue
-        mode = (trial.mode(step) or ModeKeys.GLOBAL).name
+        mode, found = known[step]
         series = modes.setdefault(mode, {"steps": [], **{op: [] for op in _REDUCTIONS}})
         series["steps"].append(step)
         for op in _REDUCTIONS:

@@ -326,28 +326,39 @@ function jobPage() {
     }
   }
 
+  // Keeps one chart box per plot in ``holder`` (boxes already drawn are redrawn in place).
+  function boxes(holder, prefix, count, empty) {
+    const found = [];
+    for (let index = 0; index < count; index += 1) {
+      let box = document.getElementById(prefix + index);
+      if (!box) { box = chartBox(prefix + index); holder.append(box); }
+      found.push(box);
+    }
+    holder.querySelectorAll(".chart").forEach((box) => { if (!found.includes(box)) box.remove(); });
+    holder.querySelector("p.note")?.remove();
+    if (!count) holder.append(el("p", { class: "note" }, empty));
+    return found;
+  }
+
   async function drawProfile() {
     const found = await getJson(jobPath(name, "/profile").replace("/jobs/", "/api/jobs/"));
     const processes = found.stepDurations.Processes;
-    steps.replaceChildren(...processes.map((_, index) => chartBox("steps-" + index)));
-    if (!processes.length) steps.append(el("p", { class: "note" }, "No step timeline yet."));
+    const stepBoxes = boxes(steps, "steps-", processes.length, "No step timeline yet.");
     await Promise.all(processes.map((process, index) => {
-      const box = document.getElementById("steps-" + index);
       const traces = envelopeTraces(process.Plot, "duration (ms)");
       traces.push({
         x: process.OutlierSteps, y: process.OutlierDurationsMs, mode: "markers", type: "scatter",
         name: "outliers", marker: { color: "#d92d20", size: 7 },
       });
       const title = `${process.Node} ${process.Mode}: ${process.Steps} steps, ${process.Outliers} outliers`;
-      return Plotly.react(box, traces, layout(title, "step", "ms", markers(issueSteps))).then(() => markDrawn(box));
+      return Plotly.react(stepBoxes[index], traces, layout(title, "step", "ms", markers(issueSteps)), config).then(() => markDrawn(stepBoxes[index]));
     }));
     const plots = found.systemUsage.Hosts.flatMap((host) => host.Plots.map((plot) => [host.Node, plot]));
-    system.replaceChildren(...plots.map((_, index) => chartBox("system-" + index)));
-    if (!plots.length) system.append(el("p", { class: "note" }, "No system metrics yet."));
+    const systemBoxes = boxes(system, "system-", plots.length, "No system metrics yet.");
     await Promise.all(plots.map(([node, plot], index) => {
-      const box = document.getElementById("system-" + index);
       const traces = plot.Series.flatMap((series) => envelopeTraces(series, series.Label));
-      return Plotly.react(box, traces, layout(`${node}: ${plot.Title}`, "seconds since the job was created", plot.Unit)).then(() => markDrawn(box));
+      const title = `${node}: ${plot.Title}`;
+      return Plotly.react(systemBoxes[index], traces, layout(title, "seconds since the job was created", plot.Unit), config).then(() => markDrawn(systemBoxes[index]));
     }));
   }
 
@@ -453,7 +464,7 @@ function tensorsPage() {
       markDrawn(distribution);
     } else {
       Plotly.purge(distribution);
-      distribution.replaceChildren(el("p", { class: "note" }, "Only reductions were saved: no distribution."));
+      distribution.replaceChildren(el("p", { class: "note" }, "No distribution: only reductions were saved, or no saved value was finite."));
     }
     if (stepInput.value === "") {
       const last = Object.values(history.modes).flatMap((series) => series.steps);

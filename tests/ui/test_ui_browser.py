@@ -1,0 +1,211 @@
+"""``trainprobe ui`` in real headless Chromium, following a real training started by
+``trainprobe run``: the job appears and its step rises on the jobs page, its page follows the step
+and a rule's verdict without a reload, its tensors show their reductions and distribution, and
+its buttons profile the next steps and stop it. No page logs an error or asks for anything but
+the UI's own address. Screenshots are kept in .cache/test-artifacts/ for a person to look at.
+
+One training serves the whole module: its loss turns NaN at step 250, so ExplodingTensor is in
+progress when the job page opens and finds the issue while it is watched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_process import UiProcess, environment, trainprobe_ui, wait_until
+
+from browser import CHROMIUM_FLAGS, chromium_path
+from trainprobe.jobs import JobStore
+
+pytestmark = pytest.mark.slow
+
+TRAINING = Path(__file__).resolve().parents[1] / "jobs" / "plain_training.py"
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "test-artifacts"
+JOB = "ui-live"
+NAN_AT = 250
+
+
+@dataclass
+class Browser:
+    """One Chromium page, and what it did: errors logged, addresses asked for."""
+
+    page: Any
+    ui: UiProcess
+    errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"ui-{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def text(self, selector: str) -> str:
+        return str(self.page.locator(selector).inner_text())
+
+    def assert_clean(self) -> None:
+        assert self.errors == []
+        assert [url for url in self.requests if not url.startswith(self.ui.origin + "/")] == []
+
+
+@dataclass
+class Training:
+    process: subprocess.Popen[str]
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiProcess]:
+    with trainprobe_ui(tmp_path_factory.mktemp("ui-browser")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def training(ui: UiProcess) -> Iterator[Training]:
+    """``trainprobe run`` of a training long enough to watch (it is stopped from the UI)."""
+    log = ui.home / "run.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "trainprobe.cli.main", "run", str(TRAINING),
+                "--rule", "ExplodingTensor", "--collection", "weights",
+                "--save-interval", "1", "--plain", "--quiet",
+                "--output", str(ui.home / "out"), "--name", JOB,
+                "--", "--steps", "5000", "--sleep", "0.02", "--nan-at", str(NAN_AT),
+            ],
+            env=environment(ui.home),
+            cwd=ui.home,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    yield Training(process, log)
+    if process.poll() is None:
+        process.terminate()  # trainprobe run stops the job on SIGINT/SIGTERM
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(ui: UiProcess) -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            page = chromium.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            page.set_default_timeout(120_000)
+            seen = Browser(page, ui)
+            page.on(
+                "console",
+                lambda message: message.type == "error" and seen.errors.append(message.text),
+            )
+            page.on("pageerror", lambda error: seen.errors.append(str(error)))
+            page.on("request", lambda request: seen.requests.append(request.url))
+            page.on("dialog", lambda dialog: dialog.accept())
+            yield seen
+        finally:
+            chromium.close()
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.strip().isdigit() else None
+
+
+def test_the_jobs_page_shows_the_job_and_its_step_rising(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.goto(browser.ui.url)
+
+    assert page.url == browser.ui.origin + "/"  # the token went into the cookie
+    row = f'tr[data-job="{JOB}"]'
+    page.wait_for_selector(row)  # the job appeared without a reload
+    first = wait_until(lambda: _number(browser.text(f"{row} .step")), "a first step")
+    wait_until(lambda: (_number(browser.text(f"{row} .step")) or 0) > first, "the step to rise")
+    assert "InProgress" in browser.text(row) and "PyTorch" in browser.text(row)
+    page.fill('input[type="search"]', "no-such-job")
+    assert page.locator(row).count() == 0
+    page.fill('input[type="search"]', JOB[:4])
+    assert page.locator(row).count() == 1
+    browser.screenshot("jobs")
+    browser.assert_clean()
+
+
+def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.click(f'tr[data-job="{JOB}"] a')
+    card = '[data-rule="ExplodingTensor"]'
+    page.wait_for_selector(f"{card} .status-InProgress")
+    first = wait_until(lambda: _number(browser.text("#step")), "the job page's step")
+    assert first < NAN_AT, "the rule would have found its issue before the page opened"
+    page.wait_for_selector("#scalar-0[data-drawn]")  # the loss by step
+    page.wait_for_selector(f"{card} .status-IssuesFound")  # the same page, never reloaded
+    assert (_number(browser.text("#step")) or 0) > first
+    evidence = browser.text(card)
+    assert "Issue at step" in evidence and "nan" in evidence.lower()
+    page.wait_for_selector("#step-durations [data-drawn]")
+    page.wait_for_selector("#system [data-drawn]")
+    assert page.locator("#scalar-0 .scatterlayer .trace").count() >= 1
+    browser.screenshot("job")
+    browser.assert_clean()
+
+
+def test_a_tensor_shows_its_reductions_and_distribution_over_steps(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/{JOB}/tensors")
+    name = "Sequential_0.weight"  # the first layer's weights, saved at every step
+    page.click(f'[data-tensor="{name}"]')
+
+    page.wait_for_selector("#reductions[data-drawn]")
+    page.wait_for_selector("#distribution[data-drawn]")
+    assert browser.text("#tensor-title") == name
+    assert page.locator("#reductions .scatterlayer .trace").count() >= 3
+    assert page.locator("#distribution .hm image, #distribution image").count() >= 1
+    page.wait_for_selector("#value table.matrix td")
+    assert "shape [" in browser.text("#value")
+    browser.screenshot("tensors")
+    browser.assert_clean()
+
+    # A name made up by a request is looked up among the trial's tensors, never followed.
+    status, _, body = browser.ui.request(
+        "GET", f"/api/jobs/{JOB}/tensor?name=..%2F..%2Fjobs.sqlite"
+    )
+    assert status == 404 and b"saved no tensor" in body
+
+
+def test_profile_the_next_steps_then_stop_the_job_from_its_page(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/{JOB}")
+    page.wait_for_selector("#status .status-InProgress")
+    page.fill("#profile-steps", "3")
+    page.click("#profile")
+    page.wait_for_selector("#action-message:has-text('Detailed profiling from step')")
+    record = JobStore(browser.ui.home / "jobs.sqlite").get(JOB)
+    assert record is not None and record.profiler_config is not None
+    detailed = record.profiler_config["ProfilingParameters"]["DetailedProfilingConfig"]
+    assert '"NumSteps": 3' in detailed
+
+    page.click("#stop")
+    page.wait_for_selector("#status .status-Stopped")  # Stopping, then Stopped, live
+    assert training.process.wait(timeout=120) is not None
+    assert "job page: http://127.0.0.1:" in training.log.read_text()
+    browser.screenshot("job-stopped")
+    browser.assert_clean()
