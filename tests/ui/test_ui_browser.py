@@ -209,3 +209,49 @@ def test_profile_the_next_steps_then_stop_the_job_from_its_page(
     assert "job page: http://127.0.0.1:" in training.log.read_text()
     browser.screenshot("job-stopped")
     browser.assert_clean()
+
+
+def _trainprobe_run(ui: UiProcess, name: str, script: Path, *arguments: str) -> None:
+    subprocess.run(
+        [
+            sys.executable, "-m", "trainprobe.cli.main", "run", str(script), "--plain",
+            "--quiet", "--save-interval", "1", "--output", str(ui.home / "out"), "--name", name,
+            "--", *arguments,
+        ],
+        env=environment(ui.home),
+        cwd=ui.home,
+        capture_output=True,
+        timeout=300,
+    )  # fmt: skip
+
+
+def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: Training) -> None:
+    _trainprobe_run(browser.ui, "ui-short", TRAINING, "--steps", "30", "--lr", "0.2")
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/compare?job={JOB}&job=ui-short")
+
+    page.wait_for_selector("#compare-chart[data-drawn]")
+    names = page.locator("#compare-chart .legendtext").all_text_contents()
+    assert any(JOB in name for name in names) and any("ui-short" in name for name in names)
+    assert browser.text("#compare-tensor") == "CrossEntropyLoss_output_0"
+    browser.screenshot("compare")
+    browser.assert_clean()
+
+    # Zooming asks for a range of steps, bucketed again from every step in it.
+    whole = browser.ui.get_json(f"/api/jobs/{JOB}/scalars")[0]["series"][0]
+    part = browser.ui.get_json(f"/api/jobs/{JOB}/scalars?from=10&to=40")[0]["series"][0]
+    assert part["points"] == 31 < whole["points"]
+    assert part["x"][0] == 10 and part["x"][-1] == 40
+
+
+def test_html_in_a_jobs_files_is_shown_as_text(browser: Browser, training: Training) -> None:
+    _trainprobe_run(browser.ui, "ui-html", Path(__file__).with_name("html_failure_training.py"))
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/ui-html")
+
+    page.wait_for_selector("#status .status-Failed")
+    banner = browser.text(".banner")
+    assert "<img src=x onerror=" in banner and "<b>bold</b>" in banner
+    assert page.locator("main img, main b").count() == 0
+    assert page.title() == "trainprobe"
+    browser.assert_clean()
