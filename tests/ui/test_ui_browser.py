@@ -46,6 +46,11 @@ class Browser:
         self.page.screenshot(path=str(path), full_page=True)
         return path
 
+    def see(self, chart: str) -> None:
+        """Scroll ``chart`` into view (charts are drawn when seen) and wait for it drawn."""
+        self.page.locator(chart).first.scroll_into_view_if_needed()
+        self.page.wait_for_selector(f"{chart}[data-drawn]")
+
     def text(self, selector: str) -> str:
         return str(self.page.locator(selector).inner_text())
 
@@ -157,8 +162,8 @@ def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
     assert (_number(browser.text("#step")) or 0) > first
     evidence = browser.text(card)
     assert "Issue at step" in evidence and "nan" in evidence.lower()
-    page.wait_for_selector("#step-durations [data-drawn]")
-    page.wait_for_selector("#system [data-drawn]")
+    browser.see("#step-durations .chart")
+    browser.see("#system .chart")
     assert page.locator("#scalar-0 .scatterlayer .trace").count() >= 1
     browser.screenshot("job")
     browser.assert_clean()

@@ -69,8 +69,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:  # a NaN somewhere: the rare case pays for the walk
+        return json.dumps(_clean(value), separators=(",", ":"), default=str)
+
+
 def _json(value: Any, status: int = 200) -> Response:
-    body = json.dumps(_clean(value), separators=(",", ":"), default=str)
+    body = _dumps(value)
     return Response(
         body,
         status_code=status,
@@ -334,7 +341,7 @@ def ui_app(
                 except _Refused as refusal:
                     yield f"event: refused\ndata: {json.dumps(str(refusal))}\n\n"
                     return
-                text = json.dumps(_clean(data), separators=(",", ":"), default=str)
+                text = _dumps(data)
                 if text != last:
                     last, quiet_since = text, time.monotonic()
                     yield f"event: {event}\ndata: {text}\n\n"

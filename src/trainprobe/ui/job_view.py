@@ -12,6 +12,7 @@ visible however many steps there are; a range of steps re-buckets from the full 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from trainprobe.analysis.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+from trainprobe.analysis.exceptions import MissingCollectionFiles
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.trial import Trial, create_trial
 from trainprobe.capture.collections import CollectionKeys
@@ -49,6 +50,7 @@ SCALAR_COLLECTIONS = (CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionK
 """The collections whose tensors the job page plots by step."""
 
 _RATE_WINDOW_SECONDS = 10.0
+REFRESH_SECONDS = 0.5
 _T = TypeVar("_T")
 
 
@@ -87,7 +89,11 @@ class JobView:
         self._lock = threading.RLock()
         self._steps: deque[tuple[float, int]] = deque()
         self._trial: Trial | None = None
-        self._values: dict[str, dict[int, tuple[ModeKeys, float]]] = {}
+        self._scalar_names: tuple[int, list[str]] | None = None
+        self._scalars: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+        """Each scalar tensor's values by mode: (steps, values), in step order."""
+        self._scalars_read_through = -1
+        self._refreshed = 0.0
         self._finished_cards: dict[str, dict[str, Any]] = {}
         self._reductions: dict[str, Reductions] = {}
 
@@ -167,20 +173,33 @@ class JobView:
     # ----- tensors ------------------------------------------------------------------------
 
     def trial(self) -> Trial | None:
-        """The job's trial, opened once its collections file exists; refreshed."""
+        """The job's trial, opened once its collections file exists; it reads the index files
+        written since it last looked at most every ``REFRESH_SECONDS`` (not at every query)."""
+        now = time.monotonic()
         if self._trial is None:
             try:
                 self._trial = create_trial(self.layout.debug_output, timeout=0)
             except (MissingCollectionFiles, OSError, ValueError):
                 return None
-        self._trial.maybe_refresh()
+            self._trial.dynamic_refresh = False
+            self._refreshed = now
+        elif now - self._refreshed >= REFRESH_SECONDS and not self._trial.loaded_all_steps:
+            self._trial.refresh_data()
+            self._refreshed = now
         return self._trial
 
     def scalar_names(self) -> list[str]:
         """The tensors of the scalar collections (losses first)."""
+        with self._lock:
+            return self._find_scalar_names()
+
+    def _find_scalar_names(self) -> list[str]:
         trial = self.trial()
         if trial is None:
             return []
+        known = len(trial.tensor_names())
+        if self._scalar_names is not None and self._scalar_names[0] == known:
+            return self._scalar_names[1]
         names: list[str] = []
         collections = trial.collections()
         for collection in SCALAR_COLLECTIONS:
@@ -188,52 +207,48 @@ class JobView:
                 names += [
                     name for name in trial.tensor_names(collection=collection) if name not in names
                 ]
+        self._scalar_names = (known, names)
         return names
 
-    def values_by_step(self, name: str) -> dict[int, tuple[ModeKeys, float]]:
-        """Every value of scalar tensor ``name`` saved so far, by global step, with its mode;
-        only steps not read before are read."""
+    def _read_new_scalars(self) -> None:
+        """Read the scalars of every complete step after the last one read: each step's event
+        file once for all of them."""
         trial = self.trial()
-        known = self._values.setdefault(name, {})
-        if trial is None or not trial.has_tensor(name):
-            return known
-        tensor = trial.tensor(name)
-        for step in tensor.steps():
-            if step in known:
-                continue
-            try:
-                value = np.asarray(tensor.value(step))
-            except TensorUnavailableForStep:
-                continue
-            if value.size != 1:
-                continue
-            mode = trial.mode(step) or ModeKeys.GLOBAL
-            known[step] = (mode, float(value.reshape(-1)[0]))
-        return known
+        if trial is None:
+            return
+        names = self._find_scalar_names()
+        steps = trial.steps()
+        for step in steps[bisect.bisect_right(steps, self._scalars_read_through) :]:
+            mode = (trial.mode(step) or ModeKeys.GLOBAL).name
+            for name, value in trial.values_at(step, names).items():
+                if value.size == 1:
+                    series = self._scalars.setdefault(name, {}).setdefault(mode, ([], []))
+                    series[0].append(step)
+                    series[1].append(float(value.reshape(-1)[0]))
+            self._scalars_read_through = step
 
     def scalar_chart(
         self, name: str, lo: float | None = None, hi: float | None = None
     ) -> dict[str, Any]:
         """Scalar tensor ``name`` by step: a series per mode, bucketed (see ``bucketed``)."""
-        by_mode: dict[str, tuple[list[int], list[float]]] = {}
         with self._lock:
-            read = sorted(self.values_by_step(name).items())
-        for step, (mode, value) in read:
-            steps, values = by_mode.setdefault(mode.name, ([], []))
-            steps.append(step)
-            values.append(value)
-        return {
-            "tensor": name,
-            "series": [
-                {"mode": mode, **bucketed(steps, values, lo, hi)}
-                for mode, (steps, values) in by_mode.items()
-            ],
-        }
+            self._read_new_scalars()
+            return self._chart(name, lo, hi)
 
     def scalars(self, lo: float | None = None, hi: float | None = None) -> list[dict[str, Any]]:
         """A chart of each scalar tensor (see ``scalar_chart``)."""
         with self._lock:
-            return [self.scalar_chart(name, lo, hi) for name in self.scalar_names()]
+            self._read_new_scalars()
+            return [self._chart(name, lo, hi) for name in self._find_scalar_names()]
+
+    def _chart(self, name: str, lo: float | None, hi: float | None) -> dict[str, Any]:
+        return {
+            "tensor": name,
+            "series": [
+                {"mode": mode, **bucketed(steps, values, lo, hi)}
+                for mode, (steps, values) in self._scalars.get(name, {}).items()
+            ],
+        }
 
     def tensors(self) -> dict[str, Any] | None:
         """Every saved tensor, by collection (``tensor_index``); None before the first."""

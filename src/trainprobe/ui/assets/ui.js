@@ -97,6 +97,29 @@ function status(text) {
 
 function markDrawn(element) {
   element.dataset.drawn = String(Number(element.dataset.drawn || 0) + 1);
+  element.dataset.drawnAt = String(Math.round(performance.now())); // ms since the page opened
+}
+
+// Charts are drawn when they scroll into view: a job with fifty scalars draws the few on screen
+// first, and a chart out of view is redrawn with its latest data once it comes into view.
+const onScreen = new Set();
+const pendingDraws = new Map();
+const watcher = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    if (entry.isIntersecting) {
+      onScreen.add(entry.target);
+      const draw = pendingDraws.get(entry.target);
+      if (draw) { pendingDraws.delete(entry.target); draw(); }
+    } else {
+      onScreen.delete(entry.target);
+    }
+  }
+}, { rootMargin: "200px" });
+
+function drawWhenSeen(box, draw) {
+  if (onScreen.has(box)) { pendingDraws.delete(box); return draw(); }
+  pendingDraws.set(box, draw);
+  return Promise.resolve();
 }
 
 // An enveloped series: a band from each bucket's minimum to its maximum, and the mean line.
@@ -301,6 +324,8 @@ function jobPage() {
   async function drawScalars() {
     const charts = await getJson(jobPath(name, "/scalars").replace("/jobs/", "/api/jobs/"));
     if (!charts.length) { scalars.replaceChildren(el("p", { class: "note" }, "No losses or scalars saved yet.")); return; }
+    scalars.querySelector("p")?.remove();
+    const drawing = [];
     for (const [index, chart] of charts.entries()) {
       const id = "scalar-" + index;
       let box = document.getElementById(id);
@@ -308,22 +333,26 @@ function jobPage() {
       if (!box) {
         box = chartBox(id);
         box.dataset.tensor = chart.tensor;
-        scalars.querySelector("p")?.remove();
         scalars.append(box);
-        await scalarChart(chart, box);
-        box.on("plotly_relayout", (event) => {
-          if (event["xaxis.range[0]"] !== undefined) {
-            box.dataset.zoomed = "1";
-            rebucket(chart.tensor, box, [event["xaxis.range[0]"], event["xaxis.range[1]"]]);
-          } else if (event["xaxis.autorange"]) {
-            delete box.dataset.zoomed;
-            rebucket(chart.tensor, box, null);
-          }
-        });
-      } else {
-        await scalarChart(chart, box);
+        watcher.observe(box);
       }
+      drawing.push(drawWhenSeen(box, () => scalarChart(chart, box).then(() => follow(box, chart.tensor))));
     }
+    await Promise.all(drawing);
+  }
+
+  function follow(box, tensor) {
+    if (box.dataset.following) return;
+    box.dataset.following = "1";
+    box.on("plotly_relayout", (event) => {
+      if (event["xaxis.range[0]"] !== undefined) {
+        box.dataset.zoomed = "1";
+        rebucket(tensor, box, [event["xaxis.range[0]"], event["xaxis.range[1]"]]);
+      } else if (event["xaxis.autorange"]) {
+        delete box.dataset.zoomed;
+        rebucket(tensor, box, null);
+      }
+    });
   }
 
   // Keeps one chart box per plot in ``holder`` (boxes already drawn are redrawn in place).
@@ -331,7 +360,7 @@ function jobPage() {
     const found = [];
     for (let index = 0; index < count; index += 1) {
       let box = document.getElementById(prefix + index);
-      if (!box) { box = chartBox(prefix + index); holder.append(box); }
+      if (!box) { box = chartBox(prefix + index); holder.append(box); watcher.observe(box); }
       found.push(box);
     }
     holder.querySelectorAll(".chart").forEach((box) => { if (!found.includes(box)) box.remove(); });
@@ -351,14 +380,16 @@ function jobPage() {
         name: "outliers", marker: { color: "#d92d20", size: 7 },
       });
       const title = `${process.Node} ${process.Mode}: ${process.Steps} steps, ${process.Outliers} outliers`;
-      return Plotly.react(stepBoxes[index], traces, layout(title, "step", "ms", markers(issueSteps)), config).then(() => markDrawn(stepBoxes[index]));
+      const box = stepBoxes[index];
+      return drawWhenSeen(box, () => Plotly.react(box, traces, layout(title, "step", "ms", markers(issueSteps)), config).then(() => markDrawn(box)));
     }));
     const plots = found.systemUsage.Hosts.flatMap((host) => host.Plots.map((plot) => [host.Node, plot]));
     const systemBoxes = boxes(system, "system-", plots.length, "No system metrics yet.");
     await Promise.all(plots.map(([node, plot], index) => {
       const traces = plot.Series.flatMap((series) => envelopeTraces(series, series.Label));
       const title = `${node}: ${plot.Title}`;
-      return Plotly.react(systemBoxes[index], traces, layout(title, "seconds since the job was created", plot.Unit), config).then(() => markDrawn(systemBoxes[index]));
+      const box = systemBoxes[index];
+      return drawWhenSeen(box, () => Plotly.react(box, traces, layout(title, "seconds since the job was created", plot.Unit), config).then(() => markDrawn(box)));
     }));
   }
 
