@@ -270,8 +270,9 @@ function jobPage() {
 
   function drawCards() {
     cards.replaceChildren(...job.rules.map((rule) => {
-      const counts = rule.stepsEvaluated === null ? null : el("div", { class: "note" },
-        `${rule.stepsEvaluated} steps evaluated, ${rule.stepsSkipped} skipped, ${rule.tensorsChecked} tensors checked`);
+      const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
+      const counts = rule.kind !== "debugging" || rule.stepsEvaluated === null ? null : el("div", { class: "note" },
+        `${plural(rule.stepsEvaluated, "step")} evaluated, ${rule.stepsSkipped} skipped, ${plural(rule.tensorsChecked, "tensor")} checked`);
       return el("div", { class: "card", "data-rule": rule.name },
         el("h3", {}, rule.name),
         el("div", { class: "kind" }, rule.kind + " rule"),
@@ -280,7 +281,8 @@ function jobPage() {
         counts,
         rule.issueStep === null ? null : el("div", {}, "Issue at step ",
           el("a", { href: jobPath(name, "/tensors?step=" + rule.issueStep) }, String(rule.issueStep))),
-        rule.evidence.length ? el("ul", {}, rule.evidence.map((item) => el("li", {}, item))) : null,
+        rule.evidence.length ? el("details", {}, el("summary", {}, `Evidence (${rule.evidence.length})`),
+          el("ul", {}, rule.evidence.map((item) => el("li", {}, item)))) : null,
       );
     }));
     issueSteps = job.rules.filter((rule) => rule.issueStep !== null).map((rule) => rule.issueStep);
