@@ -48,9 +48,11 @@ import numpy as np
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "ui")]
 
-from trainprobe.jobs.store import JobRecord, JobStore  # noqa: E402
+from job_records import job_in_progress  # noqa: E402
+
+from trainprobe.jobs.store import JobStore  # noqa: E402
 from trainprobe.storage.modes import ModeKeys  # noqa: E402
 from trainprobe.storage.step_file import StepWriter, write_collections_file  # noqa: E402
 
@@ -81,19 +83,7 @@ def synthesize(home: Path, steps: int, scalars: int) -> str:
     }
     write_collections_file(debug_output, "worker_0", collections, num_workers=1)
     write_steps(debug_output, 0, steps, scalars, spike_at=steps // 3)
-    now = time.time()
-    JobStore(home / "jobs.sqlite").insert(
-        JobRecord(
-            name=JOB,
-            arn=f"arn:aws:sagemaker:local:000000000000:training-job/{JOB}",
-            request={"TrainingJobName": JOB},
-            job_dir=str(job_dir),
-            status="InProgress",
-            secondary_status="Training",
-            creation_time=now,
-            last_modified_time=now,
-        )
-    )
+    JobStore(home / "jobs.sqlite").insert(job_in_progress(JOB, job_dir))
     return debug_output
 
 

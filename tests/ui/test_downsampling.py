@@ -4,10 +4,10 @@ The job's files are written by trainprobe's own StepWriter; a job store record p
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
+from job_records import job_in_progress
 
 from trainprobe.jobs import JobRecord
 from trainprobe.storage.modes import ModeKeys
@@ -27,17 +27,7 @@ def _job(tmp_path: Path) -> JobRecord:
         mode = ModeKeys.EVAL if step % 10 == 9 else ModeKeys.TRAIN
         with StepWriter(str(debug_output), step, "worker_0") as writer:
             writer.add("Loss_output_0", np.array(loss, np.float32), mode=mode, mode_step=step)
-    now = time.time()
-    return JobRecord(
-        name="spiky",
-        arn="arn:aws:sagemaker:local:000000000000:training-job/spiky",
-        request={"TrainingJobName": "spiky"},
-        job_dir=str(tmp_path / "spiky"),
-        status="InProgress",
-        secondary_status="Training",
-        creation_time=now,
-        last_modified_time=now,
-    )
+    return job_in_progress("spiky", tmp_path / "spiky")
 
 
 def test_a_spike_survives_bucketing_and_a_range_is_bucketed_again(tmp_path: Path) -> None:

@@ -6,13 +6,13 @@ record of the real job store, in progress, with no runner."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
+from job_records import job_in_progress
 from ui_process import UiProcess, trainprobe_ui
 
-from trainprobe.jobs import JobRecord, JobStore
+from trainprobe.jobs import JobStore
 
 JOB = "refusal-job"
 
@@ -20,19 +20,7 @@ JOB = "refusal-job"
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiProcess]:
     home = tmp_path_factory.mktemp("ui-refusals")
-    now = time.time()
-    JobStore(home / "jobs.sqlite").insert(
-        JobRecord(
-            name=JOB,
-            arn=f"arn:aws:sagemaker:local:000000000000:training-job/{JOB}",
-            request={"TrainingJobName": JOB},
-            job_dir=str(home / "out" / JOB),
-            status="InProgress",
-            secondary_status="Training",
-            creation_time=now,
-            last_modified_time=now,
-        )
-    )
+    JobStore(home / "jobs.sqlite").insert(job_in_progress(JOB, home / "out" / JOB))
     with trainprobe_ui(home) as process:
         yield process
 

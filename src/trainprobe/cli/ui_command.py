@@ -15,8 +15,7 @@ import logging
 import sys
 import webbrowser
 
-from trainprobe.cli.serve_command import address_argument
-from trainprobe.jobs.api_server import LOCALHOST
+from trainprobe.cli.serve_command import add_address_arguments
 from trainprobe.ui.address_file import DEFAULT_PORT
 
 __all__ = ["register", "ui"]
@@ -29,17 +28,8 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="the live web UI: jobs, rules, tensors and profiles in the browser",
         description="Serve the live web UI for the jobs of the job store on this machine.",
     )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"the port (default {DEFAULT_PORT}; 0: any free port)",
-    )
-    parser.add_argument(
-        "--host",
-        type=address_argument,
-        default=LOCALHOST,
-        help=f"the IP address to listen on (default {LOCALHOST}: this machine only)",
+    add_address_arguments(
+        parser, DEFAULT_PORT, "another address lets other machines reach the UI, token in hand"
     )
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--verbose", action="store_true", help="log every request")

@@ -27,7 +27,7 @@ from trainprobe.jobs.api_app import ApiLimits, JobApi
 from trainprobe.jobs.http_api import CONTENT_TYPE
 from trainprobe.jobs.store import JobStore
 
-__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer"]
+__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer", "listening_socket"]
 
 LOCALHOST = "127.0.0.1"
 BACKLOG = 2048
@@ -46,6 +46,21 @@ def _raw_error(status: str, name: str, message: str) -> bytes:
         f"x-amzn-RequestId: {os.urandom(16).hex()}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: any free port) and listening: a busy port is an
+    error at once, and connections wait in the backlog until uvicorn serves them."""
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    bound = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        bound.bind((host, port))
+        bound.listen(BACKLOG)
+    except OSError:
+        bound.close()
+        raise
+    return bound
 
 
 class _TimedProtocol(H11Protocol):
@@ -133,19 +148,10 @@ class JobApiServer:
         limits: ApiLimits | None = None,
         verbose: bool = False,
     ) -> None:
-        address = ipaddress.ip_address(host)
-        self.host = str(address)
+        self.host = str(ipaddress.ip_address(host))
         self.key = key if key is not None else load_or_create()
         limits = limits or ApiLimits()
-        family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._socket.bind((self.host, port))
-            self._socket.listen(BACKLOG)  # connections wait in the backlog until uvicorn runs
-        except OSError:
-            self._socket.close()
-            raise
+        self._socket = listening_socket(self.host, port)
         self.port = int(self._socket.getsockname()[1])
         app = JobApi(
             key=self.key,

@@ -43,12 +43,8 @@ _KEEP_ALIVE_SECONDS = 15.0
 MOST_PROFILED_STEPS = 1000
 _LARGEST_BODY = 4096
 
-_PAGES = {
-    "jobs": "jobs.html",
-    "job": "job.html",
-    "tensors": "tensors.html",
-    "compare": "compare.html",
-}
+_PAGES = frozenset({"jobs", "job", "tensors", "compare"})
+"""The pages: one HTML file, which ``ui.js`` fills according to its ``data-page``."""
 _STATIC = {"ui.css": "text/css", "ui.js": "text/javascript", "plotly.js": "text/javascript"}
 
 
@@ -167,10 +163,13 @@ def ui_app(
         return await anyio.to_thread.run_sync(read)
 
     def page(kind: str) -> Callable[[Request], Any]:
+        assert kind in _PAGES
+
         async def serve(request: Request) -> Response:
             if "name" in request.path_params:
                 await in_thread(lambda: jobs.record(request.path_params["name"]))
-            return Response(_asset(_PAGES[kind]), media_type="text/html; charset=utf-8")
+            html = _asset("page.html").replace("{page}", kind)  # a fixed word, never a request's
+            return Response(html, media_type="text/html; charset=utf-8")
 
         return serve
 

@@ -7,12 +7,11 @@ serves, ``ui.address_file`` says where, so that ``trainprobe run`` can print a j
 from __future__ import annotations
 
 import ipaddress
-import socket
 import threading
 
 import uvicorn
 
-from trainprobe.jobs.api_server import BACKLOG, LOCALHOST
+from trainprobe.jobs.api_server import BACKLOG, LOCALHOST, listening_socket
 from trainprobe.jobs.store import JobStore
 from trainprobe.ui.access import Access
 from trainprobe.ui.address_file import DEFAULT_PORT, RunningUi, forget_ui, record_ui
@@ -35,17 +34,8 @@ class UiServer:
         token: str | None = None,
         verbose: bool = False,
     ) -> None:
-        address = ipaddress.ip_address(host)
-        self.host = str(address)
-        family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._socket.bind((self.host, port))
-            self._socket.listen(BACKLOG)
-        except OSError:
-            self._socket.close()
-            raise
+        self.host = str(ipaddress.ip_address(host))
+        self._socket = listening_socket(self.host, port)
         self.port = int(self._socket.getsockname()[1])
         self.access = Access(self.host, self.port, token)
         self.store = store if store is not None else JobStore()
