@@ -27,7 +27,7 @@ from trainprobe.jobs.api_app import ApiLimits, JobApi
 from trainprobe.jobs.http_api import CONTENT_TYPE
 from trainprobe.jobs.store import JobStore
 
-__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer", "listening_socket"]
+__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer", "listening_socket", "server_config"]
 
 LOCALHOST = "127.0.0.1"
 BACKLOG = 2048
@@ -61,6 +61,23 @@ def listening_socket(host: str, port: int) -> socket.socket:
         bound.close()
         raise
     return bound
+
+
+def server_config(app: Any, *, verbose: bool, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for a trainprobe server on a socket it is given: no lifespan, no
+    proxy headers trusted, no Server header, trainprobe's logging (every request when
+    ``verbose``), and ``options``."""
+    return uvicorn.Config(
+        app,
+        lifespan="off",
+        backlog=BACKLOG,
+        proxy_headers=False,
+        server_header=False,
+        log_config=None,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        **options,
+    )
 
 
 class _TimedProtocol(H11Protocol):
@@ -164,19 +181,13 @@ class JobApiServer:
         protocol = type(
             "JobApiProtocol", (_TimedProtocol,), {"request_seconds": limits.request_seconds}
         )
-        config = uvicorn.Config(
+        config = server_config(
             app,
+            verbose=verbose,
             http=protocol,
-            lifespan="off",
-            backlog=BACKLOG,
             timeout_keep_alive=_KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
             h11_max_incomplete_event_size=_LARGEST_HEAD,
-            proxy_headers=False,
-            server_header=False,
-            log_config=None,
-            log_level="info" if verbose else "warning",
-            access_log=verbose,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

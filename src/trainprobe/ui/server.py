@@ -11,7 +11,7 @@ import threading
 
 import uvicorn
 
-from trainprobe.jobs.api_server import BACKLOG, LOCALHOST, listening_socket
+from trainprobe.jobs.api_server import LOCALHOST, listening_socket, server_config
 from trainprobe.jobs.store import JobStore
 from trainprobe.ui.access import Access
 from trainprobe.ui.address_file import DEFAULT_PORT, RunningUi, forget_ui, record_ui
@@ -39,16 +39,10 @@ class UiServer:
         self.port = int(self._socket.getsockname()[1])
         self.access = Access(self.host, self.port, token)
         self.store = store if store is not None else JobStore()
-        config = uvicorn.Config(
+        config = server_config(
             ui_app(self.store, self.access, closing=lambda: self._server.should_exit),
-            lifespan="off",
-            backlog=BACKLOG,
+            verbose=verbose,
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
-            proxy_headers=False,
-            server_header=False,
-            log_config=None,
-            log_level="info" if verbose else "warning",
-            access_log=verbose,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
