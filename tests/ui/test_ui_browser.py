@@ -242,6 +242,14 @@ def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: 
     browser.screenshot("compare")
     browser.assert_clean()
 
+    # A finished job's page embeds its profiler report, which draws its plots in a sandbox.
+    page.goto(f"{browser.ui.origin}/jobs/ui-short")
+    page.locator("iframe.report").scroll_into_view_if_needed()
+    report = page.frame_locator("iframe.report")
+    report.locator("body[data-plots-drawn]").wait_for(state="attached")
+    assert "Step durations" in report.locator("body").inner_text()
+    browser.assert_clean()
+
     # Zooming asks for a range of steps, bucketed again from every step in it.
     whole = browser.ui.get_json(f"/api/jobs/{JOB}/scalars")[0]["series"][0]
     part = browser.ui.get_json(f"/api/jobs/{JOB}/scalars?from=10&to=40")[0]["series"][0]

@@ -227,6 +227,7 @@ function jobPage() {
   const scalars = el("div", { class: "charts", id: "scalars" });
   const steps = el("div", { class: "charts", id: "step-durations" });
   const system = el("div", { class: "charts", id: "system" });
+  const report = el("div", { id: "report" });
   main.append(
     el("h1", {}, name),
     facts,
@@ -236,6 +237,7 @@ function jobPage() {
     el("h2", {}, "Losses and scalars by step"), scalars,
     el("h2", {}, "Step durations"), steps,
     el("h2", {}, "System metrics"), system,
+    report,
   );
 
   function fact(label, content, id) {
@@ -261,6 +263,13 @@ function jobPage() {
       el("a", { href: "/compare?job=" + encodeURIComponent(name) }, "Compare"),
       job.hasReport ? el("span", {}, " · ", el("a", { href: jobPath(name, "/report"), target: "_blank", rel: "noopener" }, "Profiler report")) : "",
     );
+    if (job.hasReport && !report.firstChild) {
+      // The report runs its own scripts in a sandbox (its own origin): it cannot reach the UI.
+      report.append(el("h2", {}, "Profiler report"), el("iframe", {
+        src: jobPath(name, "/report"), sandbox: "allow-scripts", loading: "lazy",
+        title: "profiler report", class: "report",
+      }));
+    }
     const notes = [];
     if (job.nonFinite) notes.push(el("div", { class: "banner" }, "First non-finite value: ", job.nonFinite.text, " ", el("a", { href: jobPath(name, "/tensors?step=" + job.nonFinite.step) }, "tensors at that step")));
     if (job.failureReason) notes.push(el("div", { class: "banner" }, "Failure: ", job.failureReason));
