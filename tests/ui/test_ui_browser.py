@@ -216,12 +216,14 @@ def test_profile_the_next_steps_then_stop_the_job_from_its_page(
     browser.assert_clean()
 
 
-def _trainprobe_run(ui: UiProcess, name: str, script: Path, *arguments: str) -> None:
+def _trainprobe_run(
+    ui: UiProcess, name: str, script: Path, *arguments: str, rules: tuple[str, ...] = ()
+) -> None:
     subprocess.run(
         [
             sys.executable, "-m", "trainprobe.cli.main", "run", str(script), "--plain",
             "--quiet", "--save-interval", "1", "--output", str(ui.home / "out"), "--name", name,
-            "--", *arguments,
+            *(word for rule in rules for word in ("--rule", rule)), "--", *arguments,
         ],
         env=environment(ui.home),
         cwd=ui.home,
@@ -244,8 +246,8 @@ def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: 
 
     # A finished job's page embeds its profiler report, which draws its plots in a sandbox.
     page.goto(f"{browser.ui.origin}/jobs/ui-short")
-    page.locator("iframe.report").scroll_into_view_if_needed()
-    report = page.frame_locator("iframe.report")
+    page.locator('iframe[data-report="profiler"]').scroll_into_view_if_needed()
+    report = page.frame_locator('iframe[data-report="profiler"]')
     report.locator("body[data-plots-drawn]").wait_for(state="attached")
     assert "Step durations" in report.locator("body").inner_text()
     browser.assert_clean()
@@ -267,4 +269,25 @@ def test_html_in_a_jobs_files_is_shown_as_text(browser: Browser, training: Train
     assert "<img src=x onerror=" in banner and "<b>bold</b>" in banner
     assert page.locator("main img, main b").count() == 0
     assert page.title() == "trainprobe"
+    browser.assert_clean()
+
+
+def test_an_xgboost_jobs_page_shows_its_metrics_and_embeds_its_report(
+    browser: Browser, training: Training
+) -> None:
+    script = Path(__file__).resolve().parents[1] / "capture" / "xgboost_training.py"
+    _trainprobe_run(
+        browser.ui, "ui-xgboost", script, "--rounds", "8", rules=("CreateXgboostReport",)
+    )
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/ui-xgboost")
+
+    page.wait_for_selector("#status .status-Completed")
+    assert "XGBoost" in browser.text(".facts")
+    browser.see("#scalar-0")  # its evaluation metrics by round
+    assert "-" in str(page.locator("#scalar-0").get_attribute("data-tensor"))
+    page.locator('iframe[data-report="xgboost"]').scroll_into_view_if_needed()
+    report = page.frame_locator('iframe[data-report="xgboost"]')
+    report.locator("body[data-plots-drawn]").wait_for(state="attached")
+    browser.screenshot("xgboost-job")
     browser.assert_clean()

@@ -369,10 +369,12 @@ def ui_app(
         return stream(request, "job", lambda: summary_of(name))
 
     async def report(request: Request) -> Response:
+        kind = request.path_params["kind"]
+
         def find() -> str:
-            found = jobs.view(jobs.record(request.path_params["name"])).report_file()
+            found = jobs.view(jobs.record(request.path_params["name"])).report_files().get(kind)
             if found is None:
-                raise _Refused(404, "the job has no profiler report yet")
+                raise _Refused(404, f"the job has no {kind} report (yet)")
             return found
 
         path = await in_thread(find)
@@ -403,7 +405,7 @@ def ui_app(
         Route("/compare", page("compare")),
         Route("/jobs/{name}", page("job")),
         Route("/jobs/{name}/tensors", page("tensors")),
-        Route("/jobs/{name}/report", report),
+        Route("/jobs/{name}/report/{kind}", report),
         Route("/static/{file}", static),
         Route("/api/session", session),
         Route("/api/jobs", job_list),

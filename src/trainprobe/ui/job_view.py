@@ -35,6 +35,9 @@ from trainprobe.report.job_files import JobFiles
 from trainprobe.report.series import envelope
 from trainprobe.report.step_durations import step_durations
 from trainprobe.report.system_usage import system_usage
+from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
+from trainprobe.report.xgboost.build import RULE_NAME as XGBOOST_REPORT_RULE
+from trainprobe.report.xgboost.build import is_xgboost_output
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
 from trainprobe.storage.metric_series import read_metric_series
 from trainprobe.storage.modes import ModeKeys
@@ -94,6 +97,7 @@ class JobView:
         """Each scalar tensor's values by mode: (steps, values), in step order."""
         self._scalars_read_through = -1
         self._refreshed = 0.0
+        self._framework: str | None = None
         self._finished_cards: dict[str, dict[str, Any]] = {}
         self._reductions: dict[str, Reductions] = {}
 
@@ -130,14 +134,14 @@ class JobView:
                 lambda: read_nonfinite_origin(self.layout.debug_output), "the non-finite origin"
             )
         return {
-            **job_row(record, step, rate, cards),
+            **job_row(record, step, rate, cards, self.framework()),
             "failureReason": record.failure_reason,
             "stopReason": record.stop_reason,
             "rules": cards,
             "nonFinite": None
             if origin is None
             else {"step": origin.step, "text": origin.describe()},
-            "hasReport": record.finished and self.report_file() is not None,
+            "reports": sorted(self.report_files()) if record.finished else [],
         }
 
     def _card(self, rule: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -163,12 +167,26 @@ class JobView:
             self._finished_cards[name] = card
         return card
 
-    def report_file(self) -> str | None:
-        """The profiler report's HTML file, once the ProfilerReport rule has written it."""
+    def report_files(self) -> dict[str, str]:
+        """The job's reports written so far, by kind: ``profiler`` (the ProfilerReport rule's
+        page) and ``xgboost`` (CreateXgboostReport's)."""
         layout = self.layout
         job = JobFiles.of(layout.output_dir, layout.profiler_output, layout.debug_output)
-        path = os.path.join(job.report_dir(), PROFILER_REPORT_HTML)
-        return path if job.rule_output is not None and os.path.isfile(path) else None
+        found = {}
+        if job.rule_output is not None:
+            found["profiler"] = os.path.join(job.report_dir(), PROFILER_REPORT_HTML)
+        found["xgboost"] = os.path.join(
+            layout.rule_output_dir(XGBOOST_REPORT_RULE), XGBOOST_REPORT_HTML
+        )
+        return {kind: path for kind, path in found.items() if os.path.isfile(path)}
+
+    def framework(self) -> str:
+        """``XGBoost`` or ``PyTorch``, as the hook's collections say; blank before the hook has
+        written them."""
+        if self._framework is None and self.trial() is not None:
+            xgboost = is_xgboost_output(self.layout.debug_output)
+            self._framework = "XGBoost" if xgboost else "PyTorch"
+        return self._framework or ""
 
     # ----- tensors ------------------------------------------------------------------------
 
@@ -283,17 +301,12 @@ class JobView:
         return system_usage(series, record.creation_time, 1.0)
 
 
-def _framework(record: JobRecord) -> str:
-    algorithm = record.request.get("AlgorithmSpecification") or {}
-    image = str(algorithm.get("TrainingImage") or "")
-    hyperparameters = record.request.get("HyperParameters") or {}
-    if "xgboost" in image.lower() or "num_round" in hyperparameters:
-        return "XGBoost"
-    return "PyTorch"
-
-
 def job_row(
-    record: JobRecord, step: int | None, rate: float | None, cards: list[dict[str, Any]]
+    record: JobRecord,
+    step: int | None,
+    rate: float | None,
+    cards: list[dict[str, Any]],
+    framework: str,
 ) -> dict[str, Any]:
     """A job as the jobs list shows it."""
     return {
@@ -305,6 +318,6 @@ def job_row(
         "ended": record.training_end_time if record.status in TERMINAL_STATUSES else None,
         "step": step,
         "stepsPerSecond": rate,
-        "framework": _framework(record),
+        "framework": framework,
         "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
     }

@@ -209,6 +209,8 @@ function jobsPage() {
 
 // ----- the job page ---------------------------------------------------------------------
 
+const REPORTS = { profiler: "Profiler report", xgboost: "XGBoost report" };
+
 function jobPage() {
   const name = jobFromPath();
   let job = null;
@@ -261,13 +263,14 @@ function jobPage() {
     links.replaceChildren(
       el("a", { href: jobPath(name, "/tensors") }, "Tensors"), " · ",
       el("a", { href: "/compare?job=" + encodeURIComponent(name) }, "Compare"),
-      job.hasReport ? el("span", {}, " · ", el("a", { href: jobPath(name, "/report"), target: "_blank", rel: "noopener" }, "Profiler report")) : "",
+      ...job.reports.map((kind) => el("span", {}, " · ", el("a", { href: jobPath(name, "/report/" + kind), target: "_blank", rel: "noopener" }, REPORTS[kind]))),
     );
-    if (job.hasReport && !report.firstChild) {
-      // The report runs its own scripts in a sandbox (its own origin): it cannot reach the UI.
-      report.append(el("h2", {}, "Profiler report"), el("iframe", {
-        src: jobPath(name, "/report"), sandbox: "allow-scripts", loading: "lazy",
-        title: "profiler report", class: "report",
+    for (const kind of job.reports) {
+      if (report.querySelector(`[data-report="${kind}"]`)) continue;
+      // A report runs its own scripts in a sandbox (its own origin): it cannot reach the UI.
+      report.append(el("h2", {}, REPORTS[kind]), el("iframe", {
+        src: jobPath(name, "/report/" + kind), sandbox: "allow-scripts", loading: "lazy",
+        title: REPORTS[kind], class: "report", "data-report": kind,
       }));
     }
     const notes = [];
