@@ -11,9 +11,7 @@ in worker threads, so a slow disk never holds up the event loop.
 from __future__ import annotations
 
 import json
-import math
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -21,7 +19,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from trainprobe.config.errors import ConfigError
@@ -31,15 +29,11 @@ from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.ui.access import Access, RequireAccess
+from trainprobe.ui.event_stream import StreamRefused, event_stream, to_json
 from trainprobe.ui.job_view import JobView
 
-__all__ = ["EVENT_SECONDS", "MOST_PROFILED_STEPS", "ui_app"]
+__all__ = ["MOST_PROFILED_STEPS", "ui_app"]
 
-EVENT_SECONDS = 1.0
-"""How often an open page's data is looked at for changes."""
-_IDLE_EVENT_SECONDS = 5.0
-"""... and for a job whose training and rules have all finished."""
-_KEEP_ALIVE_SECONDS = 15.0
 MOST_PROFILED_STEPS = 1000
 _LARGEST_BODY = 4096
 
@@ -54,26 +48,8 @@ class _Refused(Exception):
         self.status = status
 
 
-def _clean(value: Any) -> Any:
-    """``value`` with every NaN or infinity as None: JSON has no such numbers."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _clean(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(item) for item in value]
-    return value
-
-
-def _dumps(value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
-    except ValueError:  # a NaN somewhere: the rare case pays for the walk
-        return json.dumps(_clean(value), separators=(",", ":"), default=str)
-
-
 def _json(value: Any, status: int = 200) -> Response:
-    body = _dumps(value)
+    body = to_json(value)
     return Response(
         body,
         status_code=status,
@@ -331,34 +307,13 @@ def ui_app(
         return _json({"startStep": start, "numSteps": steps})
 
     def stream(request: Request, event: str, read: Callable[[], tuple[Any, bool]]) -> Response:
-        async def events() -> AsyncIterator[str]:
-            last = None
-            quiet_since = time.monotonic()
-            while not closing():
-                try:
-                    data, settled = await in_thread(read)
-                except _Refused as refusal:
-                    yield f"event: refused\ndata: {json.dumps(str(refusal))}\n\n"
-                    return
-                text = _dumps(data)
-                if text != last:
-                    last, quiet_since = text, time.monotonic()
-                    yield f"event: {event}\ndata: {text}\n\n"
-                elif time.monotonic() - quiet_since > _KEEP_ALIVE_SECONDS:
-                    quiet_since = time.monotonic()
-                    yield ": still here\n\n"
-                wait = _IDLE_EVENT_SECONDS if settled else EVENT_SECONDS
-                deadline = time.monotonic() + wait
-                while time.monotonic() < deadline and not closing():
-                    if await request.is_disconnected():
-                        return
-                    await anyio.sleep(min(0.25, wait))
+        def looked_at() -> tuple[Any, bool]:
+            try:
+                return read()
+            except _Refused as refusal:
+                raise StreamRefused(str(refusal)) from None
 
-        return StreamingResponse(
-            events(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        return event_stream(request, event, looked_at, closing)
 
     async def job_list_events(request: Request) -> Response:
         return stream(request, "jobs", lambda: (jobs.rows(), False))
