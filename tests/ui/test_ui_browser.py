@@ -164,6 +164,8 @@ def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
     assert "Issue at step" in evidence and "nan" in evidence.lower()
     browser.see("#step-durations .chart")
     browser.see("#system .chart")
+    labels = page.locator("#system-0 .annotation-text").all_text_contents()
+    assert labels and all(label.startswith("step ") for label in labels)  # steps on the time axis
     assert page.locator("#scalar-0 .scatterlayer .trace").count() >= 1
     browser.screenshot("job")
     browser.assert_clean()

@@ -198,11 +198,7 @@ def ui_app(
     async def profile(request: Request) -> Response:
         def read() -> dict[str, Any]:
             record = jobs.record(request.path_params["name"])
-            view = jobs.view(record)
-            return {
-                "stepDurations": view.step_durations(),
-                "systemUsage": view.system_usage(record),
-            }
+            return jobs.view(record).profile(record)
 
         return _json(await in_thread(read))
 

@@ -32,7 +32,7 @@ from trainprobe.jobs.progress import rule_verdict, training_step
 from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
 from trainprobe.report.content import DEFAULT_STDDEV
 from trainprobe.report.job_files import JobFiles
-from trainprobe.report.series import envelope
+from trainprobe.report.series import BUCKETS, envelope, rounded
 from trainprobe.report.step_durations import step_durations
 from trainprobe.report.system_usage import system_usage
 from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
@@ -290,15 +290,29 @@ class JobView:
 
     # ----- the profile --------------------------------------------------------------------
 
-    def step_durations(self) -> dict[str, Any]:
-        """The report's step durations section, as the job's files are now."""
-        output = ProfilerOutput(self.layout.profiler_output)
-        return step_durations(output.steps().spans(), DEFAULT_STDDEV)
-
-    def system_usage(self, record: JobRecord) -> dict[str, Any]:
-        """The report's system usage section, in seconds since the job was created."""
+    def profile(self, record: JobRecord) -> dict[str, Any]:
+        """The report's step durations and system usage sections as the job's files are now
+        (times in seconds since the job was created), and when the steps ran: the first node's
+        steps, at most ``BUCKETS`` of them evenly spread, with the second each started."""
+        spans = ProfilerOutput(self.layout.profiler_output).steps().spans()
         series = read_metric_series(self.layout.profiler_output)
-        return system_usage(series, record.creation_time, 1.0)
+        first = min((span.node_id for span in spans), default=None)
+        started = sorted(
+            (span.step, span.start_us / 1e6 - record.creation_time)
+            for span in spans
+            if span.node_id == first
+        )
+        if len(started) > BUCKETS:
+            picked = np.linspace(0, len(started) - 1, BUCKETS).round().astype(int)
+            started = [started[index] for index in picked]
+        return {
+            "stepDurations": step_durations(spans, DEFAULT_STDDEV),
+            "systemUsage": system_usage(series, record.creation_time, 1.0),
+            "stepTimes": {
+                "steps": [step for step, _ in started],
+                "seconds": rounded([seconds for _, seconds in started], 7),
+            },
+        }
 
 
 def job_row(

@@ -142,6 +142,33 @@ function markers(steps) {
   }));
 }
 
+// On a chart over time: when about ten steps began (grey, labelled) and when each rule's issue
+// step began (red), from the steps' start times the server sends.
+function stepMarkers(stepTimes, issues) {
+  const { steps, seconds } = stepTimes;
+  const shapes = [];
+  const annotations = [];
+  if (!steps.length) return { shapes, annotations };
+  // Evenly spread in time, so that the labels never crowd where the steps ran fast.
+  const first = seconds[0];
+  const span = seconds[seconds.length - 1] - first;
+  const picked = new Set();
+  for (let mark = 0; mark < 8; mark += 1) {
+    const at = seconds.findIndex((time) => time >= first + (span * mark) / 8);
+    if (at >= 0) picked.add(at);
+  }
+  for (const index of picked) {
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: seconds[index], x1: seconds[index], y0: 0, y1: 1, line: { color: "#98a2b3", width: 1, dash: "dot" } });
+    annotations.push({ x: seconds[index], y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false, text: "step " + steps[index], font: { size: 10, color: "#667085" } });
+  }
+  for (const step of issues) {
+    const at = steps.findIndex((found) => found >= step);
+    if (at < 0) continue;
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: seconds[at], x1: seconds[at], y0: 0, y1: 1, line: { color: "#d92d20", width: 1, dash: "dot" } });
+  }
+  return { shapes, annotations };
+}
+
 function layout(title, xTitle, yTitle, shapes) {
   return {
     title: { text: plain(title), font: { size: 14 } },
@@ -397,13 +424,17 @@ function jobPage() {
       const box = stepBoxes[index];
       return drawWhenSeen(box, () => Plotly.react(box, traces, layout(title, "step", "ms", markers(issueSteps)), config).then(() => markDrawn(box)));
     }));
+    const timeShapes = stepMarkers(found.stepTimes, issueSteps);
     const plots = found.systemUsage.Hosts.flatMap((host) => host.Plots.map((plot) => [host.Node, plot]));
     const systemBoxes = boxes(system, "system-", plots.length, "No system metrics yet.");
     await Promise.all(plots.map(([node, plot], index) => {
       const traces = plot.Series.flatMap((series) => envelopeTraces(series, series.Label));
       const title = `${node}: ${plot.Title}`;
       const box = systemBoxes[index];
-      return drawWhenSeen(box, () => Plotly.react(box, traces, layout(title, "seconds since the job was created", plot.Unit), config).then(() => markDrawn(box)));
+      const plotted = layout(title, "seconds since the job was created", plot.Unit, timeShapes.shapes);
+      plotted.annotations = timeShapes.annotations;
+      plotted.margin.t = 56;
+      return drawWhenSeen(box, () => Plotly.react(box, traces, plotted, config).then(() => markDrawn(box)));
     }));
   }
 
