@@ -6,11 +6,13 @@ record of the real job store, in progress, with no runner."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from job_records import job_in_progress
-from ui_process import UiProcess, trainprobe_ui
+from ui_process import UiProcess, environment, trainprobe_ui
 
 from trainprobe.jobs import JobStore
 
@@ -157,3 +159,17 @@ def test_stopping_through_the_ui_is_a_stop_training_job_request(ui: UiProcess) -
     )
     assert status == 409
     assert "the job is Stopping" in json.loads(body)["error"]
+
+
+def test_a_busy_port_is_an_error_naming_it(ui: UiProcess) -> None:
+    started = subprocess.run(
+        [sys.executable, "-m", "trainprobe.cli.main", "ui", "--port", str(ui.port), "--no-browser"],
+        env=environment(ui.home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert started.returncode == 1
+    assert started.stderr.startswith(f"trainprobe ui: cannot listen on 127.0.0.1:{ui.port}: ")
+    assert ui.get_json("/api/jobs")  # the running UI is untouched
