@@ -186,6 +186,11 @@ def test_a_tensor_shows_its_reductions_and_distribution_over_steps(
     assert page.locator("#distribution .hm image, #distribution image").count() >= 1
     page.wait_for_selector("#value table.matrix td")
     assert "shape [" in browser.text("#value")
+    for tensor in ("Sequential_0.weight", "Sequential_2.weight"):  # both on one chart
+        page.check(f'input[aria-label="draw {tensor}"]')
+    page.wait_for_selector('#overlay[data-drawn="2"]')
+    legend = page.locator("#overlay .legendtext").all_text_contents()
+    assert {"Sequential_0.weight TRAIN", "Sequential_2.weight TRAIN"} <= set(legend)
     browser.screenshot("tensors")
     browser.assert_clean()
 

@@ -571,8 +571,14 @@ function tensorsPage() {
     }
   }
 
-  async function toggle(tensor, on) {
+  let overlayDrawn = Promise.resolve();
+
+  function toggle(tensor, on) {
     if (on) overlay.add(tensor); else overlay.delete(tensor);
+    overlayDrawn = overlayDrawn.then(drawOverlay); // one drawing at a time, the latest last
+  }
+
+  async function drawOverlay() {
     const traces = [];
     for (const each of overlay) {
       const history = await getJson(`${api}/tensor?name=${encodeURIComponent(each)}`);
@@ -581,6 +587,7 @@ function tensorsPage() {
       }
     }
     await Plotly.react(overlayBox, traces, layout("mean by step", "step", "value"), config);
+    markDrawn(overlayBox);
   }
 
   getJson(`${api}/tensors`).then((found) => {
