@@ -519,7 +519,13 @@ function tensorsPage() {
     current = tensor;
     drawList();
     title.textContent = tensor;
-    const history = await getJson(`${api}/tensor?name=${encodeURIComponent(tensor)}`);
+    let history;
+    try {
+      history = await getJson(`${api}/tensor?name=${encodeURIComponent(tensor)}`);
+    } catch (error) {
+      title.textContent = `${tensor}: ${error.message}`;
+      return;
+    }
     const traces = [];
     for (const [mode, series] of Object.entries(history.modes)) {
       traces.push({ x: series.steps, y: series.max, name: plain(mode + " max"), mode: "lines", line: { width: 0.5 }, type: "scatter" });
@@ -575,7 +581,8 @@ function tensorsPage() {
 
   function toggle(tensor, on) {
     if (on) overlay.add(tensor); else overlay.delete(tensor);
-    overlayDrawn = overlayDrawn.then(drawOverlay); // one drawing at a time, the latest last
+    // One drawing at a time, the latest last; a failed one leaves the chart as it was.
+    overlayDrawn = overlayDrawn.then(drawOverlay).catch((error) => { console.warn("trainprobe ui: " + error.message); });
   }
 
   async function drawOverlay() {
