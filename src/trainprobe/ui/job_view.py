@@ -38,6 +38,7 @@ from trainprobe.report.system_usage import system_usage
 from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
 from trainprobe.report.xgboost.build import RULE_NAME as XGBOOST_REPORT_RULE
 from trainprobe.report.xgboost.build import is_xgboost_output
+from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
 from trainprobe.storage.metric_series import read_metric_series
 from trainprobe.storage.modes import ModeKeys
@@ -99,6 +100,7 @@ class JobView:
         self._refreshed = 0.0
         self._framework: str | None = None
         self._finished_cards: dict[str, dict[str, Any]] = {}
+        self._issues: dict[str, tuple[int | None, list[str]]] = {}
         self._reductions: dict[str, Reductions] = {}
 
     # ----- the summary --------------------------------------------------------------------
@@ -150,15 +152,21 @@ class JobView:
         if kept is not None and kept["status"] == status:
             return kept  # a final verdict does not change: its files are not read again
         directory = self.layout.rule_output_dir(name)
-        verdict = rule_verdict(directory, name, status, rule.get("StatusDetails", ""))
+        issue = self._issues.get(name) if status == ISSUES_FOUND else None
+        if issue is None:
+            # The first issue's evidence, read once: a rule goes on evaluating after it.
+            verdict = rule_verdict(directory, name, status, "")
+            issue = (verdict.issue_step, verdict.evidence)
+            if verdict.issue_step is not None:
+                self._issues[name] = issue
         written = _or_none(lambda: read_status(directory), f"the status of rule {name}")
         card = {
             "name": name,
             "kind": kind,
             "status": status,
-            "details": verdict.details,
-            "issueStep": verdict.issue_step,
-            "evidence": verdict.evidence,
+            "details": rule.get("StatusDetails", ""),
+            "issueStep": issue[0],
+            "evidence": issue[1],
             "stepsEvaluated": None if written is None else written.steps_evaluated,
             "stepsSkipped": None if written is None else written.steps_skipped,
             "tensorsChecked": None if written is None else written.tensors_checked,
