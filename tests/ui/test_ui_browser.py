@@ -128,13 +128,16 @@ def _number(text: str) -> int | None:
     return int(text) if text.strip().isdigit() else None
 
 
-def test_the_jobs_page_shows_the_job_and_its_step_rising(
-    browser: Browser, training: Training
+def test_the_jobs_page_shows_a_new_job_and_its_step_rising(
+    browser: Browser, request: pytest.FixtureRequest
 ) -> None:
     page = browser.page
     page.goto(browser.ui.url)
-
+    page.wait_for_selector("body[data-jobs]")
     assert page.url == browser.ui.origin + "/"  # the token went into the cookie
+    assert page.locator("tr[data-job]").count() == 0
+
+    request.getfixturevalue("training")  # trainprobe run starts, the page open
     row = f'tr[data-job="{JOB}"]'
     page.wait_for_selector(row)  # the job appeared without a reload
     first = wait_until(lambda: _number(browser.text(f"{row} .step")), "a first step")
