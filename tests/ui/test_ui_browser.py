@@ -173,6 +173,22 @@ def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
     browser.screenshot("job")
     browser.assert_clean()
 
+    # Dragging across the loss chart zooms in; the chart is bucketed again for that range.
+    page.locator("#scalar-0").scroll_into_view_if_needed()
+    plot = page.locator("#scalar-0 .nsewdrag").bounding_box()
+    assert plot is not None
+    middle = plot["y"] + plot["height"] / 2
+    page.mouse.move(plot["x"] + plot["width"] * 0.2, middle)
+    page.mouse.down()
+    page.mouse.move(plot["x"] + plot["width"] * 0.4, middle, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#scalar-0[data-zoomed]")
+    wait_until(
+        lambda: any("/scalars?tensor=" in url and "&from=" in url for url in browser.requests),
+        "the zoomed range's request",
+    )
+    browser.assert_clean()
+
 
 def test_a_tensor_shows_its_reductions_and_distribution_over_steps(
     browser: Browser, training: Training
@@ -264,7 +280,9 @@ def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: 
 
     # Zooming asks for a range of steps, bucketed again from every step in it.
     whole = browser.ui.get_json(f"/api/jobs/{JOB}/scalars")[0]["series"][0]
-    part = browser.ui.get_json(f"/api/jobs/{JOB}/scalars?from=10&to=40")[0]["series"][0]
+    loss = "CrossEntropyLoss_output_0"
+    part = browser.ui.get_json(f"/api/jobs/{JOB}/scalars?tensor={loss}&from=10&to=40")
+    part = part[0]["series"][0]
     assert part["points"] == 31 < whole["points"]
     assert part["x"][0] == 10 and part["x"][-1] == 40
 

@@ -188,10 +188,15 @@ def ui_app(
 
     async def scalars(request: Request) -> Response:
         lo, hi = _range(request, "from"), _range(request, "to")
+        tensor = request.query_params.get("tensor")
 
         def read() -> list[dict[str, Any]]:
-            record = jobs.record(request.path_params["name"])
-            return jobs.view(record).scalars(lo, hi)
+            view = jobs.view(jobs.record(request.path_params["name"]))
+            if tensor is None:
+                return view.scalars(lo, hi)
+            if tensor not in view.scalar_names():
+                raise _Refused(404, f"the job saved no scalar named {tensor!r}")
+            return [view.scalar_chart(tensor, lo, hi)]  # one chart zoomed
 
         return _json(await in_thread(read))
 

@@ -4,8 +4,8 @@
 reads only the index files written since it last looked) and the scalar values and reductions it
 has read, so a live page costs a few small reads a second, not a re-read of the whole job. What
 it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
-(the losses and other scalars by step, each mode apart), ``step_durations`` and
-``system_usage`` (the report's own sections, read by the report's readers). Long series are cut
+(the losses and other scalars by step, each mode apart), ``profile`` (the report's step
+durations and system usage, read by the report's readers), a tensor's history. Long series are cut
 to buckets that keep their minimum and maximum (``report.series.envelope``), so a spike stays
 visible however many steps there are; a range of steps re-buckets from the full series.
 """

@@ -32,6 +32,10 @@ function jobPath(name, rest) {
   return "/jobs/" + encodeURIComponent(name) + (rest || "");
 }
 
+function apiPath(name, rest) {
+  return "/api/jobs/" + encodeURIComponent(name) + rest;
+}
+
 function jobFromPath() {
   return decodeURIComponent(location.pathname.split("/")[2] || "");
 }
@@ -177,6 +181,7 @@ function layout(title, xTitle, yTitle, shapes) {
     yaxis: { title: { text: plain(yTitle || "") } },
     shapes: shapes || [],
     legend: { orientation: "h" },
+    uirevision: "kept", // a redraw with new data keeps the user's zoom
   };
 }
 
@@ -330,7 +335,7 @@ function jobPage() {
   async function stop() {
     if (!confirm(`Stop job ${name}? Its training is stopped and the job ends Stopped.`)) return;
     try {
-      await postJson(jobPath(name, "/stop").replace("/jobs/", "/api/jobs/"), {});
+      await postJson(apiPath(name, "/stop"), {});
       message.textContent = "Stopping…";
     } catch (error) { message.textContent = String(error.message); }
   }
@@ -339,7 +344,7 @@ function jobPage() {
     const steps = Number(count.value);
     if (!confirm(`Profile the next ${steps} steps of ${name} in detail?`)) return;
     try {
-      const answer = await postJson(jobPath(name, "/profile-steps").replace("/jobs/", "/api/jobs/"), { steps });
+      const answer = await postJson(apiPath(name, "/profile-steps"), { steps });
       message.textContent = `Detailed profiling from step ${answer.startStep} for ${answer.numSteps} steps`;
     } catch (error) { message.textContent = String(error.message); }
   }
@@ -352,10 +357,8 @@ function jobPage() {
   }
 
   async function rebucket(tensor, box, range) {
-    const query = range ? `?from=${range[0]}&to=${range[1]}` : "";
-    const charts = await getJson(jobPath(name, "/scalars").replace("/jobs/", "/api/jobs/") + query);
-    const chart = charts.find((found) => found.tensor === tensor);
-    if (!chart) return;
+    const query = "?tensor=" + encodeURIComponent(tensor) + (range ? `&from=${range[0]}&to=${range[1]}` : "");
+    const [chart] = await getJson(apiPath(name, "/scalars") + query);
     const traces = chart.series.flatMap((series) => envelopeTraces(series, series.mode));
     const plotted = { ...box.layout, shapes: markers(issueSteps) };
     if (range) plotted.xaxis = { ...plotted.xaxis, range, autorange: false };
@@ -363,7 +366,7 @@ function jobPage() {
   }
 
   async function drawScalars() {
-    const charts = await getJson(jobPath(name, "/scalars").replace("/jobs/", "/api/jobs/"));
+    const charts = await getJson(apiPath(name, "/scalars"));
     if (!charts.length) { scalars.replaceChildren(el("p", { class: "note" }, "No losses or scalars saved yet.")); return; }
     scalars.querySelector("p")?.remove();
     const drawing = [];
@@ -411,7 +414,7 @@ function jobPage() {
   }
 
   async function drawProfile() {
-    const found = await getJson(jobPath(name, "/profile").replace("/jobs/", "/api/jobs/"));
+    const found = await getJson(apiPath(name, "/profile"));
     const processes = found.stepDurations.Processes;
     const stepBoxes = boxes(steps, "steps-", processes.length, "No step timeline yet.");
     await Promise.all(processes.map((process, index) => {
@@ -458,7 +461,7 @@ function jobPage() {
     }
   }
 
-  listen(jobPath(name).replace("/jobs/", "/api/events/jobs/"), "job", (found) => {
+  listen("/api/events/jobs/" + encodeURIComponent(name), "job", (found) => {
     job = found;
     drawHeader();
     drawCards();
@@ -475,7 +478,7 @@ function jobPage() {
 
 function tensorsPage() {
   const name = jobFromPath();
-  const api = jobPath(name).replace("/jobs/", "/api/jobs/");
+  const api = apiPath(name, "");
   const chosenStep = new URLSearchParams(location.search).get("step");
   const overlay = new Set();
   const search = el("input", { type: "search", placeholder: "search tensors", "aria-label": "search tensors", oninput: drawList });
