@@ -27,7 +27,14 @@ from trainprobe.jobs.api_app import ApiLimits, JobApi
 from trainprobe.jobs.http_api import CONTENT_TYPE
 from trainprobe.jobs.store import JobStore
 
-__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer", "listening_socket", "server_config"]
+__all__ = [
+    "BACKLOG",
+    "LOCALHOST",
+    "JobApiServer",
+    "ServerInThread",
+    "listening_socket",
+    "server_config",
+]
 
 LOCALHOST = "127.0.0.1"
 BACKLOG = 2048
@@ -46,6 +53,44 @@ def _raw_error(status: str, name: str, message: str) -> bytes:
         f"x-amzn-RequestId: {os.urandom(16).hex()}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
+
+
+class ServerInThread:
+    """What trainprobe's servers share: uvicorn ``_server`` serving ``_socket`` in the calling
+    thread (``serve_forever``) or in a background one (``start`` and ``stop``)."""
+
+    _server: uvicorn.Server
+    _socket: socket.socket
+    _thread: threading.Thread | None = None
+    thread_name = "trainprobe-server"
+
+    def serve_forever(self) -> None:
+        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``; then let open
+        requests finish and return."""
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._socket.close()
+
+    def start(self) -> None:
+        """Serve in a background thread; return once it accepts connections."""
+        self._thread = threading.Thread(
+            target=self.serve_forever, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the server's thread ended before it started serving")
+            self._thread.join(0.01)
+
+    def stop(self) -> None:
+        """Stop serving (open requests finish first) and wait for it when it runs in the
+        background."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._socket.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -149,10 +194,12 @@ class _TimedProtocol(H11Protocol):
         self.transport.close()
 
 
-class JobApiServer:
+class JobApiServer(ServerInThread):
     """``trainprobe serve``'s server: SageMaker's job operations on ``host``:``port`` (0: any
     free port, see ``port``), for callers signing with ``key`` (default: the key pair in
     ``$TRAINPROBE_HOME/serve-credentials``, created on first use)."""
+
+    thread_name = "trainprobe-serve"
 
     def __init__(
         self,
@@ -190,38 +237,9 @@ class JobApiServer:
             h11_max_incomplete_event_size=_LARGEST_HEAD,
         )
         self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The endpoint URL to give a client."""
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}"
-
-    def serve_forever(self) -> None:
-        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``; then let open
-        requests finish and return."""
-        try:
-            self._server.run(sockets=[self._socket])
-        finally:
-            self._socket.close()
-
-    def start(self) -> None:
-        """Serve in a background thread; return once it accepts connections."""
-        self._thread = threading.Thread(
-            target=self.serve_forever, name="trainprobe-serve", daemon=True
-        )
-        self._thread.start()
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("the server's thread ended before it started serving")
-            self._thread.join(0.01)
-
-    def stop(self) -> None:
-        """Stop serving (open requests finish first) and wait for it when it runs in the
-        background."""
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._socket.close()

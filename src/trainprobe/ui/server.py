@@ -7,11 +7,15 @@ serves, ``ui.address_file`` says where, so that ``trainprobe run`` can print a j
 from __future__ import annotations
 
 import ipaddress
-import threading
 
 import uvicorn
 
-from trainprobe.jobs.api_server import LOCALHOST, listening_socket, server_config
+from trainprobe.jobs.api_server import (
+    LOCALHOST,
+    ServerInThread,
+    listening_socket,
+    server_config,
+)
 from trainprobe.jobs.store import JobStore
 from trainprobe.ui.access import Access
 from trainprobe.ui.address_file import DEFAULT_PORT, RunningUi, forget_ui, record_ui
@@ -22,8 +26,10 @@ __all__ = ["DEFAULT_PORT", "UiServer"]
 _GRACEFUL_SHUTDOWN_SECONDS = 2
 
 
-class UiServer:
+class UiServer(ServerInThread):
     """``trainprobe ui``'s server on ``host``:``port`` over ``store``."""
+
+    thread_name = "trainprobe-ui"
 
     def __init__(
         self,
@@ -45,7 +51,6 @@ class UiServer:
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
         )
         self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -53,33 +58,14 @@ class UiServer:
         return self.access.url("/")
 
     def serve_forever(self) -> None:
-        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``."""
+        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``, saying where in
+        ``ui.address_file`` meanwhile."""
         try:
             recorded = record_ui(RunningUi(self.access.origin, self.access.token))
         except OSError:
             recorded = None  # trainprobe run will not print the job's page; the UI works
         try:
-            self._server.run(sockets=[self._socket])
+            super().serve_forever()
         finally:
-            self._socket.close()
             if recorded is not None:
                 forget_ui(recorded)
-
-    def start(self) -> None:
-        """Serve in a background thread; return once it accepts connections."""
-        self._thread = threading.Thread(
-            target=self.serve_forever, name="trainprobe-ui", daemon=True
-        )
-        self._thread.start()
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("the UI server's thread ended before it started serving")
-            self._thread.join(0.01)
-
-    def stop(self) -> None:
-        """Stop serving and wait for it when it runs in the background."""
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._socket.close()
