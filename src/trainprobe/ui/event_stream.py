@@ -18,6 +18,8 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from trainprobe.errors import TrainprobeError
+
 __all__ = ["EVENT_SECONDS", "SETTLED_EVENT_SECONDS", "StreamRefused", "event_stream", "to_json"]
 
 EVENT_SECONDS = 1.0
@@ -25,7 +27,7 @@ SETTLED_EVENT_SECONDS = 5.0
 _KEEP_ALIVE_SECONDS = 15.0
 
 
-class StreamRefused(Exception):
+class StreamRefused(TrainprobeError):
     """The data can no longer be read (the job is gone): the page is told why, and the stream
     ends."""
 
