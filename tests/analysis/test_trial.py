@@ -109,6 +109,18 @@ def test_values_by_global_and_mode_step(tmp_path: Path) -> None:
     assert weight.prev_steps(5, mode=modes.TRAIN) == [0, 5]
 
 
+def test_values_at_reads_many_tensors_of_one_step_as_value_does(tmp_path: Path) -> None:
+    schedule = _training_run(tmp_path)
+    trial = create_trial(str(tmp_path))
+    names = ["CrossEntropyLoss_output_0", "fc.weight", "fc.bias", "no.such.tensor"]
+    for step, _, _ in schedule:
+        found = trial.values_at(step, names)
+        assert sorted(found) == sorted(names[:3])
+        for name, value in found.items():
+            np.testing.assert_array_equal(value, trial.tensor(name).value(step))
+    assert trial.values_at(1, names) == {}  # a step that was not saved
+
+
 def test_values_are_independent_writable_arrays(tmp_path: Path) -> None:
     _training_run(tmp_path)
     trial = create_trial(str(tmp_path))

@@ -368,6 +368,40 @@ class Trial:
                 log.looked_for("collection", saved.name, bool(names))
         return sorted(names)
 
+    def values_at(self, step: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """The values of the tensors ``names`` saved whole at global ``step`` (by the first
+        worker, in sorted order), reading each event file once: what a reader of many scalars
+        by step needs. A tensor with no value there is left out, as is one whose record cannot
+        be read (the trial logs it once)."""
+        by_file: dict[str, list[tuple[str, RecordRef]]] = {}
+        for name in names:
+            tensor = self._tensors.get(name)
+            workers = tensor._steps.get(step) if tensor is not None else None
+            if not workers:
+                continue
+            ref = workers[min(workers)].value
+            if ref is not None:
+                by_file.setdefault(ref.event_file, []).append((name, ref))
+        found: dict[str, np.ndarray] = {}
+        for event_file, wanted in by_file.items():
+            refs = [ref for _, ref in wanted]
+            try:
+                values = step_reader.read_tensor_values(
+                    self.path,
+                    event_file,
+                    [(ref.start, ref.length) for ref in refs],
+                    self._reader,
+                    [ref.checksum for ref in refs],
+                )
+            except FileNotFoundError:
+                continue  # not there yet (being copied to object storage)
+            except (ValueError, EOFError, MemoryError) as error:
+                self._damaged(wanted[0][0], step, ModeKeys.GLOBAL, event_file, error)
+                continue
+            for (name, _), value in zip(wanted, values, strict=True):
+                found[name] = value
+        return found
+
     def has_tensor(self, name: str) -> bool:
         """Whether tensor ``name`` has been saved (refreshing once if it is not known yet)."""
         if name not in self._tensors:

@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "profile": "trainprobe.cli.jobs_command",
     "report": "trainprobe.cli.report_command",
     "serve": "trainprobe.cli.serve_command",
+    "ui": "trainprobe.cli.ui_command",
     "rules": "trainprobe.cli.rules_command",
     "validate": "trainprobe.cli.validate_command",
 }

@@ -53,6 +53,7 @@ from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
+from trainprobe.ui.address_file import running_ui
 
 __all__ = ["build_request", "register", "run"]
 
@@ -500,6 +501,9 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     assert record is not None
     layout = layout_of(record)
     say(f"job {name} started; its files are in {layout.job_dir}")
+    ui = running_ui()
+    if ui is not None:
+        say(f"job page: {ui.job_page(name)}")
     follower: Follower = (
         LiveFollower(layout, args.quiet)
         if _wants_live_view(args)

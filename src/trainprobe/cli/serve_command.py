@@ -20,7 +20,7 @@ from trainprobe.jobs.access_key import PROFILE, AccessKeyFileError, default_path
 from trainprobe.jobs.api_app import ApiLimits
 from trainprobe.jobs.api_server import LOCALHOST, JobApiServer
 
-__all__ = ["DEFAULT_PORT", "register", "serve"]
+__all__ = ["DEFAULT_PORT", "add_address_arguments", "address_argument", "register", "serve"]
 
 DEFAULT_PORT = 8642
 
@@ -37,13 +37,27 @@ requests are taken from the directory trainprobe serve was started in.
 """
 
 
-def _address(text: str) -> str:
+def address_argument(text: str) -> str:
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an IP address; expected one such as 127.0.0.1 or ::1"
         ) from None
+
+
+def add_address_arguments(parser: argparse.ArgumentParser, port: int, other_hosts: str) -> None:
+    """``--port`` (default ``port``) and ``--host`` (default 127.0.0.1; ``other_hosts`` says
+    what another address means) for a server command."""
+    parser.add_argument(
+        "--port", type=int, default=port, help=f"the port (default {port}; 0: any free port)"
+    )
+    parser.add_argument(
+        "--host",
+        type=address_argument,
+        default=LOCALHOST,
+        help=f"the IP address to listen on (default {LOCALHOST}: this machine only; {other_hosts})",
+    )
 
 
 def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,18 +71,10 @@ def register(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"the port (default {DEFAULT_PORT}; 0: any free port)",
-    )
-    parser.add_argument(
-        "--host",
-        type=_address,
-        default=LOCALHOST,
-        help=f"the IP address to listen on (default {LOCALHOST}: this machine only; "
-        "another address lets other machines reach the server, which runs commands as you)",
+    add_address_arguments(
+        parser,
+        DEFAULT_PORT,
+        "another address lets other machines reach the server, which runs commands as you",
     )
     parser.add_argument(
         "--request-timeout",

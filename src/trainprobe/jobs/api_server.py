@@ -27,7 +27,14 @@ from trainprobe.jobs.api_app import ApiLimits, JobApi
 from trainprobe.jobs.http_api import CONTENT_TYPE
 from trainprobe.jobs.store import JobStore
 
-__all__ = ["BACKLOG", "LOCALHOST", "JobApiServer"]
+__all__ = [
+    "BACKLOG",
+    "LOCALHOST",
+    "JobApiServer",
+    "ServerInThread",
+    "listening_socket",
+    "server_config",
+]
 
 LOCALHOST = "127.0.0.1"
 BACKLOG = 2048
@@ -46,6 +53,76 @@ def _raw_error(status: str, name: str, message: str) -> bytes:
         f"x-amzn-RequestId: {os.urandom(16).hex()}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
+
+
+class ServerInThread:
+    """What trainprobe's servers share: uvicorn ``_server`` serving ``_socket`` in the calling
+    thread (``serve_forever``) or in a background one (``start`` and ``stop``)."""
+
+    _server: uvicorn.Server
+    _socket: socket.socket
+    _thread: threading.Thread | None = None
+    thread_name = "trainprobe-server"
+
+    def serve_forever(self) -> None:
+        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``; then let open
+        requests finish and return."""
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._socket.close()
+
+    def start(self) -> None:
+        """Serve in a background thread; return once it accepts connections."""
+        self._thread = threading.Thread(
+            target=self.serve_forever, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the server's thread ended before it started serving")
+            self._thread.join(0.01)
+
+    def stop(self) -> None:
+        """Stop serving (open requests finish first) and wait for it when it runs in the
+        background."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._socket.close()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: any free port) and listening: a busy port is an
+    error at once, and connections wait in the backlog until uvicorn serves them."""
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    bound = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        bound.bind((host, port))
+        bound.listen(BACKLOG)
+    except OSError:
+        bound.close()
+        raise
+    return bound
+
+
+def server_config(app: Any, *, verbose: bool, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for a trainprobe server on a socket it is given: no lifespan, no
+    proxy headers trusted, no Server header, trainprobe's logging (every request when
+    ``verbose``), and ``options``."""
+    return uvicorn.Config(
+        app,
+        lifespan="off",
+        backlog=BACKLOG,
+        proxy_headers=False,
+        server_header=False,
+        log_config=None,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        **options,
+    )
 
 
 class _TimedProtocol(H11Protocol):
@@ -117,10 +194,12 @@ class _TimedProtocol(H11Protocol):
         self.transport.close()
 
 
-class JobApiServer:
+class JobApiServer(ServerInThread):
     """``trainprobe serve``'s server: SageMaker's job operations on ``host``:``port`` (0: any
     free port, see ``port``), for callers signing with ``key`` (default: the key pair in
     ``$TRAINPROBE_HOME/serve-credentials``, created on first use)."""
+
+    thread_name = "trainprobe-serve"
 
     def __init__(
         self,
@@ -133,19 +212,10 @@ class JobApiServer:
         limits: ApiLimits | None = None,
         verbose: bool = False,
     ) -> None:
-        address = ipaddress.ip_address(host)
-        self.host = str(address)
+        self.host = str(ipaddress.ip_address(host))
         self.key = key if key is not None else load_or_create()
         limits = limits or ApiLimits()
-        family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._socket.bind((self.host, port))
-            self._socket.listen(BACKLOG)  # connections wait in the backlog until uvicorn runs
-        except OSError:
-            self._socket.close()
-            raise
+        self._socket = listening_socket(self.host, port)
         self.port = int(self._socket.getsockname()[1])
         app = JobApi(
             key=self.key,
@@ -158,53 +228,18 @@ class JobApiServer:
         protocol = type(
             "JobApiProtocol", (_TimedProtocol,), {"request_seconds": limits.request_seconds}
         )
-        config = uvicorn.Config(
+        config = server_config(
             app,
+            verbose=verbose,
             http=protocol,
-            lifespan="off",
-            backlog=BACKLOG,
             timeout_keep_alive=_KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
             h11_max_incomplete_event_size=_LARGEST_HEAD,
-            proxy_headers=False,
-            server_header=False,
-            log_config=None,
-            log_level="info" if verbose else "warning",
-            access_log=verbose,
         )
         self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The endpoint URL to give a client."""
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}"
-
-    def serve_forever(self) -> None:
-        """Serve until SIGINT or SIGTERM (in the main thread) or ``stop()``; then let open
-        requests finish and return."""
-        try:
-            self._server.run(sockets=[self._socket])
-        finally:
-            self._socket.close()
-
-    def start(self) -> None:
-        """Serve in a background thread; return once it accepts connections."""
-        self._thread = threading.Thread(
-            target=self.serve_forever, name="trainprobe-serve", daemon=True
-        )
-        self._thread.start()
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("the server's thread ended before it started serving")
-            self._thread.join(0.01)
-
-    def stop(self) -> None:
-        """Stop serving (open requests finish first) and wait for it when it runs in the
-        background."""
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._socket.close()

@@ -31,7 +31,10 @@ def rounded(values: Floats | list[float], digits: int = 4) -> list[float | None]
     magnitude = np.floor(np.log10(np.abs(np.where(array == 0, 1.0, array))))
     scale = np.where(np.isfinite(magnitude), 10.0 ** (digits - 1 - magnitude), 1.0)
     out = np.round(array * scale) / scale
-    return [None if not np.isfinite(value) else float(value) for value in out]
+    listed: list[float | None] = out.tolist()
+    for index in np.flatnonzero(~np.isfinite(out)).tolist():
+        listed[index] = None
+    return listed
 
 
 def summary(values: Floats) -> dict[str, Any]:

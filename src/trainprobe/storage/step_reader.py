@@ -148,6 +148,25 @@ def read_tensor_records(
     ]
 
 
+def read_tensor_values(
+    out_dir: str,
+    event_file: str,
+    ranges: Sequence[tuple[int, int]],
+    reader: files.RangeReader | None = None,
+    checksums: Sequence[int | None] | None = None,
+) -> list[np.ndarray]:
+    """Just the values of the records at each (start, length) of an event file: as
+    ``read_tensor_records`` (same arguments and errors) without decoding the rest of each
+    record."""
+    buffers = (reader or files).read_ranges(_event_path(out_dir, event_file), ranges)
+    if checksums is None:
+        checksums = [None] * len(buffers)
+    return [
+        decode_tensor_value(unframe(buffer, checksum=checksum))
+        for buffer, checksum in zip(buffers, checksums, strict=True)
+    ]
+
+
 def read_tensor_value(
     out_dir: str,
     event_file: str,

@@ -1,0 +1,345 @@
+"""One job as the web UI shows it, read from the job store and the job's files.
+
+``JobView`` follows one job for as long as the UI runs: it keeps the job's trial open (the trial
+reads only the index files written since it last looked) and the scalar values and reductions it
+has read, so a live page costs a few small reads a second, not a re-read of the whole job. What
+it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
+(the losses and other scalars by step, each mode apart), ``profile`` (the report's step
+durations and system usage, read by the report's readers), a tensor's history. Long series are cut
+to buckets that keep their minimum and maximum (``report.series.envelope``), so a spike stays
+visible however many steps there are; a range of steps re-buckets from the full series.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from trainprobe.analysis.exceptions import MissingCollectionFiles
+from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.trial import Trial, create_trial
+from trainprobe.capture.collections import CollectionKeys
+from trainprobe.jobs.describe import describe_record, layout_of
+from trainprobe.jobs.progress import rule_verdict, training_step
+from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
+from trainprobe.report.content import DEFAULT_STDDEV
+from trainprobe.report.job_files import JobFiles
+from trainprobe.report.series import BUCKETS, envelope, rounded
+from trainprobe.report.step_durations import step_durations
+from trainprobe.report.system_usage import system_usage
+from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
+from trainprobe.report.xgboost.build import RULE_NAME as XGBOOST_REPORT_RULE
+from trainprobe.report.xgboost.build import is_xgboost_output
+from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
+from trainprobe.storage.metric_series import read_metric_series
+from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.nonfinite_file import read_nonfinite_origin
+from trainprobe.storage.rule_output import read_status
+from trainprobe.ui.tensor_view import Reductions, tensor_at, tensor_history, tensor_index
+
+__all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row"]
+
+log = logging.getLogger(__name__)
+
+SCALAR_COLLECTIONS = (CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS)
+"""The collections whose tensors the job page plots by step."""
+
+_RATE_WINDOW_SECONDS = 10.0
+REFRESH_SECONDS = 0.5
+_T = TypeVar("_T")
+
+
+def _or_none(read: Callable[[], _T], what: str) -> _T | None:
+    """``read()``, or None when the files are not there yet or cannot be read: a page shows
+    what it can."""
+    try:
+        return read()
+    except Exception:
+        log.debug("cannot read %s", what, exc_info=True)
+        return None
+
+
+def bucketed(
+    steps: list[int], values: list[float], lo: float | None, hi: float | None
+) -> dict[str, Any]:
+    """``values`` by step, within ``[lo, hi]`` when given, as at most 1000 buckets keeping each
+    bucket's mean, minimum and maximum; ``points`` is how many steps the buckets hold."""
+    x = np.asarray(steps, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    keep = np.ones(x.shape, dtype=bool)
+    if lo is not None:
+        keep &= x >= lo
+    if hi is not None:
+        keep &= x <= hi
+    x, y = x[keep], y[keep]
+    return {"points": int(x.size), **envelope(x, y)}
+
+
+class JobView:
+    """What the UI reads of one job, kept between looks (see the module docstring)."""
+
+    def __init__(self, record: JobRecord) -> None:
+        self.name = record.name
+        self.layout = layout_of(record)
+        self._lock = threading.RLock()
+        self._steps: deque[tuple[float, int]] = deque()
+        self._trial: Trial | None = None
+        self._scalar_names: tuple[int, list[str]] | None = None
+        self._scalars: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+        """Each scalar tensor's values by mode: (steps, values), in step order."""
+        self._scalars_read_through = -1
+        self._refreshed = 0.0
+        self._framework: str | None = None
+        self._finished_cards: dict[str, dict[str, Any]] = {}
+        self._issues: dict[str, tuple[int | None, list[str]]] = {}
+        self._reductions: dict[str, Reductions] = {}
+
+    # ----- the summary --------------------------------------------------------------------
+
+    def step_and_rate(self, record: JobRecord) -> tuple[int | None, float | None]:
+        """The training's step, and its steps per second over the last ten seconds (None once
+        the job has ended)."""
+        step = _or_none(lambda: training_step(self.layout), "the step")
+        now = time.monotonic()
+        steps = self._steps
+        if step is not None and (not steps or step > steps[-1][1]):
+            steps.append((now, step))
+        while len(steps) > 2 and now - steps[0][0] > _RATE_WINDOW_SECONDS:
+            steps.popleft()
+        if record.finished or len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return step, None
+        return step, (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def summary(self, record: JobRecord) -> dict[str, Any]:
+        """The job's status, step, speed and rules, for the job page's header and cards."""
+        with self._lock:
+            description = describe_record(record)
+            step, rate = self.step_and_rate(record)
+            cards = [
+                self._card(rule, kind)
+                for kind, key in (
+                    ("debugging", "DebugRuleEvaluationStatuses"),
+                    ("profiler", "ProfilerRuleEvaluationStatuses"),
+                )
+                for rule in description.get(key, [])
+            ]
+            origin = _or_none(
+                lambda: read_nonfinite_origin(self.layout.debug_output), "the non-finite origin"
+            )
+        return {
+            **job_row(record, step, rate, cards, self.framework()),
+            "failureReason": record.failure_reason,
+            "stopReason": record.stop_reason,
+            "rules": cards,
+            "nonFinite": None
+            if origin is None
+            else {"step": origin.step, "text": origin.describe()},
+            "reports": sorted(self.report_files()) if record.finished else [],
+        }
+
+    def _card(self, rule: dict[str, Any], kind: str) -> dict[str, Any]:
+        name, status = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+        kept = self._finished_cards.get(name)
+        if kept is not None and kept["status"] == status:
+            return kept  # a final verdict does not change: its files are not read again
+        directory = self.layout.rule_output_dir(name)
+        issue = self._issues.get(name) if status == ISSUES_FOUND else None
+        if issue is None:
+            # The first issue's evidence, read once: a rule goes on evaluating after it.
+            verdict = rule_verdict(directory, name, status, "")
+            issue = (verdict.issue_step, verdict.evidence)
+            if verdict.issue_step is not None:
+                self._issues[name] = issue
+        written = _or_none(lambda: read_status(directory), f"the status of rule {name}")
+        card = {
+            "name": name,
+            "kind": kind,
+            "status": status,
+            "details": rule.get("StatusDetails", ""),
+            "issueStep": issue[0],
+            "evidence": issue[1],
+            "stepsEvaluated": None if written is None else written.steps_evaluated,
+            "stepsSkipped": None if written is None else written.steps_skipped,
+            "tensorsChecked": None if written is None else written.tensors_checked,
+        }
+        if written is not None and written.finished:
+            self._finished_cards[name] = card
+        return card
+
+    def report_files(self) -> dict[str, str]:
+        """The job's reports written so far, by kind: ``profiler`` (the ProfilerReport rule's
+        page) and ``xgboost`` (CreateXgboostReport's)."""
+        layout = self.layout
+        job = JobFiles.of(layout.output_dir, layout.profiler_output, layout.debug_output)
+        found = {}
+        if job.rule_output is not None:
+            found["profiler"] = os.path.join(job.report_dir(), PROFILER_REPORT_HTML)
+        found["xgboost"] = os.path.join(
+            layout.rule_output_dir(XGBOOST_REPORT_RULE), XGBOOST_REPORT_HTML
+        )
+        return {kind: path for kind, path in found.items() if os.path.isfile(path)}
+
+    def framework(self) -> str:
+        """``XGBoost`` or ``PyTorch``, as the hook's collections say; blank before the hook has
+        written them."""
+        if self._framework is None and self.trial() is not None:
+            xgboost = is_xgboost_output(self.layout.debug_output)
+            self._framework = "XGBoost" if xgboost else "PyTorch"
+        return self._framework or ""
+
+    # ----- tensors ------------------------------------------------------------------------
+
+    def trial(self) -> Trial | None:
+        """The job's trial, opened once its collections file exists; it reads the index files
+        written since it last looked at most every ``REFRESH_SECONDS`` (not at every query)."""
+        now = time.monotonic()
+        if self._trial is None:
+            try:
+                self._trial = create_trial(self.layout.debug_output, timeout=0)
+            except (MissingCollectionFiles, OSError, ValueError):
+                return None
+            self._trial.dynamic_refresh = False
+            self._refreshed = now
+        elif now - self._refreshed >= REFRESH_SECONDS and not self._trial.loaded_all_steps:
+            self._trial.refresh_data()
+            self._refreshed = now
+        return self._trial
+
+    def scalar_names(self) -> list[str]:
+        """The tensors of the scalar collections (losses first)."""
+        with self._lock:
+            return self._find_scalar_names()
+
+    def _find_scalar_names(self) -> list[str]:
+        trial = self.trial()
+        if trial is None:
+            return []
+        known = len(trial.tensor_names())
+        if self._scalar_names is not None and self._scalar_names[0] == known:
+            return self._scalar_names[1]
+        names: list[str] = []
+        collections = trial.collections()
+        for collection in SCALAR_COLLECTIONS:
+            if collection in collections:
+                names += [
+                    name for name in trial.tensor_names(collection=collection) if name not in names
+                ]
+        self._scalar_names = (known, names)
+        return names
+
+    def _read_new_scalars(self) -> None:
+        """Read the scalars of every complete step after the last one read: each step's event
+        file once for all of them."""
+        trial = self.trial()
+        if trial is None:
+            return
+        names = self._find_scalar_names()
+        steps = trial.steps()
+        for step in steps[bisect.bisect_right(steps, self._scalars_read_through) :]:
+            mode = (trial.mode(step) or ModeKeys.GLOBAL).name
+            for name, value in trial.values_at(step, names).items():
+                if value.size == 1:
+                    series = self._scalars.setdefault(name, {}).setdefault(mode, ([], []))
+                    series[0].append(step)
+                    series[1].append(float(value.reshape(-1)[0]))
+            self._scalars_read_through = step
+
+    def scalar_chart(
+        self, name: str, lo: float | None = None, hi: float | None = None
+    ) -> dict[str, Any]:
+        """Scalar tensor ``name`` by step: a series per mode, bucketed (see ``bucketed``)."""
+        with self._lock:
+            self._read_new_scalars()
+            return self._chart(name, lo, hi)
+
+    def scalars(self, lo: float | None = None, hi: float | None = None) -> list[dict[str, Any]]:
+        """A chart of each scalar tensor (see ``scalar_chart``)."""
+        with self._lock:
+            self._read_new_scalars()
+            return [self._chart(name, lo, hi) for name in self._find_scalar_names()]
+
+    def _chart(self, name: str, lo: float | None, hi: float | None) -> dict[str, Any]:
+        return {
+            "tensor": name,
+            "series": [
+                {"mode": mode, **bucketed(steps, values, lo, hi)}
+                for mode, (steps, values) in self._scalars.get(name, {}).items()
+            ],
+        }
+
+    def tensors(self) -> dict[str, Any] | None:
+        """Every saved tensor, by collection (``tensor_index``); None before the first."""
+        with self._lock:
+            trial = self.trial()
+            return None if trial is None else tensor_index(trial)
+
+    def tensor_history(self, name: str) -> dict[str, Any] | None:
+        """Tensor ``name``'s reductions and distribution over steps (``tensor_history``)."""
+        with self._lock:
+            trial = self.trial()
+            if trial is None:
+                return None
+            return tensor_history(trial, name, self._reductions.setdefault(name, {}))
+
+    def tensor_at(self, name: str, step: int) -> dict[str, Any] | None:
+        """Tensor ``name``'s value at ``step`` (``tensor_at``)."""
+        with self._lock:
+            trial = self.trial()
+            return None if trial is None else tensor_at(trial, name, step)
+
+    # ----- the profile --------------------------------------------------------------------
+
+    def profile(self, record: JobRecord) -> dict[str, Any]:
+        """The report's step durations and system usage sections as the job's files are now
+        (times in seconds since the job was created), and when the steps ran: the first node's
+        steps, at most ``BUCKETS`` of them evenly spread, with the second each started."""
+        spans = ProfilerOutput(self.layout.profiler_output).steps().spans()
+        series = read_metric_series(self.layout.profiler_output)
+        first = min((span.node_id for span in spans), default=None)
+        started = sorted(
+            (span.step, span.start_us / 1e6 - record.creation_time)
+            for span in spans
+            if span.node_id == first
+        )
+        if len(started) > BUCKETS:
+            picked = np.linspace(0, len(started) - 1, BUCKETS).round().astype(int)
+            started = [started[index] for index in picked]
+        return {
+            "stepDurations": step_durations(spans, DEFAULT_STDDEV),
+            "systemUsage": system_usage(series, record.creation_time, 1.0),
+            "stepTimes": {
+                "steps": [step for step, _ in started],
+                "seconds": rounded([seconds for _, seconds in started], 7),
+            },
+        }
+
+
+def job_row(
+    record: JobRecord,
+    step: int | None,
+    rate: float | None,
+    cards: list[dict[str, Any]],
+    framework: str,
+) -> dict[str, Any]:
+    """A job as the jobs list shows it."""
+    return {
+        "name": record.name,
+        "status": record.status,
+        "secondaryStatus": record.secondary_status,
+        "created": record.creation_time,
+        "started": record.training_start_time,
+        "ended": record.training_end_time if record.status in TERMINAL_STATUSES else None,
+        "step": step,
+        "stepsPerSecond": rate,
+        "framework": framework,
+        "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
+    }

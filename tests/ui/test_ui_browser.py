@@ -1,0 +1,321 @@
+"""``trainprobe ui`` in real headless Chromium, following a real training started by
+``trainprobe run``: the job appears and its step rises on the jobs page, its page follows the step
+and a rule's verdict without a reload, its tensors show their reductions and distribution, and
+its buttons profile the next steps and stop it. No page logs an error or asks for anything but
+the UI's own address. Screenshots are kept in .cache/test-artifacts/ for a person to look at.
+
+One training serves the whole module: its loss turns NaN at step 250, so ExplodingTensor is in
+progress when the job page opens and finds the issue while it is watched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_process import UiProcess, environment, trainprobe_ui, wait_until
+
+from browser import CHROMIUM_FLAGS, chromium_path
+from trainprobe.jobs import JobStore
+
+pytestmark = pytest.mark.slow
+
+TRAINING = Path(__file__).resolve().parents[1] / "jobs" / "plain_training.py"
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "test-artifacts"
+JOB = "ui-live"
+NAN_AT = 250
+
+
+@dataclass
+class Browser:
+    """One Chromium page, and what it did: errors logged, addresses asked for."""
+
+    page: Any
+    ui: UiProcess
+    errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"ui-{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def see(self, chart: str) -> None:
+        """Scroll ``chart`` into view (charts are drawn when seen) and wait for it drawn."""
+        self.page.locator(chart).first.scroll_into_view_if_needed()
+        self.page.wait_for_selector(f"{chart}[data-drawn]")
+
+    def text(self, selector: str) -> str:
+        return str(self.page.locator(selector).inner_text())
+
+    def assert_clean(self) -> None:
+        assert self.errors == []
+        assert [url for url in self.requests if not url.startswith(self.ui.origin + "/")] == []
+
+
+@dataclass
+class Training:
+    process: subprocess.Popen[str]
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiProcess]:
+    with trainprobe_ui(tmp_path_factory.mktemp("ui-browser")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def training(ui: UiProcess) -> Iterator[Training]:
+    """``trainprobe run`` of a training long enough to watch (it is stopped from the UI)."""
+    log = ui.home / "run.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "trainprobe.cli.main", "run", str(TRAINING),
+                "--rule", "ExplodingTensor", "--collection", "weights",
+                "--save-interval", "1", "--plain", "--quiet",
+                "--output", str(ui.home / "out"), "--name", JOB,
+                "--", "--steps", "5000", "--sleep", "0.02", "--nan-at", str(NAN_AT),
+            ],
+            env=environment(ui.home),
+            cwd=ui.home,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+    yield Training(process, log)
+    if process.poll() is None:
+        process.terminate()  # trainprobe run stops the job on SIGINT/SIGTERM
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(ui: UiProcess) -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            page = chromium.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            page.set_default_timeout(120_000)
+            seen = Browser(page, ui)
+            page.on(
+                "console",
+                lambda message: message.type == "error" and seen.errors.append(message.text),
+            )
+            page.on("pageerror", lambda error: seen.errors.append(str(error)))
+            page.on("request", lambda request: seen.requests.append(request.url))
+            page.on("dialog", lambda dialog: dialog.accept())
+            yield seen
+        finally:
+            chromium.close()
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.strip().isdigit() else None
+
+
+def test_the_jobs_page_shows_a_new_job_and_its_step_rising(
+    browser: Browser, request: pytest.FixtureRequest
+) -> None:
+    page = browser.page
+    page.goto(browser.ui.url)
+    page.wait_for_selector("body[data-jobs]")
+    assert page.url == browser.ui.origin + "/"  # the token went into the cookie
+    assert page.locator("tr[data-job]").count() == 0
+
+    request.getfixturevalue("training")  # trainprobe run starts, the page open
+    row = f'tr[data-job="{JOB}"]'
+    page.wait_for_selector(row)  # the job appeared without a reload
+    first = wait_until(lambda: _number(browser.text(f"{row} .step")), "a first step")
+    wait_until(lambda: (_number(browser.text(f"{row} .step")) or 0) > first, "the step to rise")
+    assert "InProgress" in browser.text(row) and "PyTorch" in browser.text(row)
+    page.fill('input[type="search"]', "no-such-job")
+    assert page.locator(row).count() == 0
+    page.fill('input[type="search"]', JOB[:4])
+    assert page.locator(row).count() == 1
+    browser.screenshot("jobs")
+    browser.assert_clean()
+
+
+def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.click(f'tr[data-job="{JOB}"] a')
+    card = '[data-rule="ExplodingTensor"]'
+    page.wait_for_selector(f"{card} .status-InProgress")
+    first = wait_until(lambda: _number(browser.text("#step")), "the job page's step")
+    assert first < NAN_AT, "the rule would have found its issue before the page opened"
+    page.wait_for_selector("#scalar-0[data-drawn]")  # the loss by step
+    page.wait_for_selector(f"{card} .status-IssuesFound")  # the same page, never reloaded
+    assert (_number(browser.text("#step")) or 0) > first
+    evidence = browser.text(card)
+    assert "Issue at step" in evidence and "nan" in evidence.lower()
+    browser.see("#step-durations .chart")
+    browser.see("#system .chart")
+    labels = page.locator("#system-0 .annotation-text").all_text_contents()
+    assert labels and all(label.startswith("step ") for label in labels)  # steps on the time axis
+    assert page.locator("#scalar-0 .scatterlayer .trace").count() >= 1
+    browser.screenshot("job")
+    browser.assert_clean()
+
+    # Dragging across the loss chart zooms in; the chart is bucketed again for that range.
+    page.locator("#scalar-0").scroll_into_view_if_needed()
+    plot = page.locator("#scalar-0 .nsewdrag").bounding_box()
+    assert plot is not None
+    middle = plot["y"] + plot["height"] / 2
+    page.mouse.move(plot["x"] + plot["width"] * 0.2, middle)
+    page.mouse.down()
+    page.mouse.move(plot["x"] + plot["width"] * 0.4, middle, steps=5)
+    page.mouse.up()
+    page.wait_for_selector("#scalar-0[data-zoomed]")
+    wait_until(
+        lambda: any("/scalars?tensor=" in url and "&from=" in url for url in browser.requests),
+        "the zoomed range's request",
+    )
+    browser.assert_clean()
+
+
+def test_a_tensor_shows_its_reductions_and_distribution_over_steps(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/{JOB}/tensors")
+    name = "Sequential_0.weight"  # the first layer's weights, saved at every step
+    page.click(f'[data-tensor="{name}"]')
+
+    page.wait_for_selector("#reductions[data-drawn]")
+    page.wait_for_selector("#distribution[data-drawn]")
+    assert browser.text("#tensor-title") == name
+    assert page.locator("#reductions .scatterlayer .trace").count() >= 3
+    assert page.locator("#distribution .hm image, #distribution image").count() >= 1
+    page.wait_for_selector("#value table.matrix td")
+    assert "shape [" in browser.text("#value")
+    for tensor in ("Sequential_0.weight", "Sequential_2.weight"):  # both on one chart
+        page.check(f'input[aria-label="draw {tensor}"]')
+    page.wait_for_selector('#overlay[data-drawn="2"]')
+    legend = page.locator("#overlay .legendtext").all_text_contents()
+    assert {"Sequential_0.weight TRAIN", "Sequential_2.weight TRAIN"} <= set(legend)
+    browser.screenshot("tensors")
+    browser.assert_clean()
+
+    # A name made up by a request is looked up among the trial's tensors, never followed.
+    status, _, body = browser.ui.request(
+        "GET", f"/api/jobs/{JOB}/tensor?name=..%2F..%2Fjobs.sqlite"
+    )
+    assert status == 404 and b"saved no tensor" in body
+
+
+def test_profile_the_next_steps_then_stop_the_job_from_its_page(
+    browser: Browser, training: Training
+) -> None:
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/{JOB}")
+    page.wait_for_selector("#status .status-InProgress")
+    page.fill("#profile-steps", "3")
+    page.click("#profile")
+    page.wait_for_selector("#action-message:has-text('Detailed profiling from step')")
+    record = JobStore(browser.ui.home / "jobs.sqlite").get(JOB)
+    assert record is not None and record.profiler_config is not None
+    detailed = record.profiler_config["ProfilingParameters"]["DetailedProfilingConfig"]
+    assert '"NumSteps": 3' in detailed
+
+    page.click("#stop")
+    page.wait_for_selector("#status .status-Stopped")  # Stopping, then Stopped, live
+    assert training.process.wait(timeout=120) is not None
+    assert "job page: http://127.0.0.1:" in training.log.read_text()
+    browser.screenshot("job-stopped")
+    browser.assert_clean()
+
+
+def _trainprobe_run(
+    ui: UiProcess, name: str, script: Path, *arguments: str, rules: tuple[str, ...] = ()
+) -> None:
+    subprocess.run(
+        [
+            sys.executable, "-m", "trainprobe.cli.main", "run", str(script), "--plain",
+            "--quiet", "--save-interval", "1", "--output", str(ui.home / "out"), "--name", name,
+            *(word for rule in rules for word in ("--rule", rule)), "--", *arguments,
+        ],
+        env=environment(ui.home),
+        cwd=ui.home,
+        capture_output=True,
+        timeout=300,
+    )  # fmt: skip
+
+
+def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: Training) -> None:
+    _trainprobe_run(browser.ui, "ui-short", TRAINING, "--steps", "30", "--lr", "0.2")
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/compare?job={JOB}&job=ui-short")
+
+    page.wait_for_selector("#compare-chart[data-drawn]")
+    names = page.locator("#compare-chart .legendtext").all_text_contents()
+    assert any(JOB in name for name in names) and any("ui-short" in name for name in names)
+    assert browser.text("#compare-tensor") == "CrossEntropyLoss_output_0"
+    browser.screenshot("compare")
+    browser.assert_clean()
+
+    # A finished job's page embeds its profiler report, which draws its plots in a sandbox.
+    page.goto(f"{browser.ui.origin}/jobs/ui-short")
+    page.locator('iframe[data-report="profiler"]').scroll_into_view_if_needed()
+    report = page.frame_locator('iframe[data-report="profiler"]')
+    report.locator("body[data-plots-drawn]").wait_for(state="attached")
+    assert "Step durations" in report.locator("body").inner_text()
+    browser.assert_clean()
+
+    # Zooming asks for a range of steps, bucketed again from every step in it.
+    whole = browser.ui.get_json(f"/api/jobs/{JOB}/scalars")[0]["series"][0]
+    loss = "CrossEntropyLoss_output_0"
+    part = browser.ui.get_json(f"/api/jobs/{JOB}/scalars?tensor={loss}&from=10&to=40")
+    part = part[0]["series"][0]
+    assert part["points"] == 31 < whole["points"]
+    assert part["x"][0] == 10 and part["x"][-1] == 40
+
+
+def test_html_in_a_jobs_files_is_shown_as_text(browser: Browser, training: Training) -> None:
+    _trainprobe_run(browser.ui, "ui-html", Path(__file__).with_name("html_failure_training.py"))
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/ui-html")
+
+    page.wait_for_selector("#status .status-Failed")
+    banner = browser.text(".banner")
+    assert "<img src=x onerror=" in banner and "<b>bold</b>" in banner
+    assert page.locator("main img, main b").count() == 0
+    assert page.title() == "trainprobe"
+    browser.assert_clean()
+
+
+def test_an_xgboost_jobs_page_shows_its_metrics_and_embeds_its_report(
+    browser: Browser, training: Training
+) -> None:
+    script = Path(__file__).resolve().parents[1] / "capture" / "xgboost_training.py"
+    _trainprobe_run(
+        browser.ui, "ui-xgboost", script, "--rounds", "8", rules=("CreateXgboostReport",)
+    )
+    page = browser.page
+    page.goto(f"{browser.ui.origin}/jobs/ui-xgboost")
+
+    page.wait_for_selector("#status .status-Completed")
+    assert "XGBoost" in browser.text(".facts")
+    browser.see("#scalar-0")  # its evaluation metrics by round
+    assert "-" in str(page.locator("#scalar-0").get_attribute("data-tensor"))
+    page.locator('iframe[data-report="xgboost"]').scroll_into_view_if_needed()
+    report = page.frame_locator('iframe[data-report="xgboost"]')
+    report.locator("body[data-plots-drawn]").wait_for(state="attached")
+    browser.screenshot("xgboost-job")
+    browser.assert_clean()
