@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import trainprobe.pytorch as smd
-from trainprobe.capture.pytorch import host_copy
+from trainprobe.capture.pytorch import device_reductions, host_copy
 from trainprobe.trials import create_trial
 
 READ_BACK = "aten._local_scalar_dense.default"
@@ -141,8 +141,10 @@ def test_modules_are_hooked_only_in_the_steps_that_save_them(tmp_path: Path) -> 
 
 
 def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection_and_pass(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The CUDA boundary: reduce as on a device that launches a kernel per operation.
+    monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
     options: dict[str, Any] = {
         "save_config": smd.SaveConfig(save_interval=1),
         "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),

@@ -1,7 +1,8 @@
 """Reductions the hook computes on the device equal numpy's, for each dtype the hook takes.
 
 The raw tensor is saved beside its reductions, so each saved reduction is checked against
-numpy applied to the saved raw value (float64 arithmetic). std and variance are population
+numpy applied to the saved raw value (float64 arithmetic), as each tensor is reduced on the CPU
+and as tensors are reduced together on a GPU. std and variance are population
 statistics (ddof=0), the same as the trial computes from a raw tensor.
 """
 
@@ -15,6 +16,7 @@ import torch
 from hook_training import Net, run
 
 import trainprobe.pytorch as smd
+from trainprobe.capture.pytorch import device_reductions
 from trainprobe.trials import create_trial
 
 ALL = ["min", "max", "mean", "std", "variance", "sum", "prod"]
@@ -31,10 +33,15 @@ NUMPY = {
 }
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["one by one", "batched as on a GPU"])
 @pytest.mark.parametrize(
     ("dtype", "rtol"), [(torch.float32, 2e-6), (torch.float64, 1e-12), (torch.bfloat16, 2e-6)]
 )
-def test_every_reduction_matches_numpy(tmp_path: Path, dtype: torch.dtype, rtol: float) -> None:
+def test_every_reduction_matches_numpy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, rtol: float, batched: bool
+) -> None:
+    if batched:  # the CUDA boundary: segment reductions over a flat buffer of the tensors
+        monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
     torch.manual_seed(0)
     model = Net(width=5).to(dtype)
     config = smd.ReductionConfig(

@@ -6,12 +6,19 @@ the population variance, and, only when asked for, the minimum and variance of t
 values. Everything else is derived from those on the host, by the writer thread: ``mean`` is the
 sum over the count, ``std`` the root of the variance, ``abs_max`` the larger magnitude of min and
 max, ``abs_sum``/``abs_l1`` the l1 norm, ``abs_mean`` the l1 norm over the count, ``abs_l2`` the
-l2 norm and ``abs_prod`` the magnitude of the product. Tensors that share a device, a dtype and
-the requested reductions have their norms taken together (``torch._foreach_norm``).
+l2 norm and ``abs_prod`` the magnitude of the product.
 
-Nothing is read back while the step runs: the results stay on the device as 0-d tensors until the
-step ends, when they are stacked into one float64 tensor and copied to the host in one go; the
-writer thread waits for that copy, derives the reductions and writes them.
+On a GPU, tensors captured together (a model's parameters, a step's gradients) that share a dtype
+and the requested reductions are reduced together, whatever their number: the norms in one
+multi-tensor kernel each (``torch._foreach_norm``), the other passes over one flat buffer of them
+all, one segment reduction per pass (``torch.segment_reduce``). A step so launches a constant
+number of kernels per group and pass, not per tensor (the flat buffer is built in pieces of at
+most ``FLAT_ELEMENTS`` values, so that it stays small next to the model). On the CPU, where an
+operation launches nothing, each tensor is reduced by itself, which runs faster there.
+
+Nothing is read back while the step runs: the results stay on the device until the step ends,
+when they are gathered into one float64 tensor and copied to the host in one go; the writer
+thread waits for that copy, derives the reductions and writes them.
 
 Passes run in float32 (float64 for float64 and 32/64-bit integer tensors, which float32 cannot
 hold exactly); reductions are saved as float32, or float64 for those wide tensors. ``std`` and
@@ -112,6 +119,11 @@ def saved_dtype(dtype: torch.dtype) -> str:
     return "float64" if _accumulate_dtype(dtype) == torch.float64 else "float32"
 
 
+BATCHED_DEVICES = {"cuda"}
+"""Device types that run each operation as a kernel launch: there a group of tensors is reduced
+in a constant number of operations. Elsewhere (the CPU) each tensor gets its own few operations:
+a CPU runs per-tensor reductions faster than segment reductions over a flat copy."""
+
 FLAT_ELEMENTS = 1 << 26
 """The most values one flat buffer of a group's tensors holds (256 MB in float32)."""
 
@@ -157,8 +169,8 @@ def _variance(flat: torch.Tensor, lengths: torch.Tensor, counts: torch.Tensor) -
 def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch.Tensor:
     """The passes' results for ``tensors`` (one device and dtype): a (tensors, results) matrix in
     the accumulation dtype, each row in the order of ``passes``."""
-    if len(tensors) == 1:
-        return _reduce_one(tensors[0], passes)
+    if len(tensors) == 1 or tensors[0].device.type not in BATCHED_DEVICES:
+        return torch.cat([_reduce_one(tensor, passes) for tensor in tensors])
     rows = []
     for piece in _pieces(tensors):
         members = [tensors[i] for i in piece]

@@ -206,7 +206,7 @@ class NonFiniteGuard:
         self._where: _Where = (-1, ModeKeys.GLOBAL, -1)
         self._kept: list[KeptForward] = []
         self._losses: dict[int, tuple[str, torch.Tensor]] = {}
-        self._outputs: list[torch.Tensor] = []
+        self._outputs: list[Any] = []  # the models' outputs, taken apart only when checked
         self._gradients_checked = False
         self._checked_parameters: list[tuple[str, torch.Tensor]] = []
         self._implied: set[str] = set()
@@ -262,8 +262,7 @@ class NonFiniteGuard:
     def add_output(self, outputs: Any) -> None:
         """A model's outputs, checked when the step computes no loss."""
         if self.origin is None:
-            tensors = naming.module_tensors(outputs)
-            self._outputs.extend(t for t in tensors if t.is_floating_point())
+            self._outputs.append(outputs)
 
     def check_update(self) -> None:
         """An optimizer is about to step: check the losses so far and the gradients."""
@@ -287,9 +286,14 @@ class NonFiniteGuard:
                 gradients, grads = self._take_gradients()
                 checked, tensors = checked + gradients, tensors + grads
                 if not tensors:
+                    tensors = [
+                        tensor
+                        for outputs in self._outputs
+                        for tensor in naming.module_tensors(outputs)
+                        if tensor.is_floating_point()
+                    ]
                     top = self._top_name()
-                    checked = [_Checked(_OUTPUT, top, i) for i in range(len(self._outputs))]
-                    tensors = self._outputs
+                    checked = [_Checked(_OUTPUT, top, i) for i in range(len(tensors))]
             if tensors:
                 self._check(checked, tensors, update=False)
         self._kept, self._outputs = [], []

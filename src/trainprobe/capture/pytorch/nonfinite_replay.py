@@ -42,13 +42,15 @@ def keep_forward(
     model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> KeptForward:
     """What a forward of ``model`` starts from (no copy of a tensor: references and host state)."""
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
-    autocast = [
-        (device, True, torch.get_autocast_dtype(device))
-        for device in ("cuda", "cpu")
-        if torch.is_autocast_enabled(device)
-    ]
-    return KeptForward(model, args, dict(kwargs), torch.get_rng_state(), cuda_rng, autocast)
+    autocast = []
+    if torch.is_autocast_enabled("cpu"):
+        autocast.append(("cpu", True, torch.get_autocast_dtype("cpu")))
+    cuda_rng = None
+    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        cuda_rng = torch.cuda.get_rng_state_all()
+        if torch.is_autocast_enabled("cuda"):
+            autocast.append(("cuda", True, torch.get_autocast_dtype("cuda")))
+    return KeptForward(model, args, kwargs, torch.get_rng_state(), cuda_rng, autocast)
 
 
 @dataclass
