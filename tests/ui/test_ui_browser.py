@@ -22,6 +22,8 @@ from ui_process import UiProcess, environment, trainprobe_ui, wait_until
 
 from browser import CHROMIUM_FLAGS, chromium_path
 from trainprobe.jobs import JobStore
+from trainprobe.jobs.describe import layout_of
+from trainprobe.storage.flight_captures import list_captures
 
 pytestmark = pytest.mark.slow
 
@@ -228,11 +230,16 @@ def test_profile_the_next_steps_then_stop_the_job_from_its_page(
     page.wait_for_selector("#status .status-InProgress")
     page.fill("#profile-steps", "3")
     page.click("#profile")
-    page.wait_for_selector("#action-message:has-text('Detailed profiling from step')")
+    page.wait_for_selector("#action-message:has-text('profiles the next 3 steps')")
+    # The job's flight recorder got the request: a capture of the next 3 steps appears.
     record = JobStore(browser.ui.home / "jobs.sqlite").get(JOB)
-    assert record is not None and record.profiler_config is not None
-    detailed = record.profiler_config["ProfilingParameters"]["DetailedProfilingConfig"]
-    assert '"NumSteps": 3' in detailed
+    assert record is not None
+    profiler_output = layout_of(record).profiler_output
+    [capture] = wait_until(
+        lambda: [c for c in list_captures(profiler_output) if c.trigger == "request"],
+        "a capture of the requested steps",
+    )
+    assert len(capture.steps) == 3
 
     page.click("#stop")
     page.wait_for_selector("#status .status-Stopped")  # Stopping, then Stopped, live

@@ -118,7 +118,9 @@ def test_profiling_steps_outside_the_allowed_range_is_refused_by_name(ui: UiProc
     )
 
     assert status == 400
-    assert json.loads(body)["error"] == "steps=0: a whole number from 1 to 1000"
+    assert (
+        json.loads(body)["error"] == "Steps: 0 is not valid; a whole number of steps from 1 to 20"
+    )
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.training_job import validate_training_job_name
-from trainprobe.jobs.control import stop_training_job, update_training_job
+from trainprobe.jobs.control import profile_training_job, stop_training_job
 from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
@@ -32,9 +32,8 @@ from trainprobe.ui.access import Access, RequireAccess
 from trainprobe.ui.event_stream import StreamRefused, event_stream, to_json
 from trainprobe.ui.job_view import JobView
 
-__all__ = ["MOST_PROFILED_STEPS", "ui_app"]
+__all__ = ["ui_app"]
 
-MOST_PROFILED_STEPS = 1000
 _LARGEST_BODY = 4096
 
 _PAGES = frozenset({"jobs", "job", "tensors", "compare"})
@@ -281,31 +280,14 @@ def ui_app(
     async def profile_steps(request: Request) -> Response:
         body = await _body(request)
         steps = body.get("steps")
-        if (
-            isinstance(steps, bool)
-            or not isinstance(steps, int)
-            or not 1 <= steps <= MOST_PROFILED_STEPS
-        ):
-            raise _Refused(400, f"steps={steps!r}: a whole number from 1 to {MOST_PROFILED_STEPS}")
 
-        def act() -> int:
+        def act() -> None:
             record = jobs.record(request.path_params["name"])
-            step, _ = jobs.view(record).step_and_rate(record)
-            start = (step or 0) + 1
-            detailed = json.dumps({"StartStep": start, "NumSteps": steps})
-            update_training_job(
-                {
-                    "TrainingJobName": record.name,
-                    "ProfilerConfig": {
-                        "ProfilingParameters": {"DetailedProfilingConfig": detailed}
-                    },
-                },
-                store=store,
-            )
-            return start
+            request_dict = {"TrainingJobName": record.name, "Steps": steps}
+            profile_training_job(request_dict, store=store, requested_by="the web UI")
 
-        start = await in_thread(act)
-        return _json({"startStep": start, "numSteps": steps})
+        await in_thread(act)
+        return _json({"steps": steps})
 
     def stream(request: Request, event: str, read: Callable[[], tuple[Any, bool]]) -> Response:
         def looked_at() -> tuple[Any, bool]:

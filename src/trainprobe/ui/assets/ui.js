@@ -252,7 +252,7 @@ function jobPage() {
   let lastProfile = 0;
   const facts = el("div", { class: "facts" });
   const message = el("span", { class: "note", id: "action-message" });
-  const count = el("input", { type: "number", min: "1", max: "1000", value: "10", id: "profile-steps", "aria-label": "steps to profile" });
+  const count = el("input", { type: "number", min: "1", max: "20", value: "2", id: "profile-steps", "aria-label": "steps to profile" });
   const stopButton = el("button", { class: "danger", id: "stop", onclick: stop }, "Stop job");
   const profileButton = el("button", { id: "profile", onclick: profile }, "Profile next N steps");
   const links = el("span");
@@ -345,7 +345,7 @@ function jobPage() {
     if (!confirm(`Profile the next ${steps} steps of ${name} in detail?`)) return;
     try {
       const answer = await postJson(apiPath(name, "/profile-steps"), { steps });
-      message.textContent = `Detailed profiling from step ${answer.startStep} for ${answer.numSteps} steps`;
+      message.textContent = `The flight recorder profiles the next ${answer.steps} steps`;
     } catch (error) { message.textContent = String(error.message); }
   }
 
