@@ -319,8 +319,6 @@ class Hook(SmdebugSurface):
         self._optimizers: dict[int, bool] = {}
         self._spikes_announced = False
         self.spikes = self._spike_guard(training_rules or [])
-        if self.guard is not None or self.spikes is not None:
-            self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         if follow_training:
             self.start_following_training()
         _singleton = self
@@ -420,6 +418,9 @@ class Hook(SmdebugSurface):
             self.profiler.register_module(model)
         top = type(model).__name__
         self._top_names[id(model)] = top
+        if not self._models and (self.guard is not None or self.spikes is not None):
+            # Checks at each update of the first model registered (any optimizer's).
+            self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         self._models.append(model)
         # Following the training, the step's mode is decided before the profiler starts it.
         self._handles.append(
