@@ -688,14 +688,14 @@ class Hook(SmdebugSurface):
     def _end_train_step(self) -> None:
         if self._active:
             # The gradients the optimizer used: summed over the step's micro-batches.
-            for parameters in self._registered.values():
-                gradients = [
-                    (naming.gradient_name(name), parameter.grad)
-                    for name, parameter in parameters
-                    if parameter.grad is not None
-                ]
-                self._capture.capture(gradients)
+            self._save_gradients(self._saved_parameters)
         self._finish_step()
+
+    def _save_gradients(self, parameters: list[tuple[str, torch.nn.Parameter]]) -> None:
+        """Save the ``.grad`` of each (saved name, parameter) that has one, together."""
+        self._capture.capture(
+            [(naming.gradient_name(name), p.grad) for name, p in parameters if p.grad is not None]
+        )
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
@@ -755,14 +755,13 @@ class Hook(SmdebugSurface):
         """A parameter's gradient hook in a saved step: the gradients the backward computed are
         saved together from ``.grad`` when it ends (their reductions batched; holding the
         tensor the hook sees would make autograd copy it into ``.grad``)."""
-        gradient = naming.gradient_name(name)
 
         def gradient_hook(grad: torch.Tensor) -> None:
             if not self._active:
                 return
             if not self._backward_gradients:
                 when_backward_ends(self._save_backward_gradients)
-            self._backward_gradients.append((gradient, parameter))
+            self._backward_gradients.append((name, parameter))
 
         return gradient_hook
 
@@ -1012,13 +1011,7 @@ class Hook(SmdebugSurface):
             return
         for name, loss in losses:
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
-        self._capture.capture(
-            [
-                (naming.gradient_name(name), parameter.grad)
-                for name, parameter in self._saved_parameters
-                if parameter.grad is not None
-            ]
-        )
+        self._save_gradients(self._saved_parameters)
 
     def _save_replayed(self, name: str, inputs: Any, outputs: Any) -> None:
         """A module of a non-finite step's replay, from its origin on: saved in full."""
@@ -1062,8 +1055,7 @@ class Hook(SmdebugSurface):
     def _save_backward_gradients(self) -> None:
         computed, self._backward_gradients = self._backward_gradients, []
         if self._active:
-            gradients = [(name, p.grad) for name, p in computed if p.grad is not None]
-            self._capture.capture(gradients)
+            self._save_gradients(computed)
 
     @_guarded
     def _save_named(self, name: str, suffix: str, value: Any) -> None:

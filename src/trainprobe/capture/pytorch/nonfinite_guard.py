@@ -209,7 +209,6 @@ class NonFiniteGuard:
         self._outputs: list[Any] = []  # the models' outputs, taken apart only when checked
         self._gradients_checked = False
         self._checked_parameters: list[tuple[str, torch.Tensor]] = []
-        self._implied: set[str] = set()
         self._parameters: dict[str, list[tuple[str, torch.Tensor]]] = {}
         self._module_of: dict[str, str] = {}
         self._pending: list[_Pending] = []
@@ -234,7 +233,6 @@ class NonFiniteGuard:
             and bias.requires_grad
         ):
             implied = {key for key, tensor in parameters if tensor is not bias}
-        self._implied.update(implied)
         for key, tensor in parameters:
             self._module_of[key] = name
             if key not in implied and tensor.requires_grad:
@@ -269,10 +267,7 @@ class NonFiniteGuard:
         self._read_pending(block=True)  # before the copy of the parameters is refreshed
         if not self.on:
             return
-        checked, tensors = self._take_losses()
-        if self.origin is None and not self._gradients_checked:
-            gradients, grads = self._take_gradients()
-            checked, tensors = checked + gradients, tensors + grads
+        checked, tensors = self._take_unchecked()
         if tensors:
             self._check(checked, tensors, update=True)
 
@@ -281,19 +276,17 @@ class NonFiniteGuard:
         of the step before (GPU)."""
         self._read_pending()
         if self.on:
-            checked, tensors = self._take_losses()
-            if self.origin is None and not self._gradients_checked:
-                gradients, grads = self._take_gradients()
-                checked, tensors = checked + gradients, tensors + grads
-                if not tensors:
-                    tensors = [
-                        tensor
-                        for outputs in self._outputs
-                        for tensor in naming.module_tensors(outputs)
-                        if tensor.is_floating_point()
-                    ]
-                    top = self._top_name()
-                    checked = [_Checked(_OUTPUT, top, i) for i in range(len(tensors))]
+            first_check = not self._gradients_checked  # no update checked this step
+            checked, tensors = self._take_unchecked()
+            if not tensors and first_check and self.origin is None:
+                tensors = [
+                    tensor
+                    for outputs in self._outputs
+                    for tensor in naming.module_tensors(outputs)
+                    if tensor.is_floating_point()
+                ]
+                top = self._top_name()
+                checked = [_Checked(_OUTPUT, top, i) for i in range(len(tensors))]
             if tensors:
                 self._check(checked, tensors, update=False)
         self._kept, self._outputs = [], []
@@ -302,13 +295,15 @@ class NonFiniteGuard:
         """The training ends: read what is still pending."""
         self._read_pending(block=True, closing=True)
 
-    def _take_losses(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+    def _take_unchecked(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+        """The losses computed since the last check, and the gradients if the step's were not
+        checked yet (and no origin is known)."""
         losses, self._losses = list(self._losses.values()), {}
-        return [_Checked(_LOSS, name) for name, _ in losses], [loss for _, loss in losses]
-
-    def _take_gradients(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+        checked = [_Checked(_LOSS, name) for name, _ in losses]
+        tensors = [loss for _, loss in losses]
+        if self.origin is not None or self._gradients_checked:
+            return checked, tensors
         self._gradients_checked = True
-        checked, tensors = [], []
         for key, parameter in self._checked_parameters:
             grad = parameter.grad
             if grad is not None and grad.is_floating_point():
