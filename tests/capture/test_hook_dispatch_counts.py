@@ -38,23 +38,28 @@ class Dispatched(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def mlp(blocks: int) -> nn.Sequential:
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def mlp(blocks: int, device: str = "cpu") -> nn.Sequential:
     torch.manual_seed(0)
     layers: list[nn.Module] = []
     for _ in range(blocks):
         layers += [nn.Linear(16, 16), nn.LayerNorm(16), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(16, 3))
+    return nn.Sequential(*layers, nn.Linear(16, 3)).to(device)
 
 
 def steps_dispatched(model: nn.Module, hook: smd.Hook | None) -> Counter[str]:
     """The operations of STEPS training steps, after two warm-up steps."""
+    device = next(model.parameters()).device
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     if hook is not None:
         hook.register_module(model)
         if not hook.follow_training:
             hook.register_loss(loss_fn)
-    inputs, labels = torch.randn(8, 16), torch.randint(0, 3, (8,))
+    inputs = torch.randn(8, 16, device=device)
+    labels = torch.randint(0, 3, (8,), device=device)
 
     def step() -> None:
         optimizer.zero_grad()
@@ -70,10 +75,10 @@ def steps_dispatched(model: nn.Module, hook: smd.Hook | None) -> Counter[str]:
     return dispatched.counts
 
 
-def added_per_step(blocks: int, **hook_options: Any) -> Counter[str]:
-    alone = steps_dispatched(mlp(blocks), None)
+def added_per_step(blocks: int, device: str = "cpu", **hook_options: Any) -> Counter[str]:
+    alone = steps_dispatched(mlp(blocks, device), None)
     out = hook_options.pop("out")
-    hooked = steps_dispatched(mlp(blocks), smd.Hook(str(out), **hook_options))
+    hooked = steps_dispatched(mlp(blocks, device), smd.Hook(str(out), **hook_options))
     added = hooked - alone
     assert all(count % STEPS == 0 for count in added.values()), added
     assert not (alone - hooked), "the hook removed operations of the training"
@@ -115,6 +120,19 @@ def test_as_on_a_gpu_the_check_is_copied_to_the_host_and_the_parameters_kept_in_
     assert small == Counter(
         {"aten._foreach_norm.Scalar": 1, "aten.stack.default": 1, "aten._foreach_copy_.default": 1}
     )
+
+
+@CUDA
+def test_on_a_real_gpu_a_step_that_saves_nothing_launches_a_few_kernels_and_reads_nothing(
+    tmp_path: Path,
+) -> None:
+    small = added_per_step(2, "cuda", out=tmp_path / "small")
+    large = added_per_step(30, "cuda", out=tmp_path / "large")
+    assert small == large, (small, large)
+    # The fused check, and the flags and parameters copied without blocking.
+    assert small["aten._foreach_norm.Scalar"] == 1 and small["aten._foreach_copy_.default"] == 1
+    assert sum(small.values()) <= 10, small
+    assert READ_BACK not in small
 
 
 def test_modules_are_hooked_only_in_the_steps_that_save_them(tmp_path: Path) -> None:
@@ -162,3 +180,21 @@ def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection
     assert small_work["aten._foreach_norm.Scalar"] == 2 + 1  # the l2 norms and the guard's
     assert READ_BACK not in small_work
     assert sum(small_work.values()) <= 30
+
+
+@CUDA
+def test_on_a_real_gpu_reductions_are_batched_per_collection(tmp_path: Path) -> None:
+    options: dict[str, Any] = {
+        "save_config": smd.SaveConfig(save_interval=1),
+        "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),
+        "include_collections": ["weights", "biases", "gradients", "losses"],
+    }
+    small = added_per_step(2, "cuda", out=tmp_path / "small", **options)
+    large = added_per_step(30, "cuda", out=tmp_path / "large", **options)
+    views = {"aten.view.default", "aten.detach.default", "aten.split_with_sizes.default"}
+    small_work = Counter({op: n for op, n in small.items() if op not in views})
+    large_work = Counter({op: n for op, n in large.items() if op not in views})
+    assert small_work == large_work, (small_work, large_work)
+    assert small_work["aten.segment_reduce.default"] == 6
+    assert READ_BACK not in small_work
+    assert sum(small_work.values()) <= 40, small_work

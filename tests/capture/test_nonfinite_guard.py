@@ -67,11 +67,13 @@ def train(
     after_step: threading.Event | None = None,
     after_update: Callable[[int], None] = lambda step: None,
     closure: bool = False,
+    device: str = "cpu",
 ) -> None:
-    """SGD on random data, saving every 100 steps; after step BAD_STEP + 1, wait for
-    ``after_step`` when given (a rule following the job live must set it). ``after_update``
+    """SGD on random data on ``device``, saving every 100 steps; after step BAD_STEP + 1, wait
+    for ``after_step`` when given (a rule following the job live must set it). ``after_update``
     is called with each step after the optimizer's update; with ``closure`` the forward and
     backward run in a closure given to the optimizer's step."""
+    net.to(device)
     hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=100))
     hook.register_module(net)
     loss_fn = nn.MSELoss()
@@ -82,11 +84,12 @@ def train(
         for module in net.modules():
             if isinstance(module, Stepped):
                 module.step.fill_(step)
-        inputs = torch.randn(16, 6, generator=generator)
+        inputs = torch.randn(16, 6, generator=generator).to(device)
+        target = torch.zeros(16, 3, device=device)
 
         def forward_and_backward() -> torch.Tensor:
             optimizer.zero_grad()
-            loss = loss_fn(net(inputs), torch.zeros(16, 3))  # noqa: B023
+            loss = loss_fn(net(inputs), target)  # noqa: B023
             loss.backward()
             return loss
 
@@ -315,6 +318,16 @@ def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "device",
+    [
+        "emulated",
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+        ),
+    ],
+)
+@pytest.mark.parametrize(
     ("scenario", "origin_step", "kind", "module", "what"),
     [
         ("forward", BAD_STEP, "output", "3", "infinity"),
@@ -323,19 +336,22 @@ def test_smdebug_still_reads_the_output(tmp_path: Path) -> None:
         ("update", BAD_STEP + 1, "parameter", "Sequential_2.weight", "infinity"),
     ],
 )
-def test_as_on_a_gpu_the_origin_is_read_a_step_late_and_located_with_the_kept_parameters(
+def test_on_a_gpu_the_origin_is_read_a_step_late_and_located_with_the_kept_parameters(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    device: str,
     scenario: str,
     origin_step: int,
     kind: str,
     module: str,
     what: str,
 ) -> None:
-    # The CUDA boundary: a device whose values the host cannot read without waiting. The
-    # flags are read at the next update, when the failing step has been updated already: the
-    # replay runs on the copy of the parameters its forward used.
-    monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
+    # A device whose values the host cannot read without waiting (a real GPU, or the CPU made
+    # to look like one at the CUDA boundary). The flags are read at the next update, when the
+    # failing step has been updated already: the replay runs on the copy of the parameters its
+    # forward used.
+    if device == "emulated":
+        monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
     after_update: Callable[[int], None] = lambda step: None  # noqa: E731
     if scenario == "forward":
         net: nn.Module = model()
@@ -346,7 +362,13 @@ def test_as_on_a_gpu_the_origin_is_read_a_step_late_and_located_with_the_kept_pa
         net = backward_model()
     else:
         net, after_update = parameter_broken_by_an_update()
-    train(tmp_path, net, BAD_STEP + 4, after_update=after_update)
+    train(
+        tmp_path,
+        net,
+        BAD_STEP + 4,
+        after_update=after_update,
+        device="cpu" if device == "emulated" else device,
+    )
     origin = create_trial(str(tmp_path)).nonfinite_origin()
     assert origin is not None
     assert (origin.step, origin.kind, origin.module, origin.what) == (
