@@ -34,7 +34,7 @@ class Seen:
 
 
 def as_numpy(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.detach().float().numpy().copy()
+    return tensor.detach().float().cpu().numpy().copy()
 
 
 def run(
@@ -44,8 +44,10 @@ def run(
     *,
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
 ) -> Seen:
-    """Train or evaluate ``model`` for each (mode, steps) phase; record what the steps saw."""
+    """Train or evaluate ``model`` (on ``device``) for each (mode, steps) phase; record what
+    the steps saw."""
     generator = torch.Generator().manual_seed(seed)
     loss_fn = nn.CrossEntropyLoss()
     hook.register_loss(loss_fn)
@@ -55,8 +57,8 @@ def run(
     for mode, count in phases:
         hook.set_mode(mode)
         for _ in range(count):
-            inputs = torch.randn(4, 6, generator=generator).to(dtype)
-            labels = torch.randint(0, 3, (4,), generator=generator)
+            inputs = torch.randn(4, 6, generator=generator).to(device, dtype)
+            labels = torch.randint(0, 3, (4,), generator=generator).to(device)
             seen.weights[step] = {n: as_numpy(p) for n, p in model.named_parameters()}
             if mode == smd.modes.EVAL:
                 with torch.no_grad():

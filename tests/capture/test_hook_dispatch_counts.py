@@ -158,6 +158,39 @@ def test_modules_are_hooked_only_in_the_steps_that_save_them(tmp_path: Path) -> 
     assert "6_output_0" in create_trial(str(tmp_path)).tensor_names(step=2)
 
 
+def test_a_step_that_saves_only_parameters_and_gradients_hooks_no_module(tmp_path: Path) -> None:
+    model = mlp(2)
+    hook = smd.Hook(
+        str(tmp_path),
+        save_config=smd.SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "losses", "relu"],
+    )
+    relu = hook.get_collection("relu")  # one ReLU's output, at step 2
+    relu.include("^2_output")
+    relu.save_config = smd.SaveConfig(save_steps=[2])
+    hook.register_module(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    hooked: list[list[str]] = []
+
+    def count_hooks(module: nn.Module, inputs: Any) -> None:
+        hooked.append([name for name, sub in model.named_children() if sub._forward_hooks])
+
+    model.register_forward_pre_hook(count_hooks)
+    for _ in range(4):
+        optimizer.zero_grad()
+        model(torch.randn(8, 16)).sum().backward()
+        optimizer.step()
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == [0, 1, 2, 3]
+    assert "gradient/Sequential_0.weight" in trial.tensor_names(step=3)
+    # Only the steps that save a module's output hook that module (step 0: the collection's
+    # save config also saves the first step).
+    saves = [step for step in range(4) if "2_output_0" in trial.tensor_names(step=step)]
+    assert saves == [0, 2]
+    assert hooked == [["2"], [], ["2"], []]
+
+
 def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection_and_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

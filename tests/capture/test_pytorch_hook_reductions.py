@@ -33,17 +33,31 @@ NUMPY = {
 }
 
 
-@pytest.mark.parametrize("batched", [False, True], ids=["one by one", "batched as on a GPU"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "one by one",
+        "batched as on a GPU",
+        "batched, tensors cut in pieces",
+        pytest.param(
+            "on a GPU",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+        ),
+    ],
+)
 @pytest.mark.parametrize(
     ("dtype", "rtol"), [(torch.float32, 2e-6), (torch.float64, 1e-12), (torch.bfloat16, 2e-6)]
 )
 def test_every_reduction_matches_numpy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, rtol: float, batched: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, rtol: float, how: str
 ) -> None:
-    if batched:  # the CUDA boundary: segment reductions over a flat buffer of the tensors
+    if how.startswith("batched"):  # the CUDA boundary: segment reductions over a flat buffer
         monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
+    if how == "batched, tensors cut in pieces":  # each weight is longer than a piece
+        monkeypatch.setattr(device_reductions, "PIECE_ELEMENTS", 4)
+    device = "cuda" if how == "on a GPU" else "cpu"
     torch.manual_seed(0)
-    model = Net(width=5).to(dtype)
+    model = Net(width=5).to(device, dtype)
     config = smd.ReductionConfig(
         reductions=ALL,
         abs_reductions=ALL,
@@ -58,7 +72,7 @@ def test_every_reduction_matches_numpy(
         include_collections=["weights", "biases", "gradients", "relu_output"],
     )
     hook.register_module(model)
-    run(hook, model, [(smd.modes.TRAIN, 2)], dtype=dtype)
+    run(hook, model, [(smd.modes.TRAIN, 2)], dtype=dtype, device=device)
     hook.close()
     trial = create_trial(str(tmp_path))
     names = trial.tensor_names()

@@ -180,6 +180,12 @@ class SavePlan:
             self._plans[mask] = plan
         return plan
 
+    def holds_any(self, names: Iterable[str], due: int) -> bool:
+        """Whether a collection in ``due`` holds any of ``names`` (nothing is remembered: the
+        names need not be tensors of this training)."""
+        collections = self.collections_in(due)
+        return any(c.matches(name) for name in names for c in collections)
+
     def collections_in(self, mask: int) -> list[Collection]:
         """The saved collections of a bit mask."""
         return [c for index, c in enumerate(self.saved) if mask & (1 << index)]

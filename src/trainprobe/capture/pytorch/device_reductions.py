@@ -11,9 +11,11 @@ l2 norm and ``abs_prod`` the magnitude of the product.
 On a GPU, tensors captured together (a model's parameters, a step's gradients) that share a dtype
 and the requested reductions are reduced together, whatever their number: the norms in one
 multi-tensor kernel each (``torch._foreach_norm``), the other passes over one flat buffer of them
-all, one segment reduction per pass (``torch.segment_reduce``). A step so launches a constant
-number of kernels per group and pass, not per tensor (the flat buffer is built in pieces of at
-most ``FLAT_ELEMENTS`` values, so that it stays small next to the model). On the CPU, where an
+all, one segment reduction per pass (``torch.segment_reduce``; two where a tensor is longer than
+``PIECE_ELEMENTS``, so that a large tensor is reduced by many multiprocessors, not one). A step
+so launches a constant number of kernels per group and pass, not per tensor (the flat buffer is
+built in pieces of at most ``FLAT_ELEMENTS`` values, so that it stays small next to the model).
+On the CPU, where an
 operation launches nothing, each tensor is reduced by itself, which runs faster there.
 
 Nothing is read back while the step runs: the results stay on the device until the step ends,
@@ -141,29 +143,60 @@ def _pieces(tensors: list[torch.Tensor]) -> list[list[int]]:
     return pieces
 
 
-_lengths_made: dict[tuple[torch.device, tuple[int, ...]], torch.Tensor] = {}
+PIECE_ELEMENTS = 1 << 16
+"""The longest segment a segment reduction is given. A segment is reduced by one block of
+threads: a tensor of millions of values would keep one multiprocessor busy while the others
+idle, so longer tensors are cut into pieces, and the pieces' results reduced again per tensor."""
 
 
-def _lengths(device: torch.device, sizes: tuple[int, ...]) -> torch.Tensor:
-    """The segment lengths ``sizes`` on ``device``: made once per layout, not copied a step."""
-    key = (device, sizes)
-    found = _lengths_made.get(key)
+class _Segments:
+    """How a flat buffer of tensors of given sizes is reduced per tensor, in at most two rounds
+    of segment reductions; made once per layout (the lengths live on the device, not copied a
+    step)."""
+
+    def __init__(self, device: torch.device, sizes: tuple[int, ...]) -> None:
+        self.sizes = sizes
+        self.cut = max(sizes) > PIECE_ELEMENTS
+        self.lengths = torch.tensor(sizes, dtype=torch.int64, device=device)
+        self._pieces: torch.Tensor | None = None
+        self._counts: torch.Tensor | None = None
+        if self.cut:
+            pieces: list[int] = []
+            counts: list[int] = []
+            for size in sizes:
+                whole, rest = divmod(size, PIECE_ELEMENTS)
+                pieces += [PIECE_ELEMENTS] * whole + ([rest] if rest else [])
+                counts.append(whole + (1 if rest else 0))
+            self._pieces = torch.tensor(pieces, dtype=torch.int64, device=device)
+            self._counts = torch.tensor(counts, dtype=torch.int64, device=device)
+
+    def reduce(self, flat: torch.Tensor, how: str) -> torch.Tensor:
+        """Each tensor's ``how`` ("min", "max", "sum" or "prod") of its values in ``flat``."""
+        if self._pieces is None or self._counts is None:
+            return torch.segment_reduce(flat, how, lengths=self.lengths, unsafe=True)
+        partial = torch.segment_reduce(flat, how, lengths=self._pieces, unsafe=True)
+        return torch.segment_reduce(partial, how, lengths=self._counts, unsafe=True)
+
+    def variance(self, flat: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """Each tensor's population variance (two passes: the mean, then the squared
+        deviations)."""
+        mean = self.reduce(flat, "sum") / counts
+        spread = torch.repeat_interleave(mean, self.lengths, output_size=flat.numel())
+        centred = flat - spread
+        return self.reduce(centred * centred, "sum") / counts
+
+
+_segments_made: dict[tuple[torch.device, tuple[int, ...], int], _Segments] = {}
+
+
+def _segments(device: torch.device, sizes: tuple[int, ...]) -> _Segments:
+    key = (device, sizes, PIECE_ELEMENTS)
+    found = _segments_made.get(key)
     if found is None:
-        if len(_lengths_made) >= 256:
-            _lengths_made.clear()
-        found = _lengths_made[key] = torch.tensor(sizes, dtype=torch.int64, device=device)
+        if len(_segments_made) >= 256:
+            _segments_made.clear()
+        found = _segments_made[key] = _Segments(device, sizes)
     return found
-
-
-def _segment(flat: torch.Tensor, reduce: str, lengths: torch.Tensor) -> torch.Tensor:
-    return torch.segment_reduce(flat, reduce, lengths=lengths, unsafe=True)
-
-
-def _variance(flat: torch.Tensor, lengths: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """Each segment's population variance (two passes: the mean, then the squared deviations)."""
-    mean = _segment(flat, "sum", lengths) / counts
-    centred = flat - torch.repeat_interleave(mean, lengths, output_size=flat.numel())
-    return _segment(centred * centred, "sum", lengths) / counts
 
 
 def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch.Tensor:
@@ -178,27 +211,27 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
             rows.append(_reduce_one(members[0], passes))
             continue
         wanted = _accumulate_dtype(members[0].dtype)
-        flat = torch.cat([tensor.reshape(-1) for tensor in members])
+        flat = torch._C._nn.flatten_dense_tensors(members)
         if flat.dtype != wanted:
             flat = flat.to(wanted)
-        sizes = [tensor.numel() for tensor in members]
-        lengths = _lengths(flat.device, tuple(sizes))
+        segments = _segments(flat.device, tuple(tensor.numel() for tensor in members))
+        lengths = segments.lengths
         counts = lengths.to(wanted) if {"var", "absvar"} & set(passes) else lengths
         columns: list[torch.Tensor] = []
         for name in passes:
             if name == "minmax":
-                columns += [_segment(flat, "min", lengths), _segment(flat, "max", lengths)]
+                columns += [segments.reduce(flat, "min"), segments.reduce(flat, "max")]
             elif name in ("sum", "prod"):
-                columns.append(_segment(flat, name, lengths))
+                columns.append(segments.reduce(flat, name))
             elif name in ("l1", "l2"):
-                norms = torch._foreach_norm(list(torch.split(flat, sizes)), _ORDERS[name])
-                columns.append(torch.stack(list(norms)))
+                parts = list(torch.split(flat, list(segments.sizes)))
+                columns.append(torch.stack(list(torch._foreach_norm(parts, _ORDERS[name]))))
             elif name == "var":
-                columns.append(_variance(flat, lengths, counts))
+                columns.append(segments.variance(flat, counts))
             elif name == "absmin":
-                columns.append(_segment(flat.abs(), "min", lengths))
+                columns.append(segments.reduce(flat.abs(), "min"))
             elif name == "absvar":
-                columns.append(_variance(flat.abs(), lengths, counts))
+                columns.append(segments.variance(flat.abs(), counts))
             else:
                 raise ValueError(f"unknown pass {name!r}")
         rows.append(torch.stack(columns, dim=1))

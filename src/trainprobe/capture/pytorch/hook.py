@@ -109,6 +109,9 @@ log = logging.getLogger("trainprobe")
 # The overhead file is rewritten at the first step boundary after this many seconds.
 OVERHEAD_WRITE_SECONDS = 60.0
 
+# The due collections of a step saved in full (after a non-finite value): every bit set.
+SAVE_EVERYTHING = -1
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -282,6 +285,9 @@ class Hook(SmdebugSurface):
         self._saved_modules: list[tuple[torch.nn.Module, str]] = []
         self._saved_parameters: list[tuple[str, torch.nn.Parameter]] = []
         self._save_handles: list[Any] = []
+        # The due collections the modules are hooked for (0: none; None: for an older plan).
+        self._hooked_for: int | None = 0
+        self._functions_saved = False
         self._backward_gradients: list[tuple[str, torch.nn.Parameter]] = []
         self._models: list[torch.nn.Module] = []
         self.guard = (
@@ -453,28 +459,53 @@ class Hook(SmdebugSurface):
             else:
                 self._saved_modules.append((submodule, name))
         self._saved_parameters.extend(p for p in parameters if p[1].requires_grad)
-        if self._save_handles:
-            self._unhook_saved_modules()  # hooked again, this model too, at the next saved step
+        self._unhook_saved_modules()  # hooked again, this model too, at the next saved step
         self._handles.append(model.register_forward_hook(self._forward_end))
         self._registered[id(model)] = parameters
 
     register_hook = register_module
 
-    def _hook_saved_modules(self) -> None:
-        """Hook the modules (and, unless following the training, the gradients) for a step
-        that saves them."""
+    def _hook_saved_modules(self, due: int) -> None:
+        """Hook, for a step saving the collections in ``due`` (SAVE_EVERYTHING: the step is
+        saved in full), the modules whose inputs or outputs they hold and, unless following the
+        training, the gradients they hold; watch activation functions if they hold those.
+
+        A module is judged by the names of its first input and output: a hooked module slows
+        every call of it, so a step that saves only parameters, gradients and losses hooks none
+        of the model's modules."""
+        if due == self._hooked_for:
+            return
+        self._unhook_saved_modules()
+        self._hooked_for = due
+        everything = due == SAVE_EVERYTHING
+
+        def holds(*names: str) -> bool:
+            return everything or self.plan.holds_any(names, due)
+
         for module, name in self._saved_modules:
-            hook = self._module_hook(name)
-            self._save_handles.append(module.register_forward_hook(hook))
+            if holds(f"{name}{naming.INPUT_SUFFIX}0", f"{name}{naming.OUTPUT_SUFFIX}0"):
+                hook = self._module_hook(name)
+                self._save_handles.append(module.register_forward_hook(hook))
         if not self.follow_training:  # else the gradients are read at the update
             for name, parameter in self._saved_parameters:
-                hook = self._gradient_hook(name, parameter)
-                self._save_handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+                if holds(naming.gradient_name(name)):
+                    hook = self._gradient_hook(name, parameter)
+                    self._save_handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+        self._functions_saved = holds(
+            *(
+                f"{top}.{kind}{suffix}0"
+                for top in self._top_names.values()
+                for kind in FUNCTION_TYPES
+                for suffix in (naming.INPUT_SUFFIX, naming.OUTPUT_SUFFIX)
+            )
+        )
 
     def _unhook_saved_modules(self) -> None:
         for handle in self._save_handles:
             handle.remove()
         self._save_handles.clear()
+        self._hooked_for = 0
+        self._functions_saved = False
 
     def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         self._functional.stop()
@@ -825,9 +856,9 @@ class Hook(SmdebugSurface):
             self._write_module_types()
         self._capture.begin(self.step, self.mode, mode_step, due)
         self._active = bool(due)
-        if due and not self._save_handles:
-            self._hook_saved_modules()
-        elif not due and self._save_handles:
+        if due:
+            self._hook_saved_modules(due)
+        else:
             self._unhook_saved_modules()
         if self.spikes is not None and (due or not self._spikes_announced):
             # The rules' evaluators learn early that the training judges them, and how far.
@@ -836,7 +867,7 @@ class Hook(SmdebugSurface):
         if due:
             self._save_pending()
             self._capture.capture(self._registered.get(model_id, []))
-            if self._functional_owner != "":
+            if self._functional_owner != "" and self._functions_saved:
                 self._functional_owner = self._top_names.get(model_id)
                 self._functional.start()
         if guard is not None and guard.save_next_in_full:
@@ -847,8 +878,7 @@ class Hook(SmdebugSurface):
         """The step has gone non-finite: save the rest of it raw, and every parameter."""
         self._capture.save_in_full()
         self._active = True
-        if not self._save_handles:
-            self._hook_saved_modules()
+        self._hook_saved_modules(SAVE_EVERYTHING)
         for parameters in self._registered.values():
             self._capture.capture(parameters)
 
@@ -869,6 +899,8 @@ class Hook(SmdebugSurface):
         self._names_resolved = len(self._module_names)
         if self.plan.is_stale():
             self.plan.prepare(strict=self.strict)
+        if self._hooked_for:
+            self._hooked_for = None  # hooked again for the new plan at the next saved step
 
     def _resolve_module_collections(self) -> None:
         for collection in self.collections:
