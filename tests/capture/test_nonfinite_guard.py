@@ -271,6 +271,26 @@ def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:
     assert trial.steps() == [0]
 
 
+def test_finite_gradients_too_large_for_a_norm_are_not_taken_for_infinities(
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    net = nn.Linear(64, 64)
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_interval=100))
+    hook.register_module(net)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.0)
+    for _ in range(3):
+        optimizer.zero_grad()
+        # Gradients of 1e19 and more: finite, but their squares overflow float32.
+        loss = (net(torch.rand(8, 64) + 1.0) * 1e19).sum()
+        loss.backward()
+        assert net.weight.grad is not None
+        assert bool(torch.isfinite(net.weight.grad).all()) and net.weight.grad.abs().max() > 1e19
+        optimizer.step()
+    hook.close()
+    assert create_trial(str(tmp_path)).nonfinite_origin() is None
+
+
 def test_exploding_tensor_reports_the_origin_live(tmp_path: Path) -> None:
     reported = threading.Event()
     output = tmp_path / "rule-output"
