@@ -16,6 +16,7 @@ are converted to float32 on the device. ``original_dtype`` tells the reader what
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ __all__ = [
     "HostCopy",
     "host_reads_are_free",
     "original_dtype_of",
+    "start_copies",
     "start_copy",
     "to_host_later",
 ]
@@ -182,6 +184,69 @@ def _start_cuda_copy(source: torch.Tensor, *, snapshot: bool, bfloat16: bool) ->
     # The device buffer must outlive the copy even if the training thread drops it.
     source.record_stream(stream)
     return HostCopy(host, event=event, bfloat16=bfloat16)
+
+
+BATCH_BYTES = 1 << 28
+"""The most bytes one batched copy to the host carries (``start_copies``)."""
+
+
+def start_copies(tensors: Sequence[torch.Tensor]) -> list[HostCopy]:
+    """Start copying each of ``tensors`` to host memory, as ``start_copy`` does; on CUDA the
+    tensors of one device and dtype travel together (up to ``BATCH_BYTES``): one snapshot on the
+    device into a flat buffer, one pinned host buffer, one copy, so a step launches a few copies
+    whatever the number of tensors."""
+    copies: list[HostCopy | None] = [None] * len(tensors)
+    groups: dict[tuple[torch.device, torch.dtype], list[tuple[int, torch.Tensor, bool]]] = {}
+    for index, tensor in enumerate(tensors):
+        source, bfloat16 = _prepare(tensor)
+        if source.device.type == "cuda":
+            groups.setdefault((source.device, source.dtype), []).append((index, source, bfloat16))
+        else:
+            copies[index] = start_copy(tensor)
+    for members in groups.values():
+        for batch in _batches(members):
+            for index, copy in _start_cuda_batch(batch):
+                copies[index] = copy
+    return [copy for copy in copies if copy is not None]
+
+
+def _batches(
+    members: list[tuple[int, torch.Tensor, bool]],
+) -> list[list[tuple[int, torch.Tensor, bool]]]:
+    batches: list[list[tuple[int, torch.Tensor, bool]]] = [[]]
+    size = 0
+    for member in members:
+        nbytes = member[1].numel() * member[1].element_size()
+        if batches[-1] and size + nbytes > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(member)
+        size += nbytes
+    return batches
+
+
+def _start_cuda_batch(
+    members: list[tuple[int, torch.Tensor, bool]],
+) -> list[tuple[int, HostCopy]]:
+    if len(members) == 1:
+        index, source, bfloat16 = members[0]
+        return [(index, _start_cuda_copy(source, snapshot=True, bfloat16=bfloat16))]
+    flat = torch._C._nn.flatten_dense_tensors([source for _, source, _ in members])
+    stream = _copy_stream(flat.device)
+    stream.wait_stream(torch.cuda.current_stream(flat.device))
+    with torch.cuda.stream(stream):
+        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+        host.copy_(flat, non_blocking=True)
+        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        event.record(stream)
+    flat.record_stream(stream)
+    copies, offset = [], 0
+    for index, source, bfloat16 in members:
+        count = source.numel()
+        part = host[offset : offset + count].view(source.shape)
+        copies.append((index, HostCopy(part, event=event, bfloat16=bfloat16)))
+        offset += count
+    return copies
 
 
 HOST_READS_ARE_FREE = {"cpu"}

@@ -27,7 +27,7 @@ import torch
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.device_reductions import ReductionBatch
 from trainprobe.capture.pytorch.distributed import Worker, this_worker
-from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copy
+from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copies
 from trainprobe.capture.save_plan import SavePlan, TensorPlan
 from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.capture.writer_thread import (
@@ -198,6 +198,7 @@ class StepCapture:
         if current is None or not (current.due or current.full):
             return
         grouped: dict[Ops, list[tuple[str, torch.Tensor]]] = {}
+        saved: list[tuple[str, torch.Tensor, TensorPlan]] = []
         with self._lock:
             writer = self.ensure_writer()
             for name, tensor in items:
@@ -206,9 +207,11 @@ class StepCapture:
                     plan = replace(plan, raw=True)
                 if not plan.anything or tensor.numel() == 0 or not self._dense(name, tensor):
                     continue
-                self._save_one(writer, current, name, tensor, plan)
+                saved.append((name, tensor, plan))
                 if plan.reductions and not tensor.is_complex():
                     grouped.setdefault(plan.reductions, []).append((name, tensor))
+            if saved:
+                self._save(writer, current, saved)
             for ops, members in grouped.items():
                 names = [self._reduction_names(ops, name) for name, _ in members]
                 self._reductions.add(names, [tensor for _, tensor in members], ops)
@@ -232,30 +235,41 @@ class StepCapture:
             log.warning("trainprobe: %s is a %s tensor; such tensors are not saved", name, kind)
         return False
 
-    def _save_one(
-        self, writer: WriterThread, current: Step, name: str, tensor: torch.Tensor, plan: TensorPlan
+    def _save(
+        self, writer: WriterThread, current: Step, saved: list[tuple[str, torch.Tensor, TensorPlan]]
     ) -> None:
-        summary = plan.summary if self.export is not None else None
-        if plan.raw or (summary is not None and _wants_histogram_copy(summary, tensor)):
-            copy = start_copy(tensor)
-            writer.submit(
-                TensorRecord(
-                    current.step,
-                    name,
-                    copy,
-                    current.mode,
-                    current.mode_step,
-                    time.time(),
-                    original_dtype_of(tensor),
-                    summary=summary,
-                    save_raw=plan.raw,
+        """Send the raw values (their host copies started together) and the shapes of
+        ``saved`` to the writer."""
+        export = self.export is not None
+        copied = [
+            tensor
+            for _, tensor, plan in saved
+            if _copies(plan, plan.summary if export else None, tensor)
+        ]
+        copies = iter(start_copies(copied))
+        for name, tensor, plan in saved:
+            summary = plan.summary if export else None
+            if _copies(plan, summary, tensor):
+                writer.submit(
+                    TensorRecord(
+                        current.step,
+                        name,
+                        next(copies),
+                        current.mode,
+                        current.mode_step,
+                        time.time(),
+                        original_dtype_of(tensor),
+                        summary=summary,
+                        save_raw=plan.raw,
+                    )
                 )
-            )
-            current.sent = True
-        if plan.shape:
-            shape = tuple(int(size) for size in tensor.shape)
-            writer.submit(ShapeRecord(current.step, name, shape, current.mode, current.mode_step))
-            current.sent = True
+                current.sent = True
+            if plan.shape:
+                shape = tuple(int(size) for size in tensor.shape)
+                writer.submit(
+                    ShapeRecord(current.step, name, shape, current.mode, current.mode_step)
+                )
+                current.sent = True
 
     def add_scalar(self, name: str, value: object, timestamp: float | None = None) -> None:
         """Save a single number in the step in progress, whatever the save plan says.
@@ -316,8 +330,13 @@ class StepCapture:
         return self.writer.blocked_seconds if self.writer is not None else 0.0
 
 
-def _wants_histogram_copy(summary: Summary, tensor: torch.Tensor) -> bool:
-    """Whether a tensor saved without its raw value is copied for its histogram alone."""
+def _copies(plan: TensorPlan, summary: Summary | None, tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is copied to the host: for its raw value, or, saved without it, for
+    its histogram alone."""
+    if plan.raw:
+        return True
+    if summary is None:
+        return False
     return not summary.scalar and tensor.dtype != torch.bool and not tensor.is_complex()
 
 
