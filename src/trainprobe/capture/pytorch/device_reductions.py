@@ -9,14 +9,14 @@ max, ``abs_sum``/``abs_l1`` the l1 norm, ``abs_mean`` the l1 norm over the count
 l2 norm and ``abs_prod`` the magnitude of the product.
 
 On a GPU, tensors captured together (a model's parameters, a step's gradients) that share a dtype
-and the requested reductions are reduced together, whatever their number: the norms in one
-multi-tensor kernel each (``torch._foreach_norm``), the other passes over one flat buffer of them
-all, one segment reduction per pass (``torch.segment_reduce``; two where a tensor is longer than
-``PIECE_ELEMENTS``, so that a large tensor is reduced by many multiprocessors, not one). A step
-so launches a constant number of kernels per group and pass, not per tensor (the flat buffer is
-built in pieces of at most ``FLAT_ELEMENTS`` values, so that it stays small next to the model).
-On the CPU, where an
-operation launches nothing, each tensor is reduced by itself, which runs faster there.
+and the requested reductions are reduced together, whatever their number: over one flat buffer
+of them all, one segment reduction per pass (``torch.segment_reduce``: the norms as sums of
+magnitudes or squares; two rounds where a tensor is longer than ``PIECE_ELEMENTS``, so that a
+large tensor is reduced by many multiprocessors, not one). A step so launches a constant number
+of kernels per group and pass, not per tensor, and handles no tensor one by one in Python (the
+flat buffer is built in pieces of at most ``FLAT_ELEMENTS`` values, so that it stays small next
+to the model). On the CPU, where an operation launches nothing, each tensor is reduced by
+itself, which runs faster there.
 
 Nothing is read back while the step runs: the results stay on the device until the step ends,
 when they are gathered into one float64 tensor and copied to the host in one go; the writer
@@ -223,9 +223,10 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
                 columns += [segments.reduce(flat, "min"), segments.reduce(flat, "max")]
             elif name in ("sum", "prod"):
                 columns.append(segments.reduce(flat, name))
-            elif name in ("l1", "l2"):
-                parts = list(torch.split(flat, list(segments.sizes)))
-                columns.append(torch.stack(list(torch._foreach_norm(parts, _ORDERS[name]))))
+            elif name == "l1":
+                columns.append(segments.reduce(flat.abs(), "sum"))
+            elif name == "l2":
+                columns.append(segments.reduce(flat * flat, "sum").sqrt())
             elif name == "var":
                 columns.append(segments.variance(flat, counts))
             elif name == "absmin":
@@ -263,7 +264,7 @@ def _reduce_one(tensor: torch.Tensor, passes: tuple[str, ...]) -> torch.Tensor:
     return torch.stack(values).reshape(1, -1)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Entry:
     """Where one tensor's pass results sit, and what to derive from them.
 
@@ -346,11 +347,12 @@ class ReductionBatch:
             for row, index in enumerate(members):
                 starts[index] = self._size + row * width
             self._keep(results.reshape(-1))
+        dtypes = {dtype: [saved_dtype(dtype)] * len(ops) for _, dtype in groups}
         for names, tensor, start in zip(reduction_names, tensors, starts, strict=True):
             self._entries.append(_Entry(names, ops, passes, offsets, tensor.numel()))
             self._starts.append(start)
             self.names.extend(names)
-            self.dtypes.extend([saved_dtype(tensor.dtype)] * len(names))
+            self.dtypes.extend(dtypes[tensor.dtype])
 
     def add_value(self, name: str, dtype: str, value: torch.Tensor) -> None:
         """Add a value already computed (a scalar saved by the user)."""
