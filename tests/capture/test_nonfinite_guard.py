@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -269,6 +270,38 @@ def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:
     trial = create_trial(str(tmp_path))
     assert trial.nonfinite_origin() is None
     assert trial.steps() == [0]
+
+
+def test_a_nan_in_a_gpt2_backward_is_traced_to_the_gradient_of_a_conv1d_bias(
+    tmp_path: Path,
+) -> None:
+    # Hugging Face's Conv1D is checked through its bias gradient alone, as a Linear is.
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_interval=100))
+    hook.register_module(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = {"now": 0}
+
+    def nan_gradient(module: nn.Module, grad_output: Any) -> Any:
+        if step["now"] == BAD_STEP:  # the gradient reaching the layer's output turns NaN
+            return (grad_output[0] * float("nan"),)
+        return None
+
+    model.transformer.h[1].mlp.c_proj.register_full_backward_pre_hook(nan_gradient)
+    tokens = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    for now in range(BAD_STEP + 2):
+        step["now"] = now
+        optimizer.zero_grad()
+        model(input_ids=tokens, labels=tokens).loss.backward()
+        optimizer.step()
+    hook.close()
+    origin = create_trial(str(tmp_path)).nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.kind) == (BAD_STEP, "gradient")
+    assert origin.module == "GPT2LMHeadModel_transformer.h.1.mlp.c_proj.bias"
 
 
 def test_finite_gradients_too_large_for_a_norm_are_not_taken_for_infinities(

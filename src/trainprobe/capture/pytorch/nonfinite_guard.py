@@ -17,7 +17,8 @@ handful of operations whatever the model's size, and nothing is hooked into its 
   step late, and the step after that is saved in full.
 
 Gradients that need no check of their own: the other parameter gradients of a ``Linear``,
-convolution or normalisation layer with a bias. Its bias gradient is the sum of its output's
+convolution or normalisation layer with a bias (Hugging Face's ``Conv1D`` too), and a tied
+parameter's second use. Its bias gradient is the sum of its output's
 gradient over all but the channel axis, so it is finite exactly when that gradient is; its
 weight gradient is then finite short of an overflow inside its product or a non-finite input,
 and either would break the weight at the update and show in the next forward, where the replay
@@ -83,6 +84,17 @@ _BIAS_SUMS_OUTPUT_GRADIENT = (
     torch.nn.LayerNorm,
     torch.nn.GroupNorm,
 )
+# The same layers of other libraries, by qualified class name (nothing of theirs is imported):
+# Hugging Face's Conv1D is a linear layer whose weight is stored transposed (GPT-2's).
+_BIAS_SUMS_OUTPUT_GRADIENT_NAMES = frozenset({"transformers.pytorch_utils.Conv1D"})
+
+
+def _bias_sums_output_gradient(module: torch.nn.Module) -> bool:
+    if isinstance(module, _BIAS_SUMS_OUTPUT_GRADIENT):
+        return True
+    kind = type(module)
+    return f"{kind.__module__}.{kind.__qualname__}" in _BIAS_SUMS_OUTPUT_GRADIENT_NAMES
+
 
 _Where = tuple[int, ModeKeys, int]
 _NO_LOSS: Any = object()
@@ -216,7 +228,8 @@ class NonFiniteGuard:
         self._losses: dict[int, tuple[str, torch.Tensor]] = {}
         self._outputs: list[Any] = []  # the models' outputs, taken apart only when checked
         self._gradients_checked = False
-        self._checked_parameters: list[tuple[str, torch.Tensor]] = []
+        self._checked_parameters: list[tuple[str, torch.Tensor, _Checked]] = []
+        self._checked_ids: set[int] = set()
         self._parameters: dict[str, list[tuple[str, torch.Tensor]]] = {}
         self._module_of: dict[str, str] = {}
         self._pending: list[_Pending] = []
@@ -236,15 +249,17 @@ class NonFiniteGuard:
         bias = getattr(module, "bias", None)
         implied = set()
         if (
-            isinstance(module, _BIAS_SUMS_OUTPUT_GRADIENT)
+            _bias_sums_output_gradient(module)
             and isinstance(bias, torch.Tensor)
             and bias.requires_grad
         ):
             implied = {key for key, tensor in parameters if tensor is not bias}
         for key, tensor in parameters:
-            self._module_of[key] = name
-            if key not in implied and tensor.requires_grad:
-                self._checked_parameters.append((key, tensor))
+            self._module_of.setdefault(key, name)
+            if key in implied or not tensor.requires_grad or id(tensor) in self._checked_ids:
+                continue  # a tied parameter is checked once, where the forward first uses it
+            self._checked_ids.add(id(tensor))
+            self._checked_parameters.append((key, tensor, _Checked(_GRADIENT, key)))
 
     # ----- the step -----
 
@@ -312,10 +327,10 @@ class NonFiniteGuard:
         if self.origin is not None or self._gradients_checked:
             return checked, tensors
         self._gradients_checked = True
-        for key, parameter in self._checked_parameters:
+        for _, parameter, gradient in self._checked_parameters:
             grad = parameter.grad
             if grad is not None and grad.is_floating_point():
-                checked.append(_Checked(_GRADIENT, key))
+                checked.append(gradient)
                 tensors.append(grad)
         return checked, tensors
 
@@ -442,7 +457,7 @@ class NonFiniteGuard:
         if not gradients:
             return next((entry for entry in found if entry[0].kind == _OUTPUT), found[0])
         position = {name: index for index, name in enumerate(order)}
-        registered = {key: index for index, (key, _) in enumerate(self._checked_parameters)}
+        registered = {key: index for index, (key, _, _) in enumerate(self._checked_parameters)}
 
         def backward_rank(entry: tuple[_Checked, torch.Tensor | None]) -> tuple[int, int]:
             name = entry[0].name
