@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -424,8 +425,10 @@ def measure_gpt2(arguments: argparse.Namespace, root: str) -> None:
     print(
         f"\nGPT-2 under Trainer ({arguments.gpt2_steps} steps, "
         f"{arguments.gpt2_warmup} of warm-up, {arguments.gpt2_rounds} round(s)): alone "
-        f"{max(alone):.2f} steps/s, under trainprobe run {max(under):.2f} steps/s, ratio "
-        f"{min(ratios):.3f}-{max(ratios):.3f}; the hook's own time "
+        f"{statistics.median(alone):.2f} steps/s, under trainprobe run "
+        f"{statistics.median(under):.2f} steps/s (medians); ratio of each round's pair "
+        f"{statistics.median(ratios):.3f} median, {min(ratios):.3f}-{max(ratios):.3f}; the hook's "
+        "own time "
         f"{hook.get('hook_ms', float('nan')):.2f} ms/step, waiting for the device "
         f"{hook.get('wait_ms', float('nan')):.2f} ms/step"
     )
