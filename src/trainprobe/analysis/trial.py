@@ -190,13 +190,14 @@ class Trial:
             self.loaded_all_steps = True
 
     def _listed_from(self) -> int | None:
-        """The step from which index files can still appear: each worker writes its steps in
-        order, so nothing new comes before the step the slowest worker last wrote (None until
-        every worker has written one)."""
+        """The step from which index files can still appear or matter: each worker writes its
+        steps in order, so nothing new comes before the step the slowest worker last wrote
+        (None until every worker has written one), and none before ``range_steps`` matters."""
+        first = None if self.range_steps is None else self.range_steps[0]
         known = self._last_step_of
         if not known or len(known) < max(self._catalog.num_workers, len(self._workers)):
-            return None
-        return min(known.values())
+            return first
+        return max(min(known.values()), first or 0)
 
     def maybe_refresh(self) -> None:
         """Refresh, unless the job has ended (all is loaded) or refreshing is turned off."""

@@ -292,8 +292,28 @@ def list_files_after(directory: str, suffix: str, start_after: str | None) -> li
             for name in object_store.list_keys_after(directory, start_after)
             if name.endswith(suffix) and not name.endswith(TEMP_SUFFIX)
         ]
-    names = list_files(directory, suffix)
-    return names if start_after is None else [name for name in names if name > start_after]
+    if start_after is None:
+        return list_files(directory, suffix)
+    found: list[str] = []
+    for root, dirs, names in os.walk(directory):
+        relative_root = os.path.relpath(root, directory).replace(os.sep, "/")
+        prefix = "" if relative_root == "." else relative_root + "/"
+        # A folder whose every path sorts before ``start_after`` is not walked: a reader
+        # following a long output lists only its last folders (``index/<step // 1000>``).
+        dirs[:] = sorted(
+            name
+            for name in dirs
+            if prefix + name + "/" > start_after or start_after.startswith(prefix + name + "/")
+        )
+        found.extend(
+            prefix + name
+            for name in names
+            if name.endswith(suffix)
+            and not name.endswith(TEMP_SUFFIX)
+            and prefix + name > start_after
+        )
+    found.sort()
+    return found
 
 
 def being_written(directory: str) -> list[str]:
@@ -396,6 +416,11 @@ def _ranges_of(content: bytes, path: str, ranges: Sequence[tuple[int, int]]) -> 
     return pieces
 
 
+_SLACK_BYTES = 64 * 1024
+"""Bytes between the records asked for that ``RangeReader.read_ranges`` reads over rather than
+making one read per record."""
+
+
 class RangeReader:
     """Reads byte ranges of finished files, keeping the most recently used ones open.
 
@@ -460,6 +485,16 @@ class RangeReader:
             if is_url(path):
                 return self._remote_ranges(path, ranges)
             file = self._file(path)
+            if len(ranges) > 1:
+                # Records read together usually lie together (a step's scalars): one read of
+                # the span they cover, when it holds little else, instead of one per record.
+                first = min(start for start, _ in ranges)
+                end = max(start + length for start, length in ranges)
+                if end - first <= sum(length for _, length in ranges) + _SLACK_BYTES:
+                    span = _read_into(file, path, first, end - first)
+                    return [
+                        span[start - first : start - first + length] for start, length in ranges
+                    ]
             return [_read_into(file, path, start, length) for start, length in ranges]
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -187,13 +188,36 @@ def read_tensor_value(
 def _event_path(out_dir: str, event_file: str) -> str:
     """The path of ``event_file`` (relative, from an index) under ``out_dir``, once checked
     that it stays there, symbolic links resolved."""
-    path = locations.join(out_dir, check_relative_path(event_file))
+    relative = check_relative_path(event_file)
+    path = locations.join(out_dir, relative)
     if files.is_url(out_dir):
         return path  # object keys have no links; the relative path is checked above
-    root = os.path.realpath(out_dir)
+    if not _has_link(out_dir, relative):
+        return path  # a relative path with no ".." and no link in it stays inside
+    root = _real_root(out_dir)
     if os.path.commonpath([root, os.path.realpath(path)]) != root:
         raise IndexFileError(f"event_file_name {event_file!r} leads outside {out_dir}")
     return path
+
+
+@functools.lru_cache(maxsize=64)
+def _real_root(out_dir: str) -> str:
+    return os.path.realpath(out_dir)
+
+
+def _has_link(out_dir: str, relative: str) -> bool:
+    """Whether a part of ``relative`` (checked, normalised) under ``out_dir`` is a symbolic
+    link (or cannot be looked at): checking each part costs a few calls, where resolving the
+    whole path costs one per directory from the root of the file system."""
+    path = out_dir
+    for part in relative.split("/"):
+        path = os.path.join(path, part)
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def step_written_at(out_dir: str, step: int, workers: Sequence[str]) -> float | None:
