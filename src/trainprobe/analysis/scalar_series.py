@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 SAVE_EVERY = 1000
 """Steps read and not yet kept after which a chunk is written (and when the job has ended)."""
 _BATCH = 4096
-"""Steps read into Python lists before they become arrays (bounds the lists' memory)."""
+"""Steps read and decoded together (this bounds the memory one batch takes)."""
 
 _NUMBERS = frozenset("biuf")
 
@@ -85,15 +85,16 @@ class ScalarSeries:
 
     def follow(self, trial: Trial, names: Sequence[str]) -> None:
         """Read the values of tensors ``names`` at each complete step of ``trial`` after
-        ``read_through``: each step's event file once for all of them. Only one-element
+        ``read_through``: many steps at a time (``Trial.values_at_steps``). Only one-element
         numeric values count (a scalar); then a chunk is kept when enough are new."""
         steps = trial.steps()
         new = steps[bisect.bisect_right(steps, self.read_through) :]
         for start in range(0, len(new), _BATCH):
             found: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
-            for step in new[start : start + _BATCH]:
+            batch = new[start : start + _BATCH]
+            for step, values_at in trial.values_at_steps(batch, names).items():
                 mode = (trial.mode(step) or ModeKeys.GLOBAL).name
-                for name, value in trial.values_at(step, names).items():
+                for name, value in values_at.items():
                     if value.size == 1 and value.dtype.kind in _NUMBERS:
                         lists = found.setdefault((name, mode), ([], []))
                         lists[0].append(step)

@@ -481,21 +481,34 @@ class RangeReader:
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """The bytes at each (start, length) of a file, as ``read_range`` reads one."""
+        if len(ranges) > 1 and not is_url(path):
+            together = self.read_together(path, ranges)
+            if together is not None:
+                span, starts = together
+                return [
+                    span[start : start + length]
+                    for start, (_, length) in zip(starts, ranges, strict=True)
+                ]
         with self._lock:
             if is_url(path):
                 return self._remote_ranges(path, ranges)
             file = self._file(path)
-            if len(ranges) > 1:
-                # Records read together usually lie together (a step's scalars): one read of
-                # the span they cover, when it holds little else, instead of one per record.
-                first = min(start for start, _ in ranges)
-                end = max(start + length for start, length in ranges)
-                if end - first <= sum(length for _, length in ranges) + _SLACK_BYTES:
-                    span = _read_into(file, path, first, end - first)
-                    return [
-                        span[start - first : start - first + length] for start, length in ranges
-                    ]
             return [_read_into(file, path, start, length) for start, length in ranges]
+
+    def read_together(
+        self, path: str, ranges: Sequence[tuple[int, int]]
+    ) -> tuple[memoryview, list[int]] | None:
+        """The bytes of a file from the first of ``ranges`` to the end of the last, in one
+        read, with where each range starts in them; None when that span would hold much more
+        than the ranges (then read them apart). Records read together usually lie together
+        (a step's scalars): one read costs far less than one per record."""
+        if not ranges:
+            return None
+        first = min(start for start, _ in ranges)
+        end = max(start + length for start, length in ranges)
+        if end - first > sum(length for _, length in ranges) + _SLACK_BYTES:
+            return None
+        return self.read_range(path, first, end - first), [start - first for start, _ in ranges]
 
     def close(self) -> None:
         """Close every file kept open."""
