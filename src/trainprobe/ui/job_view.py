@@ -58,6 +58,8 @@ SCALAR_COLLECTIONS = (CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionK
 
 _RATE_WINDOW_SECONDS = 10.0
 REFRESH_SECONDS = 0.5
+_KEPT_CHARTS = 512
+"""Bucketed charts kept until new steps are read (each at most a few thousand numbers)."""
 _T = TypeVar("_T")
 
 
@@ -85,16 +87,13 @@ def bucketed(
     lo: float | None,
     hi: float | None,
 ) -> dict[str, Any]:
-    """``values`` by step, within ``[lo, hi]`` when given, as at most 1000 buckets keeping each
-    bucket's mean, minimum and maximum; ``points`` is how many steps the buckets hold."""
+    """``values`` by step (``steps`` in order), within ``[lo, hi]`` when given, as at most
+    1000 buckets keeping each bucket's mean, minimum and maximum; ``points`` is how many steps
+    the buckets hold."""
     x = np.asarray(steps, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    keep = np.ones(x.shape, dtype=bool)
-    if lo is not None:
-        keep &= x >= lo
-    if hi is not None:
-        keep &= x <= hi
-    x, y = x[keep], y[keep]
+    first = 0 if lo is None else int(np.searchsorted(x, lo, side="left"))
+    end = x.size if hi is None else int(np.searchsorted(x, hi, side="right"))
+    x, y = x[first:end], np.asarray(values, dtype=np.float64)[first:end]
     return {"points": int(x.size), **envelope(x, y)}
 
 
@@ -111,6 +110,7 @@ class JobView:
         self._scalar_names: tuple[tuple[int, int], list[str]] | None = None
         self._scalars_dir = None if scalars_root is None else scalars_dir(scalars_root, record)
         self._scalars: ScalarSeries | None = None
+        self._charts: dict[tuple[str, float | None, float | None], tuple[int, dict[str, Any]]] = {}
         self._refreshed = 0.0
         self._scalars_refreshed = 0.0
         self._framework: str | None = None
@@ -317,13 +317,23 @@ class JobView:
             return [self._chart(name, lo, hi) for name in self._find_scalar_names()]
 
     def _chart(self, name: str, lo: float | None, hi: float | None) -> dict[str, Any]:
-        return {
+        # A chart changes only when new steps are read: until then, the one made is served.
+        read_through = self._series().read_through
+        key = (name, lo, hi)
+        kept = self._charts.get(key)
+        if kept is not None and kept[0] == read_through:
+            return kept[1]
+        if len(self._charts) >= _KEPT_CHARTS:
+            self._charts.clear()
+        chart = {
             "tensor": name,
             "series": [
                 {"mode": mode, **bucketed(steps, values, lo, hi)}
                 for mode, (steps, values) in self._series().of(name).items()
             ],
         }
+        self._charts[key] = (read_through, chart)
+        return chart
 
     def tensors(self) -> dict[str, Any] | None:
         """Every saved tensor, by collection (``tensor_index``); None before the first."""
