@@ -171,7 +171,8 @@ HOME: Variable[str] = Variable(
     "TRAINPROBE_HOME",
     "path",
     "~/.trainprobe",
-    "trainprobe's home: the job store (`jobs.sqlite`) and the default output root (`output/`).",
+    "trainprobe's home: the job store (`jobs.sqlite`), the default output root (`output/`) and "
+    "the scalars `trainprobe ui` has read of each job (`ui-scalars/`).",
     _text,
 )
 STOP_GRACE_SECONDS: Variable[float] = Variable(

@@ -286,3 +286,27 @@ def test_rules_evaluated_together_each_refuse_a_damaged_record(
         assert "saved at step 2" in damaged["reason"]
     [warning] = warnings_about(caplog, str(events))
     assert "does not match its checksum" in warning
+
+
+def test_scalars_read_many_steps_together_lose_only_a_damaged_step(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_run(tmp_path)
+    start, length = record_of(tmp_path, 2, "loss")
+    with open(event_path(tmp_path, 2), "r+b") as file:
+        file.seek(start + length - 6)  # inside the loss's value
+        byte = file.read(1)
+        file.seek(start + length - 6)
+        file.write(bytes([byte[0] ^ 0xFF]))
+    trial = create_trial(str(tmp_path))
+
+    found = trial.values_at_steps(STEPS, ["loss", "fc.weight"])
+
+    assert sorted(found) == [0, 1, 3]  # step 2's event file is refused whole, the others read
+    for step in (0, 1, 3):
+        assert found[step]["loss"] == trial.tensor("loss").value(step)
+        assert found[step]["loss"].dtype == trial.tensor("loss").value(step).dtype
+        assert np.array_equal(found[step]["fc.weight"], weight(step))
+    assert warnings_about(caplog, "damaged")
+    with pytest.raises(TensorRecordDamaged):
+        trial.tensor("loss").value(2)

@@ -190,13 +190,14 @@ class Trial:
             self.loaded_all_steps = True
 
     def _listed_from(self) -> int | None:
-        """The step from which index files can still appear: each worker writes its steps in
-        order, so nothing new comes before the step the slowest worker last wrote (None until
-        every worker has written one)."""
+        """The step from which index files can still appear or matter: each worker writes its
+        steps in order, so nothing new comes before the step the slowest worker last wrote
+        (None until every worker has written one), and none before ``range_steps`` matters."""
+        first = None if self.range_steps is None else self.range_steps[0]
         known = self._last_step_of
         if not known or len(known) < max(self._catalog.num_workers, len(self._workers)):
-            return None
-        return min(known.values())
+            return first
+        return max(min(known.values()), first or 0)
 
     def maybe_refresh(self) -> None:
         """Refresh, unless the job has ended (all is loaded) or refreshing is turned off."""
@@ -373,33 +374,52 @@ class Trial:
         worker, in sorted order), reading each event file once: what a reader of many scalars
         by step needs. A tensor with no value there is left out, as is one whose record cannot
         be read (the trial logs it once)."""
-        by_file: dict[str, list[tuple[str, RecordRef]]] = {}
-        for name in names:
-            tensor = self._tensors.get(name)
-            workers = tensor._steps.get(step) if tensor is not None else None
-            if not workers:
-                continue
-            ref = workers[min(workers)].value
-            if ref is not None:
-                by_file.setdefault(ref.event_file, []).append((name, ref))
-        found: dict[str, np.ndarray] = {}
-        for event_file, wanted in by_file.items():
-            refs = [ref for _, ref in wanted]
-            try:
-                values = step_reader.read_tensor_values(
-                    self.path,
+        return self.values_at_steps([step], names).get(step, {})
+
+    def values_at_steps(
+        self, steps: Sequence[int], names: Iterable[str]
+    ) -> dict[int, dict[str, np.ndarray]]:
+        """``values_at`` for each of ``steps`` (those with a value), read together: each event
+        file once, and the records of all of them decoded in one pass
+        (``step_reader.read_values_of_files``), which is what makes reading every scalar of a
+        long job quick."""
+        names = list(names)
+        wanted: list[tuple[int, str, list[tuple[str, RecordRef]]]] = []
+        for step in steps:
+            by_file: dict[str, list[tuple[str, RecordRef]]] = {}
+            for name in names:
+                tensor = self._tensors.get(name)
+                workers = tensor._steps.get(step) if tensor is not None else None
+                if not workers:
+                    continue
+                ref = workers[min(workers)].value
+                if ref is not None:
+                    by_file.setdefault(ref.event_file, []).append((name, ref))
+            wanted += [(step, event_file, refs) for event_file, refs in by_file.items()]
+        results = step_reader.read_values_of_files(
+            self.path,
+            [
+                (
                     event_file,
-                    [(ref.start, ref.length) for ref in refs],
-                    self._reader,
-                    [ref.checksum for ref in refs],
+                    [(ref.start, ref.length) for _, ref in refs],
+                    [ref.checksum for _, ref in refs],
                 )
-            except FileNotFoundError:
+                for _, event_file, refs in wanted
+            ],
+            self._reader,
+        )
+        found: dict[int, dict[str, np.ndarray]] = {}
+        for (step, event_file, refs), result in zip(wanted, results, strict=True):
+            if isinstance(result, FileNotFoundError):
                 continue  # not there yet (being copied to object storage)
-            except (ValueError, EOFError, MemoryError) as error:
-                self._damaged(wanted[0][0], step, ModeKeys.GLOBAL, event_file, error)
+            if isinstance(result, OSError):
+                raise result
+            if isinstance(result, Exception):
+                self._damaged(refs[0][0], step, ModeKeys.GLOBAL, event_file, result)
                 continue
-            for (name, _), value in zip(wanted, values, strict=True):
-                found[name] = value
+            values = found.setdefault(step, {})
+            for (name, _), value in zip(refs, result, strict=True):
+                values[name] = value
         return found
 
     def has_tensor(self, name: str) -> bool:

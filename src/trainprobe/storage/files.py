@@ -292,8 +292,28 @@ def list_files_after(directory: str, suffix: str, start_after: str | None) -> li
             for name in object_store.list_keys_after(directory, start_after)
             if name.endswith(suffix) and not name.endswith(TEMP_SUFFIX)
         ]
-    names = list_files(directory, suffix)
-    return names if start_after is None else [name for name in names if name > start_after]
+    if start_after is None:
+        return list_files(directory, suffix)
+    found: list[str] = []
+    for root, dirs, names in os.walk(directory):
+        relative_root = os.path.relpath(root, directory).replace(os.sep, "/")
+        prefix = "" if relative_root == "." else relative_root + "/"
+        # A folder whose every path sorts before ``start_after`` is not walked: a reader
+        # following a long output lists only its last folders (``index/<step // 1000>``).
+        dirs[:] = sorted(
+            name
+            for name in dirs
+            if prefix + name + "/" > start_after or start_after.startswith(prefix + name + "/")
+        )
+        found.extend(
+            prefix + name
+            for name in names
+            if name.endswith(suffix)
+            and not name.endswith(TEMP_SUFFIX)
+            and prefix + name > start_after
+        )
+    found.sort()
+    return found
 
 
 def being_written(directory: str) -> list[str]:
@@ -396,6 +416,11 @@ def _ranges_of(content: bytes, path: str, ranges: Sequence[tuple[int, int]]) -> 
     return pieces
 
 
+_SLACK_BYTES = 64 * 1024
+"""Bytes between the records asked for that ``RangeReader.read_ranges`` reads over rather than
+making one read per record."""
+
+
 class RangeReader:
     """Reads byte ranges of finished files, keeping the most recently used ones open.
 
@@ -456,11 +481,34 @@ class RangeReader:
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """The bytes at each (start, length) of a file, as ``read_range`` reads one."""
+        if len(ranges) > 1 and not is_url(path):
+            together = self.read_together(path, ranges)
+            if together is not None:
+                span, starts = together
+                return [
+                    span[start : start + length]
+                    for start, (_, length) in zip(starts, ranges, strict=True)
+                ]
         with self._lock:
             if is_url(path):
                 return self._remote_ranges(path, ranges)
             file = self._file(path)
             return [_read_into(file, path, start, length) for start, length in ranges]
+
+    def read_together(
+        self, path: str, ranges: Sequence[tuple[int, int]]
+    ) -> tuple[memoryview, list[int]] | None:
+        """The bytes of a file from the first of ``ranges`` to the end of the last, in one
+        read, with where each range starts in them; None when that span would hold much more
+        than the ranges (then read them apart). Records read together usually lie together
+        (a step's scalars): one read costs far less than one per record."""
+        if not ranges:
+            return None
+        first = min(start for start, _ in ranges)
+        end = max(start + length for start, length in ranges)
+        if end - first > sum(length for _, length in ranges) + _SLACK_BYTES:
+            return None
+        return self.read_range(path, first, end - first), [start - first for start, _ in ranges]
 
     def close(self) -> None:
         """Close every file kept open."""

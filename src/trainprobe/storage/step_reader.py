@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,6 +25,7 @@ from trainprobe.storage.index_file import (
     check_relative_path,
     decode_index,
 )
+from trainprobe.storage.scalar_events import decode_alone, record_values, scalar_values
 from trainprobe.storage.tensor_event import (
     TensorEvent,
     decode_tensor_event,
@@ -40,6 +42,7 @@ __all__ = [
     "read_step_indexes",
     "read_tensor_records",
     "read_tensor_value",
+    "read_values_of_files",
     "step_written_at",
 ]
 
@@ -158,13 +161,72 @@ def read_tensor_values(
     """Just the values of the records at each (start, length) of an event file: as
     ``read_tensor_records`` (same arguments and errors) without decoding the rest of each
     record."""
-    buffers = (reader or files).read_ranges(_event_path(out_dir, event_file), ranges)
+    path = _event_path(out_dir, event_file)
+    together = reader.read_together(path, ranges) if reader is not None else None
+    if together is not None:  # side by side (a step's scalars): decoded together
+        span, starts = together
+        return record_values(span, starts, [length for _, length in ranges], checksums)
+    buffers = (reader or files).read_ranges(path, ranges)
     if checksums is None:
         checksums = [None] * len(buffers)
     return [
         decode_tensor_value(unframe(buffer, checksum=checksum))
         for buffer, checksum in zip(buffers, checksums, strict=True)
     ]
+
+
+def read_values_of_files(
+    out_dir: str,
+    wanted: Sequence[tuple[str, Sequence[tuple[int, int]], Sequence[int | None]]],
+    reader: files.RangeReader,
+) -> list[list[np.ndarray] | Exception]:
+    """For each (event file, ranges, checksums) of ``wanted``, what ``read_tensor_values``
+    returns for it, or the error it raises (OSError, EOFError, ValueError, MemoryError).
+
+    The reader of many steps' scalars: each file's records are read in one read, and the
+    records of every file are decoded together (``scalar_events``), where one file at a time
+    would pay numpy's cost per call over a few dozen records each time.
+    """
+    results: list[list[np.ndarray] | Exception | None] = [None] * len(wanted)
+    joined = bytearray()
+    placed: list[tuple[int, list[int]]] = []  # (index in wanted, starts in joined)
+    for position, (event_file, ranges, _) in enumerate(wanted):
+        try:
+            together = reader.read_together(_event_path(out_dir, event_file), ranges)
+            if together is None:
+                results[position] = read_tensor_values(
+                    out_dir, event_file, ranges, reader, wanted[position][2]
+                )
+                continue
+        except (OSError, EOFError, ValueError, MemoryError) as error:
+            results[position] = error
+            continue
+        span, starts = together
+        placed.append((position, [len(joined) + start for start in starts]))
+        joined += span
+    span = memoryview(joined)
+    all_starts = [start for _, starts in placed for start in starts]
+    all_lengths = [length for position, _ in placed for _, length in wanted[position][1]]
+    all_checksums = [checksum for position, _ in placed for checksum in wanted[position][2]]
+    found = scalar_values(span, all_starts, all_lengths, all_checksums)
+    at = 0
+    for position, starts in placed:
+        ranges, checksums = wanted[position][1], wanted[position][2]
+        values: list[np.ndarray] = []
+        try:
+            for offset, (start, (_, length), checksum) in enumerate(
+                zip(starts, ranges, checksums, strict=True)
+            ):
+                value = found[at + offset]
+                values.append(
+                    value if value is not None else decode_alone(span, start, length, checksum)
+                )
+        except (ValueError, EOFError, MemoryError) as error:
+            results[position] = error
+        else:
+            results[position] = values
+        at += len(starts)
+    return [result for result in results if result is not None]
 
 
 def read_tensor_value(
@@ -187,13 +249,36 @@ def read_tensor_value(
 def _event_path(out_dir: str, event_file: str) -> str:
     """The path of ``event_file`` (relative, from an index) under ``out_dir``, once checked
     that it stays there, symbolic links resolved."""
-    path = locations.join(out_dir, check_relative_path(event_file))
+    relative = check_relative_path(event_file)
+    path = locations.join(out_dir, relative)
     if files.is_url(out_dir):
         return path  # object keys have no links; the relative path is checked above
-    root = os.path.realpath(out_dir)
+    if not _has_link(out_dir, relative):
+        return path  # a relative path with no ".." and no link in it stays inside
+    root = _real_root(out_dir)
     if os.path.commonpath([root, os.path.realpath(path)]) != root:
         raise IndexFileError(f"event_file_name {event_file!r} leads outside {out_dir}")
     return path
+
+
+@functools.lru_cache(maxsize=64)
+def _real_root(out_dir: str) -> str:
+    return os.path.realpath(out_dir)
+
+
+def _has_link(out_dir: str, relative: str) -> bool:
+    """Whether a part of ``relative`` (checked, normalised) under ``out_dir`` is a symbolic
+    link (or cannot be looked at): checking each part costs a few calls, where resolving the
+    whole path costs one per directory from the root of the file system."""
+    path = out_dir
+    for part in relative.split("/"):
+        path = os.path.join(path, part)
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def step_written_at(out_dir: str, step: int, workers: Sequence[str]) -> float | None:

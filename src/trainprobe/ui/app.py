@@ -11,6 +11,7 @@ in worker threads, so a slow disk never holds up the event loop.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -32,9 +33,12 @@ from trainprobe.ui.access import Access, RequireAccess
 from trainprobe.ui.event_stream import StreamRefused, event_stream, to_json
 from trainprobe.ui.job_view import JobView
 
-__all__ = ["ui_app"]
+__all__ = ["SCALARS_DIR", "ui_app"]
 
 _LARGEST_BODY = 4096
+SCALARS_DIR = "ui-scalars"
+"""Beside the job store: where the UI keeps the scalars it has read of each job, so that a job
+read once opens at once the next time (``analysis.scalar_series``)."""
 
 _PAGES = frozenset({"jobs", "job", "tensors", "compare"})
 """The pages: one HTML file, which ``ui.js`` fills according to its ``data-page``."""
@@ -72,6 +76,7 @@ class _Jobs:
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
+        self.scalars_root = os.path.join(os.path.dirname(store.path), SCALARS_DIR)
         self._views: dict[str, JobView] = {}
         self._rows: dict[str, tuple[float, dict[str, Any]]] = {}
 
@@ -88,7 +93,7 @@ class _Jobs:
     def view(self, record: JobRecord) -> JobView:
         view = self._views.get(record.name)
         if view is None:
-            view = self._views[record.name] = JobView(record)
+            view = self._views[record.name] = JobView(record, self.scalars_root)
         return view
 
     def rows(self) -> list[dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 ``JobView`` follows one job for as long as the UI runs: it keeps the job's trial open (the trial
 reads only the index files written since it last looked) and the scalar values and reductions it
-has read, so a live page costs a few small reads a second, not a re-read of the whole job. What
-it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
+has read, so a live page costs a few small reads a second, not a re-read of the whole job.
+The scalars are kept as they are read (``analysis.scalar_series``), in a directory of the UI's
+own when it gives one: a job read once opens at once the next time, reading only newer steps.
+What it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
 (the losses and other scalars by step, each mode apart), ``profile`` (the report's step
 durations and system usage, read by the report's readers), a tensor's history. Long series are cut
 to buckets that keep their minimum and maximum (``report.series.envelope``), so a spike stays
@@ -12,19 +14,20 @@ visible however many steps there are; a range of steps re-buckets from the full 
 
 from __future__ import annotations
 
-import bisect
+import hashlib
 import logging
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
 from trainprobe.analysis.exceptions import MissingCollectionFiles
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
+from trainprobe.analysis.scalar_series import ScalarSeries
 from trainprobe.analysis.trial import Trial, create_trial
 from trainprobe.capture.collections import CollectionKeys
 from trainprobe.jobs.describe import describe_record, layout_of
@@ -39,14 +42,14 @@ from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
 from trainprobe.report.xgboost.build import RULE_NAME as XGBOOST_REPORT_RULE
 from trainprobe.report.xgboost.build import is_xgboost_output
 from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.storage import step_reader
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
 from trainprobe.storage.metric_series import read_metric_series
-from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
 from trainprobe.ui.tensor_view import Reductions, tensor_at, tensor_history, tensor_index
 
-__all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row"]
+__all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row", "scalars_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,8 @@ SCALAR_COLLECTIONS = (CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionK
 
 _RATE_WINDOW_SECONDS = 10.0
 REFRESH_SECONDS = 0.5
+_KEPT_CHARTS = 512
+"""Bucketed charts kept until new steps are read (each at most a few thousand numbers)."""
 _T = TypeVar("_T")
 
 
@@ -68,36 +73,46 @@ def _or_none(read: Callable[[], _T], what: str) -> _T | None:
         return None
 
 
+def scalars_dir(root: str, record: JobRecord) -> str:
+    """The directory under ``root`` where the UI keeps job ``record``'s scalars: named by the
+    job and by where its output is and when it was created, so that a job made again under
+    the same name starts afresh."""
+    source = f"{layout_of(record).debug_output}\n{record.creation_time!r}".encode()
+    return os.path.join(root, f"{record.name}-{hashlib.sha256(source).hexdigest()[:16]}")
+
+
 def bucketed(
-    steps: list[int], values: list[float], lo: float | None, hi: float | None
+    steps: Sequence[int] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    lo: float | None,
+    hi: float | None,
 ) -> dict[str, Any]:
-    """``values`` by step, within ``[lo, hi]`` when given, as at most 1000 buckets keeping each
-    bucket's mean, minimum and maximum; ``points`` is how many steps the buckets hold."""
+    """``values`` by step (``steps`` in order), within ``[lo, hi]`` when given, as at most
+    1000 buckets keeping each bucket's mean, minimum and maximum; ``points`` is how many steps
+    the buckets hold."""
     x = np.asarray(steps, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    keep = np.ones(x.shape, dtype=bool)
-    if lo is not None:
-        keep &= x >= lo
-    if hi is not None:
-        keep &= x <= hi
-    x, y = x[keep], y[keep]
+    first = 0 if lo is None else int(np.searchsorted(x, lo, side="left"))
+    end = x.size if hi is None else int(np.searchsorted(x, hi, side="right"))
+    x, y = x[first:end], np.asarray(values, dtype=np.float64)[first:end]
     return {"points": int(x.size), **envelope(x, y)}
 
 
 class JobView:
     """What the UI reads of one job, kept between looks (see the module docstring)."""
 
-    def __init__(self, record: JobRecord) -> None:
+    def __init__(self, record: JobRecord, scalars_root: str | None = None) -> None:
         self.name = record.name
         self.layout = layout_of(record)
         self._lock = threading.RLock()
         self._steps: deque[tuple[float, int]] = deque()
         self._trial: Trial | None = None
-        self._scalar_names: tuple[int, list[str]] | None = None
-        self._scalars: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
-        """Each scalar tensor's values by mode: (steps, values), in step order."""
-        self._scalars_read_through = -1
+        self._scalar_trial: Trial | None = None
+        self._scalar_names: tuple[tuple[int, int], list[str]] | None = None
+        self._scalars_dir = None if scalars_root is None else scalars_dir(scalars_root, record)
+        self._scalars: ScalarSeries | None = None
+        self._charts: dict[tuple[str, float | None, float | None], tuple[int, dict[str, Any]]] = {}
         self._refreshed = 0.0
+        self._scalars_refreshed = 0.0
         self._framework: str | None = None
         self._finished_cards: dict[str, dict[str, Any]] = {}
         self._issues: dict[str, tuple[int | None, list[str]]] = {}
@@ -191,10 +206,20 @@ class JobView:
     def framework(self) -> str:
         """``XGBoost`` or ``PyTorch``, as the hook's collections say; blank before the hook has
         written them."""
-        if self._framework is None and self.trial() is not None:
-            xgboost = is_xgboost_output(self.layout.debug_output)
+        debug_output = self.layout.debug_output
+        if self._framework is None and self._has_collections():
+            xgboost = is_xgboost_output(debug_output)
             self._framework = "XGBoost" if xgboost else "PyTorch"
         return self._framework or ""
+
+    def _has_collections(self) -> bool:
+        """Whether the hook has written its collections file (without opening the trial,
+        which reads every step's index)."""
+        found = _or_none(
+            lambda: step_reader.list_collections_files(self.layout.debug_output),
+            "the collections files",
+        )
+        return bool(found)
 
     # ----- tensors ------------------------------------------------------------------------
 
@@ -220,38 +245,62 @@ class JobView:
             return self._find_scalar_names()
 
     def _find_scalar_names(self) -> list[str]:
-        trial = self.trial()
+        series = self._series()
+        trial = self._trial_for_scalars(series)
         if trial is None:
-            return []
-        known = len(trial.tensor_names())
+            return series.names()
+        known = (len(trial.tensor_names()), len(series.names()))
         if self._scalar_names is not None and self._scalar_names[0] == known:
             return self._scalar_names[1]
         names: list[str] = []
         collections = trial.collections()
         for collection in SCALAR_COLLECTIONS:
             if collection in collections:
-                names += [
-                    name for name in trial.tensor_names(collection=collection) if name not in names
-                ]
+                saved = trial.collection(collection)
+                names += trial.tensor_names(collection=collection)
+                names += [name for name in series.names() if saved.matches(name)]
+        names = list(dict.fromkeys(names))
         self._scalar_names = (known, names)
         return names
+
+    def _series(self) -> ScalarSeries:
+        if self._scalars is None:
+            self._scalars = ScalarSeries(self._scalars_dir)
+        return self._scalars
+
+    def _trial_for_scalars(self, series: ScalarSeries) -> Trial | None:
+        """The trial the scalars are read from: the job's, when it is open or nothing has
+        been read yet, else one that reads only the steps after those ``series`` holds (a
+        long job's earlier index files are not read again)."""
+        if self._trial is not None or series.read_through < 0:
+            return self.trial()
+        now = time.monotonic()
+        if self._scalar_trial is None:
+            try:
+                self._scalar_trial = create_trial(
+                    self.layout.debug_output,
+                    timeout=0,
+                    range_steps=(series.read_through + 1, None),
+                )
+            except (MissingCollectionFiles, OSError, ValueError):
+                return None
+            self._scalar_trial.dynamic_refresh = False
+            self._scalars_refreshed = now
+        elif (
+            now - self._scalars_refreshed >= REFRESH_SECONDS
+            and not self._scalar_trial.loaded_all_steps
+        ):
+            self._scalar_trial.refresh_data()
+            self._scalars_refreshed = now
+        return self._scalar_trial
 
     def _read_new_scalars(self) -> None:
         """Read the scalars of every complete step after the last one read: each step's event
         file once for all of them."""
-        trial = self.trial()
-        if trial is None:
-            return
-        names = self._find_scalar_names()
-        steps = trial.steps()
-        for step in steps[bisect.bisect_right(steps, self._scalars_read_through) :]:
-            mode = (trial.mode(step) or ModeKeys.GLOBAL).name
-            for name, value in trial.values_at(step, names).items():
-                if value.size == 1:
-                    series = self._scalars.setdefault(name, {}).setdefault(mode, ([], []))
-                    series[0].append(step)
-                    series[1].append(float(value.reshape(-1)[0]))
-            self._scalars_read_through = step
+        series = self._series()
+        trial = self._trial_for_scalars(series)
+        if trial is not None:
+            series.follow(trial, self._find_scalar_names())
 
     def scalar_chart(
         self, name: str, lo: float | None = None, hi: float | None = None
@@ -268,13 +317,23 @@ class JobView:
             return [self._chart(name, lo, hi) for name in self._find_scalar_names()]
 
     def _chart(self, name: str, lo: float | None, hi: float | None) -> dict[str, Any]:
-        return {
+        # A chart changes only when new steps are read: until then, the one made is served.
+        read_through = self._series().read_through
+        key = (name, lo, hi)
+        kept = self._charts.get(key)
+        if kept is not None and kept[0] == read_through:
+            return kept[1]
+        if len(self._charts) >= _KEPT_CHARTS:
+            self._charts.clear()
+        chart = {
             "tensor": name,
             "series": [
                 {"mode": mode, **bucketed(steps, values, lo, hi)}
-                for mode, (steps, values) in self._scalars.get(name, {}).items()
+                for mode, (steps, values) in self._series().of(name).items()
             ],
         }
+        self._charts[key] = (read_through, chart)
+        return chart
 
     def tensors(self) -> dict[str, Any] | None:
         """Every saved tensor, by collection (``tensor_index``); None before the first."""
