@@ -174,6 +174,13 @@ def start_copy(tensor: torch.Tensor, *, snapshot: bool = True) -> HostCopy:
 def _start_cuda_copy(source: torch.Tensor, *, snapshot: bool, bfloat16: bool) -> HostCopy:
     if snapshot:
         source = source.clone(memory_format=torch.contiguous_format)
+    host, event = _copy_to_pinned(source)
+    return HostCopy(host, event=event, bfloat16=bfloat16)
+
+
+def _copy_to_pinned(source: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event]:
+    """``source`` copied into pinned host memory on the device's copy stream, and the event
+    that marks the copy's end."""
     stream = _copy_stream(source.device)
     stream.wait_stream(torch.cuda.current_stream(source.device))
     with torch.cuda.stream(stream):
@@ -183,7 +190,7 @@ def _start_cuda_copy(source: torch.Tensor, *, snapshot: bool, bfloat16: bool) ->
         event.record(stream)
     # The device buffer must outlive the copy even if the training thread drops it.
     source.record_stream(stream)
-    return HostCopy(host, event=event, bfloat16=bfloat16)
+    return host, event
 
 
 BATCH_BYTES = 1 << 28
@@ -232,14 +239,7 @@ def _start_cuda_batch(
         index, source, bfloat16 = members[0]
         return [(index, _start_cuda_copy(source, snapshot=True, bfloat16=bfloat16))]
     flat = torch._C._nn.flatten_dense_tensors([source for _, source, _ in members])
-    stream = _copy_stream(flat.device)
-    stream.wait_stream(torch.cuda.current_stream(flat.device))
-    with torch.cuda.stream(stream):
-        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
-        host.copy_(flat, non_blocking=True)
-        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        event.record(stream)
-    flat.record_stream(stream)
+    host, event = _copy_to_pinned(flat)
     copies, offset = [], 0
     for index, source, bfloat16 in members:
         count = source.numel()
