@@ -158,3 +158,22 @@ def test_a_plain_optimizer_step_keeps_its_whole_time(tmp_path: Path) -> None:
     assert total_us(events, CLOSURE) == 0 and inside_us(events, NESTED, "Optimizer") == 0
     for phase in (*NESTED, "Optimizer", "DataLoading"):
         assert split[phase]["time_us"] == pytest.approx(total_us(events, phase)), phase
+
+
+def event(phase: str, start_ms: float, end_ms: float) -> TraceEvent:
+    return TraceEvent(phase, phase, start_ms * 1e3, (end_ms - start_ms) * 1e3, {}, "0-algo-1", 1, 1)
+
+
+def test_a_closure_read_after_the_passes_it_holds_keeps_only_its_own_time() -> None:
+    # A rule following a live job reads the passes first: their closure and optimizer step are
+    # written when they end, in a later read. Each moment still goes to the innermost event.
+    totals = FrameworkTotals()
+    totals.add([event("Forward", 10, 30), event("Backward(post-forward)", 30, 40)])
+    totals.add([event(CLOSURE, 5, 45), event("Optimizer", 0, 50)])
+    totals.add([event("Forward", 60, 80)])  # the next step
+    split = totals.step_split()
+    assert split["Forward"]["time_us"] == pytest.approx(40_000)
+    assert split["Backward(post-forward)"]["time_us"] == pytest.approx(10_000)
+    assert split[CLOSURE]["time_us"] == pytest.approx(10_000)
+    assert split["Optimizer"]["time_us"] == pytest.approx(10_000)
+    assert totals.split_time_us == pytest.approx(70_000)

@@ -27,14 +27,14 @@ from trainprobe.analysis.profiling_data.phase_time import is_credited
 from trainprobe.storage.flight_captures import Capture, CapturedStep, list_captures
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
 
-__all__ = ["CaptureComparison", "OperatorTime", "PhaseTime", "compare_captures"]
+__all__ = ["CaptureComparison", "OperatorTime", "PhaseDifference", "compare_captures"]
 
 OPERATOR_CATEGORIES = frozenset({"cpu_op", "kernel", "gpu_memcpy", "gpu_memset"})
 TOP_OPERATORS = 10
 
 
 @dataclass(frozen=True)
-class PhaseTime:
+class PhaseDifference:
     """A phase's seconds in the slow step and in the ordinary one (None: no comparison)."""
 
     phase: str
@@ -67,7 +67,7 @@ class CaptureComparison:
 
     capture: Capture
     traces: list[str] = field(default_factory=list)
-    phases: list[PhaseTime] = field(default_factory=list)
+    phases: list[PhaseDifference] = field(default_factory=list)
     operators: list[OperatorTime] = field(default_factory=list)
 
     @property
@@ -129,12 +129,12 @@ def _phase_seconds(timeline: TraceFileReader, node: str, step: CapturedStep) -> 
 
 def _phases(
     timeline: TraceFileReader, node: str, slow: CapturedStep, ordinary: CapturedStep | None
-) -> list[PhaseTime]:
+) -> list[PhaseDifference]:
     outlier = _phase_seconds(timeline, node, slow)
     usual = _phase_seconds(timeline, node, ordinary) if ordinary is not None else None
     names = set(outlier) | set(usual or ())
     phases = [
-        PhaseTime(name, outlier.get(name, 0.0), None if usual is None else usual.get(name, 0.0))
+        PhaseDifference(name, outlier.get(name, 0.0), None if usual is None else usual.get(name, 0.0))
         for name in names
     ]
     return sorted(phases, key=lambda phase: -phase.difference_s)

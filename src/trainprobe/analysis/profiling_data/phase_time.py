@@ -20,15 +20,19 @@ they only add to ``covered_us``, the time in which a node was in a step or a pha
 once), which is what shares of the step time are shares of. ``DataLoaderWorker`` events run in
 the loader's own worker processes, beside the training: they are neither credited nor covered.
 
-Events are added batch after batch, each batch in any order but later batches starting no earlier
-than the latest start of the ones before (windows of a job give them so); a moment is credited as
-soon as no event still to come can start before it. An event that starts before that point gets
-only its later part.
+Events are added batch after batch, each batch in any order. An event is written when it ends,
+so an outer event (an optimizer step, its closure) comes after the passes it holds, often in a
+later batch: a reader following a live job reads the passes before their closure has ended. So
+events are held back, and counted in start order only once they started ``HOLD_FACTOR`` times
+the longest event seen (at least ``HOLD_US``) before the latest start seen; the totals count the
+held events too, as if no event came any more. An event that arrives later than that gets only
+its part after the moments already credited.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -106,34 +110,71 @@ class _Node:
         return pending, covered
 
 
+HOLD_US = 1_000_000.0
+"""The least time an event is held back before it is counted (microseconds)."""
+HOLD_FACTOR = 4.0
+"""Events are held back this many times the longest event seen so far."""
+
+
+def _order(event: TraceEvent) -> tuple[float, float, str, str]:
+    """Start order; of two that started together, the longer (the outer) first."""
+    return (event.start_us, -max(event.duration_us, 0.0), event.phase, event.name)
+
+
+def _count(event: TraceEvent, nodes: dict[str, _Node], credited: dict[EventKey, float]) -> None:
+    node = nodes[event.node_id]
+    end_us = max(event.end_us, event.start_us)
+    node.cover(event.start_us, end_us)
+    if is_step_event(event):
+        return
+    node.credit_until(event.start_us, credited)
+    if end_us > node.credited_up_to_us:
+        node.open_event(_Open(event.start_us, end_us, (event.phase, event.name)))
+
+
 class PhaseTime:
     """Time per phase and event of a timeline, every moment counted once (module docstring)."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, _Node] = defaultdict(_Node)
         self._credited: dict[EventKey, float] = defaultdict(float)
+        self._held: list[tuple[tuple[float, float, str, str], int, TraceEvent]] = []
+        self._latest_start_us = float("-inf")
+        self._longest_us = 0.0
+        self._added = 0
 
     def add(self, events: Iterable[TraceEvent]) -> None:
         """Count ``events`` in."""
-        ordered = sorted(
-            events, key=lambda e: (e.start_us, -max(e.duration_us, 0.0), e.phase, e.name)
-        )
-        for event in ordered:
+        for event in events:
             if event.phase == WORKER_PHASE:
                 continue
-            node = self._nodes[event.node_id]
-            end_us = max(event.end_us, event.start_us)
-            node.cover(event.start_us, end_us)
-            if is_step_event(event):
-                continue
-            node.credit_until(event.start_us, self._credited)
-            if end_us > node.credited_up_to_us:
-                node.open_event(_Open(event.start_us, end_us, (event.phase, event.name)))
+            self._latest_start_us = max(self._latest_start_us, event.start_us)
+            self._longest_us = max(self._longest_us, event.duration_us)
+            self._added += 1
+            heapq.heappush(self._held, (_order(event), self._added, event))
+        horizon_us = self._latest_start_us - max(HOLD_US, HOLD_FACTOR * self._longest_us)
+        while self._held and self._held[0][0][0] < horizon_us:
+            _count(heapq.heappop(self._held)[2], self._nodes, self._credited)
+
+    def _with_held(self) -> tuple[dict[str, _Node], dict[EventKey, float]]:
+        """The nodes and credits once the held events are counted too (the state is kept)."""
+        if not self._held:
+            return self._nodes, self._credited
+        nodes: dict[str, _Node] = defaultdict(_Node)
+        for node_id, node in self._nodes.items():
+            nodes[node_id] = _Node(
+                node.credited_up_to_us, list(node.open), node.covered_us, node.span
+            )
+        credited = defaultdict(float, self._credited)
+        for _, _, event in sorted(self._held):
+            _count(event, nodes, credited)
+        return nodes, credited
 
     def by_event(self) -> dict[EventKey, float]:
         """Microseconds credited to each (phase, name), the events still open included."""
-        totals = dict(self._credited)
-        for node in self._nodes.values():
+        nodes, credited = self._with_held()
+        totals = dict(credited)
+        for node in nodes.values():
             pending, _ = node.pending()
             for key, time_us in pending.items():
                 totals[key] = totals.get(key, 0.0) + time_us
@@ -149,4 +190,5 @@ class PhaseTime:
     @property
     def covered_us(self) -> float:
         """Microseconds in which a node was in a step or a phase, summed over the nodes."""
-        return sum(node.covered_us + node.pending()[1] for node in self._nodes.values())
+        nodes, _ = self._with_held()
+        return sum(node.covered_us + node.pending()[1] for node in nodes.values())
