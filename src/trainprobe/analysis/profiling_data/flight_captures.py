@@ -134,7 +134,9 @@ def _phases(
     usual = _phase_seconds(timeline, node, ordinary) if ordinary is not None else None
     names = set(outlier) | set(usual or ())
     phases = [
-        PhaseDifference(name, outlier.get(name, 0.0), None if usual is None else usual.get(name, 0.0))
+        PhaseDifference(
+            name, outlier.get(name, 0.0), None if usual is None else usual.get(name, 0.0)
+        )
         for name in names
     ]
     return sorted(phases, key=lambda phase: -phase.difference_s)
