@@ -97,6 +97,36 @@ def bucketed(
     return {"points": int(x.size), **envelope(x, y)}
 
 
+class _FollowedTrial:
+    """A job's trial, opened once its collections file exists; it reads the index files
+    written since it last looked at most every ``REFRESH_SECONDS`` (not at every query).
+    ``range_steps`` as ``create_trial``'s."""
+
+    def __init__(
+        self, debug_output: str, range_steps: tuple[int | None, int | None] | None = None
+    ) -> None:
+        self._debug_output, self._range_steps = debug_output, range_steps
+        self.opened: Trial | None = None
+        self._refreshed = 0.0
+
+    def get(self) -> Trial | None:
+        """The trial, or None while it cannot be opened yet."""
+        now = time.monotonic()
+        if self.opened is None:
+            try:
+                self.opened = create_trial(
+                    self._debug_output, timeout=0, range_steps=self._range_steps
+                )
+            except (MissingCollectionFiles, OSError, ValueError):
+                return None
+            self.opened.dynamic_refresh = False
+            self._refreshed = now
+        elif now - self._refreshed >= REFRESH_SECONDS and not self.opened.loaded_all_steps:
+            self.opened.refresh_data()
+            self._refreshed = now
+        return self.opened
+
+
 class JobView:
     """What the UI reads of one job, kept between looks (see the module docstring)."""
 
@@ -105,14 +135,12 @@ class JobView:
         self.layout = layout_of(record)
         self._lock = threading.RLock()
         self._steps: deque[tuple[float, int]] = deque()
-        self._trial: Trial | None = None
-        self._scalar_trial: Trial | None = None
+        self._trial = _FollowedTrial(self.layout.debug_output)
+        self._scalar_trial: _FollowedTrial | None = None
         self._scalar_names: tuple[tuple[int, int], list[str]] | None = None
         self._scalars_dir = None if scalars_root is None else scalars_dir(scalars_root, record)
         self._scalars: ScalarSeries | None = None
         self._charts: dict[tuple[str, float | None, float | None], tuple[int, dict[str, Any]]] = {}
-        self._refreshed = 0.0
-        self._scalars_refreshed = 0.0
         self._framework: str | None = None
         self._finished_cards: dict[str, dict[str, Any]] = {}
         self._issues: dict[str, tuple[int | None, list[str]]] = {}
@@ -224,20 +252,8 @@ class JobView:
     # ----- tensors ------------------------------------------------------------------------
 
     def trial(self) -> Trial | None:
-        """The job's trial, opened once its collections file exists; it reads the index files
-        written since it last looked at most every ``REFRESH_SECONDS`` (not at every query)."""
-        now = time.monotonic()
-        if self._trial is None:
-            try:
-                self._trial = create_trial(self.layout.debug_output, timeout=0)
-            except (MissingCollectionFiles, OSError, ValueError):
-                return None
-            self._trial.dynamic_refresh = False
-            self._refreshed = now
-        elif now - self._refreshed >= REFRESH_SECONDS and not self._trial.loaded_all_steps:
-            self._trial.refresh_data()
-            self._refreshed = now
-        return self._trial
+        """The job's trial (see ``_FollowedTrial``)."""
+        return self._trial.get()
 
     def scalar_names(self) -> list[str]:
         """The tensors of the scalar collections (losses first)."""
@@ -272,27 +288,13 @@ class JobView:
         """The trial the scalars are read from: the job's, when it is open or nothing has
         been read yet, else one that reads only the steps after those ``series`` holds (a
         long job's earlier index files are not read again)."""
-        if self._trial is not None or series.read_through < 0:
+        if self._trial.opened is not None or series.read_through < 0:
             return self.trial()
-        now = time.monotonic()
         if self._scalar_trial is None:
-            try:
-                self._scalar_trial = create_trial(
-                    self.layout.debug_output,
-                    timeout=0,
-                    range_steps=(series.read_through + 1, None),
-                )
-            except (MissingCollectionFiles, OSError, ValueError):
-                return None
-            self._scalar_trial.dynamic_refresh = False
-            self._scalars_refreshed = now
-        elif (
-            now - self._scalars_refreshed >= REFRESH_SECONDS
-            and not self._scalar_trial.loaded_all_steps
-        ):
-            self._scalar_trial.refresh_data()
-            self._scalars_refreshed = now
-        return self._scalar_trial
+            self._scalar_trial = _FollowedTrial(
+                self.layout.debug_output, range_steps=(series.read_through + 1, None)
+            )
+        return self._scalar_trial.get()
 
     def _read_new_scalars(self) -> None:
         """Read the scalars of every complete step after the last one read: each step's event

@@ -155,31 +155,33 @@ class _Segments:
     step)."""
 
     def __init__(self, device: torch.device, sizes: tuple[int, ...]) -> None:
-        self.sizes = sizes
-        self.cut = max(sizes) > PIECE_ELEMENTS
         self.lengths = torch.tensor(sizes, dtype=torch.int64, device=device)
-        self._pieces: torch.Tensor | None = None
-        self._counts: torch.Tensor | None = None
-        if self.cut:
+        # The pieces' lengths, and how many pieces each tensor has (None: nothing is cut).
+        self._rounds: tuple[torch.Tensor, torch.Tensor] | None = None
+        if max(sizes) > PIECE_ELEMENTS:
             pieces: list[int] = []
             counts: list[int] = []
             for size in sizes:
                 whole, rest = divmod(size, PIECE_ELEMENTS)
                 pieces += [PIECE_ELEMENTS] * whole + ([rest] if rest else [])
                 counts.append(whole + (1 if rest else 0))
-            self._pieces = torch.tensor(pieces, dtype=torch.int64, device=device)
-            self._counts = torch.tensor(counts, dtype=torch.int64, device=device)
+            self._rounds = (
+                torch.tensor(pieces, dtype=torch.int64, device=device),
+                torch.tensor(counts, dtype=torch.int64, device=device),
+            )
 
     def reduce(self, flat: torch.Tensor, how: str) -> torch.Tensor:
         """Each tensor's ``how`` ("min", "max", "sum" or "prod") of its values in ``flat``."""
-        if self._pieces is None or self._counts is None:
+        if self._rounds is None:
             return torch.segment_reduce(flat, how, lengths=self.lengths, unsafe=True)
-        partial = torch.segment_reduce(flat, how, lengths=self._pieces, unsafe=True)
-        return torch.segment_reduce(partial, how, lengths=self._counts, unsafe=True)
+        pieces, counts = self._rounds
+        partial = torch.segment_reduce(flat, how, lengths=pieces, unsafe=True)
+        return torch.segment_reduce(partial, how, lengths=counts, unsafe=True)
 
-    def variance(self, flat: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    def variance(self, flat: torch.Tensor) -> torch.Tensor:
         """Each tensor's population variance (two passes: the mean, then the squared
         deviations)."""
+        counts = self.lengths.to(flat.dtype)
         mean = self.reduce(flat, "sum") / counts
         spread = torch.repeat_interleave(mean, self.lengths, output_size=flat.numel())
         centred = flat - spread
@@ -215,8 +217,6 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
         if flat.dtype != wanted:
             flat = flat.to(wanted)
         segments = _segments(flat.device, tuple(tensor.numel() for tensor in members))
-        lengths = segments.lengths
-        counts = lengths.to(wanted) if {"var", "absvar"} & set(passes) else lengths
         columns: list[torch.Tensor] = []
         for name in passes:
             if name == "minmax":
@@ -228,11 +228,11 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
             elif name == "l2":
                 columns.append(segments.reduce(flat * flat, "sum").sqrt())
             elif name == "var":
-                columns.append(segments.variance(flat, counts))
+                columns.append(segments.variance(flat))
             elif name == "absmin":
                 columns.append(segments.reduce(flat.abs(), "min"))
             elif name == "absvar":
-                columns.append(segments.variance(flat.abs(), counts))
+                columns.append(segments.variance(flat.abs()))
             else:
                 raise ValueError(f"unknown pass {name!r}")
         rows.append(torch.stack(columns, dim=1))

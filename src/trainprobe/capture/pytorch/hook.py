@@ -296,7 +296,7 @@ class Hook(SmdebugSurface):
                 self._top_names,
                 lambda: self._models,
                 self._save_found_step,
-                self._save_replayed,
+                self._save_io,
             )
             if nonfinite_guard and not self.dry_run
             else None
@@ -1045,8 +1045,9 @@ class Hook(SmdebugSurface):
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
         self._save_gradients(self._saved_parameters)
 
-    def _save_replayed(self, name: str, inputs: Any, outputs: Any) -> None:
-        """A module of a non-finite step's replay, from its origin on: saved in full."""
+    def _save_io(self, name: str, inputs: Any, outputs: Any) -> None:
+        """Save a module's (or an activation function's) inputs and outputs: in a saved step,
+        and for a non-finite step's replay from its origin on."""
         self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
         self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
 
@@ -1061,8 +1062,7 @@ class Hook(SmdebugSurface):
             if self._guarding and self.guard is not None:
                 self.guard.add_loss(name, outputs)
         if self._active and not self._repeat_forward:
-            self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
-            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+            self._save_io(name, inputs, outputs)
 
     @_guarded
     def _on_function(self, kind: str, inputs: Any, outputs: Any) -> None:
@@ -1074,8 +1074,7 @@ class Hook(SmdebugSurface):
         if name not in self.module_types.modules:
             self.module_types.modules[name] = FUNCTION_TYPES[kind]
             self.module_types.unwritten = True
-        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
-        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+        self._save_io(name, inputs, outputs)
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:

@@ -184,12 +184,19 @@ def _copy_to_pinned(source: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Even
     stream = _copy_stream(source.device)
     stream.wait_stream(torch.cuda.current_stream(source.device))
     with torch.cuda.stream(stream):
-        host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
-        host.copy_(source, non_blocking=True)
-        event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        event.record(stream)
+        copied = _pinned_copy(source)
     # The device buffer must outlive the copy even if the training thread drops it.
     source.record_stream(stream)
+    return copied
+
+
+def _pinned_copy(source: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event]:
+    """``source`` copied into pinned host memory on its device's current stream without
+    blocking, and the event recorded after the copy."""
+    host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+    host.copy_(source, non_blocking=True)
+    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+    event.record(torch.cuda.current_stream(source.device))
     return host, event
 
 
@@ -263,8 +270,4 @@ def to_host_later(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event 
     (None: it is readable now)."""
     if tensor.device.type != "cuda":
         return tensor, None
-    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-    host.copy_(tensor, non_blocking=True)
-    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-    event.record(torch.cuda.current_stream(tensor.device))
-    return host, event
+    return _pinned_copy(tensor)

@@ -228,7 +228,7 @@ class NonFiniteGuard:
         self._losses: dict[int, tuple[str, torch.Tensor]] = {}
         self._outputs: list[Any] = []  # the models' outputs, taken apart only when checked
         self._gradients_checked = False
-        self._checked_parameters: list[tuple[str, torch.Tensor, _Checked]] = []
+        self._checked_parameters: list[tuple[torch.Tensor, _Checked]] = []
         self._checked_ids: set[int] = set()
         self._parameters: dict[str, list[tuple[str, torch.Tensor]]] = {}
         self._module_of: dict[str, str] = {}
@@ -259,7 +259,7 @@ class NonFiniteGuard:
             if key in implied or not tensor.requires_grad or id(tensor) in self._checked_ids:
                 continue  # a tied parameter is checked once, where the forward first uses it
             self._checked_ids.add(id(tensor))
-            self._checked_parameters.append((key, tensor, _Checked(_GRADIENT, key)))
+            self._checked_parameters.append((tensor, _Checked(_GRADIENT, key)))
 
     # ----- the step -----
 
@@ -327,7 +327,7 @@ class NonFiniteGuard:
         if self.origin is not None or self._gradients_checked:
             return checked, tensors
         self._gradients_checked = True
-        for _, parameter, gradient in self._checked_parameters:
+        for parameter, gradient in self._checked_parameters:
             grad = parameter.grad
             if grad is not None and grad.is_floating_point():
                 checked.append(gradient)
@@ -457,7 +457,9 @@ class NonFiniteGuard:
         if not gradients:
             return next((entry for entry in found if entry[0].kind == _OUTPUT), found[0])
         position = {name: index for index, name in enumerate(order)}
-        registered = {key: index for index, (key, _, _) in enumerate(self._checked_parameters)}
+        registered = {
+            gradient.name: index for index, (_, gradient) in enumerate(self._checked_parameters)
+        }
 
         def backward_rank(entry: tuple[_Checked, torch.Tensor | None]) -> tuple[int, int]:
             name = entry[0].name
