@@ -1,18 +1,19 @@
 """What ``trainprobe ui`` costs on a long job: the first chart, the bytes sent, the points drawn,
 how soon a new step shows, and the server's CPU while a job runs and while idle.
 
-The job is synthesized in the real formats by trainprobe's own writer (``StepWriter``): by
-default 100 000 TRAIN steps of 50 scalars (a loss and 49 metrics), one of them spiking to 1e6 at
-one step, and a job store record for it, in progress. ``trainprobe ui`` runs as a user starts it
+The job is synthesized in the real formats by the hook's own writer thread (``WriterThread``),
+which also keeps the scalars it writes as chunks beside the step files: by default 100 000 TRAIN
+steps of 50 scalars (a loss and 49 metrics), one of them spiking to 1e6 at one step, and a job
+store record for it, in progress. ``trainprobe ui`` runs as a user starts it
 (a subprocess on 127.0.0.1); the script talks to it over HTTP with the token's cookie.
 
 Measured:
 
 - first chart: the scalars of the job, beside the baseline measured in the same run: reading
-  every scalar value through a fresh trial, which is what any reader of the job must do. Twice
-  cold, each time from a server just started: the first look at the job ever (every value of
-  every step read through the trial, then kept beside the job store), then after a restart of
-  the server (from what the first kept; only later steps read from the job's files). Then warm
+  every scalar value through a fresh trial, which is what a reader of an output without chunks
+  (smdebug's) must do. Twice cold, each time from a server just started: the first look at the
+  job ever (from the writer's chunks; only the steps after them read from the step files, and
+  those kept beside the job store), then after a restart of the server. Then warm
   (nothing new on disk). Bytes sent, and the points per chart (each bucket's mean, min and
   max), and whether the spike survived the bucketing. With Chromium installed, the job page's
   first chart in a headless browser too. Target: first chart < 1 s.
@@ -54,39 +55,57 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "ui")]
 
 from job_records import job_in_progress  # noqa: E402
 
+from trainprobe.capture.writer_thread import (  # noqa: E402
+    CollectionsJob,
+    EndStep,
+    ScalarBatch,
+    WriterThread,
+)
 from trainprobe.jobs.store import JobStore  # noqa: E402
 from trainprobe.storage.modes import ModeKeys  # noqa: E402
-from trainprobe.storage.step_file import StepWriter, write_collections_file  # noqa: E402
 
 JOB = "ui-benchmark"
 SPIKE = 1e6
 
 
-def write_steps(debug_output: str, first: int, last: int, scalars: int, spike_at: int) -> None:
-    names = ["CrossEntropyLoss_output_0", *(f"metric-{index}" for index in range(1, scalars))]
-    dtypes = ["float32"] * scalars
-    base = np.linspace(2.0, 1.0, scalars, dtype=np.float64)
-    for step in range(first, last):
-        values = base / (1.0 + step / 1000.0)
-        if step == spike_at:
-            values = values.copy()
-            values[0] = SPIKE
-        with StepWriter(debug_output, step, "worker_0") as writer:
-            writer.add_scalars(names, dtypes, values, mode=ModeKeys.TRAIN, mode_step=step)
+class Training:
+    """The job's writer: the hook's writer thread (``WriterThread``), as a training has it, so
+    that the job's files, its scalar chunks among them, are what a hooked training leaves."""
+
+    def __init__(self, debug_output: str, scalars: int) -> None:
+        self.writer = WriterThread(debug_output, "worker_0")
+        self.names = ["CrossEntropyLoss_output_0", *(f"metric-{i}" for i in range(1, scalars))]
+        self.base = np.linspace(2.0, 1.0, scalars, dtype=np.float64)
+        collections = {
+            "losses": {"include_regex": ["Loss_output"], "tensor_names": [], "save_config": None},
+            "metrics": {"include_regex": ["^metric-"], "tensor_names": [], "save_config": None},
+        }
+        self.writer.submit(CollectionsJob(collections, 1))
+
+    def write(self, first: int, last: int, spike_at: int = -1) -> None:
+        """Steps ``first`` to ``last - 1``, on disk when this returns."""
+        dtypes = ["float32"] * len(self.names)
+        for step in range(first, last):
+            values = self.base / (1.0 + step / 1000.0)
+            if step == spike_at:
+                values = values.copy()
+                values[0] = SPIKE
+            mode = ModeKeys.TRAIN
+            self.writer.submit(
+                ScalarBatch(step, self.names, dtypes, values, mode, step, time.time())
+            )
+            self.writer.submit(EndStep(step))
+        self.writer.flush()
 
 
-def synthesize(home: Path, steps: int, scalars: int) -> str:
-    """The job's files and its store record; its debug output's path."""
+def synthesize(home: Path, steps: int, scalars: int) -> tuple[str, Training]:
+    """The job's files and its store record; its debug output's path and its writer."""
     job_dir = home / "out" / JOB
     debug_output = str(job_dir / "debug-output")
-    collections = {
-        "losses": {"include_regex": ["Loss_output"], "tensor_names": [], "save_config": None},
-        "metrics": {"include_regex": ["^metric-"], "tensor_names": [], "save_config": None},
-    }
-    write_collections_file(debug_output, "worker_0", collections, num_workers=1)
-    write_steps(debug_output, 0, steps, scalars, spike_at=steps // 3)
+    training = Training(debug_output, scalars)
+    training.write(0, steps, spike_at=steps // 3)
     JobStore(home / "jobs.sqlite").insert(job_in_progress(JOB, job_dir))
-    return debug_output
+    return debug_output, training
 
 
 def read_every_value(debug_output: str) -> int:
@@ -193,7 +212,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         home = Path(directory)
         started = time.perf_counter()
-        debug_output = synthesize(home, args.steps, args.scalars)
+        debug_output, training = synthesize(home, args.steps, args.scalars)
         print(
             f"job: {args.steps} steps x {args.scalars} scalars, written in "
             f"{time.perf_counter() - started:.1f} s"
@@ -209,7 +228,7 @@ def main() -> None:
             first, body = ui.get(f"/api/jobs/{JOB}/scalars")
             print(
                 f"first chart, first look at the job ever (HTTP, cold): {first:.2f} s = "
-                f"{first / baseline:.2f} x baseline"
+                f"{first / baseline:.4f} x baseline"
             )
             ui.close()
             ui = Ui(home)
@@ -247,7 +266,7 @@ def main() -> None:
             for _ in range(args.updates):
                 time.sleep(0.37)  # not in step with the server's looks
                 written = time.perf_counter()
-                write_steps(debug_output, step, step + 1, args.scalars, spike_at=-1)
+                training.write(step, step + 1)
                 while not any(data.get("step") == step for _, data in seen):
                     time.sleep(0.005)
                 arrived = next(at for at, data in seen if data.get("step") == step)
@@ -273,7 +292,7 @@ def main() -> None:
             deadline = time.monotonic() + args.seconds
             shown = 0
             while time.monotonic() < deadline:
-                write_steps(debug_output, step, step + 1, args.scalars, spike_at=-1)
+                training.write(step, step + 1)
                 step += 1
                 if len(seen) > shown:
                     shown = len(seen)
@@ -287,6 +306,7 @@ def main() -> None:
             )
         finally:
             ui.close()
+            training.writer.close()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ step's files, which takes minutes on a long job. ``ScalarSeries`` reads each ste
 follows a trial (``follow`` reads only the steps after those it has), and when given a
 directory it keeps what it read there as chunk files (``storage.scalar_chunks``), so that the
 next reader (another process, a restarted UI) starts from them and reads only the steps after.
+A job written by trainprobe's hook comes with such chunks (``storage.written_scalars``): then
+even the first reader decodes only the steps its writers have not kept yet.
 The values are exactly the trial's (``float`` of each one-element value), never resampled.
 """
 
@@ -22,9 +24,12 @@ from trainprobe.storage.scalar_chunks import (
     ScalarChunk,
     Steps,
     Values,
+    chunk_spans,
+    follow_chunks,
     read_scalar_chunks,
     write_scalar_chunk,
 )
+from trainprobe.storage.written_scalars import read_written_scalars, written_through
 
 __all__ = ["SAVE_EVERY", "ScalarSeries"]
 
@@ -62,18 +67,33 @@ class ScalarSeries:
     """The scalars of one tensor output by step (see the module docstring).
 
     ``directory``, when given, is where the chunks are kept: those there are read at once.
+    ``output``, when given, is the tensor output the series is of: the chunks its writers kept
+    (``storage.written_scalars``) are read first when they reach further, and ``directory``'s
+    only for the steps after them.
     """
 
-    def __init__(self, directory: str | None = None) -> None:
+    def __init__(self, directory: str | None = None, output: str | None = None) -> None:
         self.directory = directory
         self.read_through = -1
         """The last global step read (-1 before any): later steps are read from the trial."""
         self._saved_through = -1
         self._series: dict[str, dict[str, _Series]] = {}
+        kept = follow_chunks(chunk_spans(directory)) if directory is not None else []
+        if output is not None:
+            try:
+                if written_through(output) > (kept[-1][1] if kept else -1):
+                    written = read_written_scalars(output)
+                    if written is not None:
+                        self._take(written)
+            except Exception as error:  # the steps' files still hold every value
+                log.warning("trainprobe: cannot read the scalars kept in %s: %s", output, error)
         if directory is not None:
-            for chunk in read_scalar_chunks(directory):
-                self._add(chunk.series)
-                self.read_through = self._saved_through = chunk.last
+            for chunk in read_scalar_chunks(directory, self.read_through + 1):
+                self._take(chunk)
+
+    def _take(self, chunk: ScalarChunk) -> None:
+        self._add(chunk.series)
+        self.read_through = self._saved_through = chunk.last
 
     def names(self) -> list[str]:
         """The tensors with a value read, in the order they were first met."""

@@ -29,6 +29,7 @@ __all__ = [
     "PYTORCH_COLLECTIONS",
     "RULE_COLLECTIONS",
     "SCALAR_COLLECTIONS",
+    "SCALAR_PREFIX",
     "XGBOOST_COLLECTIONS",
     "Collection",
     "CollectionKeys",
@@ -118,6 +119,10 @@ SCALAR_COLLECTIONS = frozenset(
     }
 )
 """Collections of scalars: always saved raw, never reduced, no histograms."""
+
+SCALAR_PREFIX = "scalar/"
+"""What the name of a value saved by ``save_scalar`` starts with (smdebug's): such a value is a
+scalar of no collection."""
 
 DEFAULT_SAVED_COLLECTIONS = (CollectionKeys.LOSSES,)
 """Collections the PyTorch hook saves whatever ``include_collections`` says."""

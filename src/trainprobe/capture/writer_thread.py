@@ -18,6 +18,10 @@ the scalar batches marked ``export``) into TensorBoard scalars and histograms, f
 step ends and closes them with the writer. The export handles its own failures: it logs once and
 turns itself off, and the step files go on.
 
+The same thread keeps the scalars it writes as chunks beside the step files
+(``storage.written_scalars``), so that a reader draws a long job's curves without decoding
+every step's files.
+
 A ``SideJob`` runs another part's small file write (the hook's overhead file) on this thread, in
 order with the rest, so that it never costs the training thread; it handles its own failures.
 """
@@ -38,6 +42,7 @@ from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.storage.collections_file import encode_collections
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
+from trainprobe.storage.written_scalars import ScalarChunkWriter
 
 __all__ = [
     "CollectionsJob",
@@ -233,6 +238,7 @@ class WriterThread:
         self._pending_bytes = 0
         self._condition = threading.Condition()
         self._writer: StepWriter | None = None
+        self._scalars = ScalarChunkWriter(out_dir, worker)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="trainprobe-writer", daemon=True)
         self._thread.start()
@@ -315,6 +321,7 @@ class WriterThread:
                 if isinstance(message, _Stop):
                     try:
                         self._close_step()
+                        self._keep_scalars()
                     finally:
                         self._end_tensorboard(close=True)
                     return
@@ -343,6 +350,7 @@ class WriterThread:
                     wall_time=message.wall_time,
                     original_dtype=message.original_dtype,
                 )
+                self._scalars.add(message.step, message.mode.name, message.name, array)
             summary = message.summary
             if summary is not None and self.tensorboard is not None:
                 self.tensorboard.add(
@@ -365,6 +373,9 @@ class WriterThread:
                 mode_step=message.mode_step,
                 wall_time=message.wall_time,
             )
+            self._scalars.add_scalars(
+                message.step, message.mode.name, message.names, message.dtypes, values
+            )
             if message.export and self.tensorboard is not None:
                 self._export_scalars(self.tensorboard, message, values)
         elif isinstance(message, ShapeRecord):
@@ -386,6 +397,7 @@ class WriterThread:
             self.bytes_written += len(encode_collections(message.collections, message.num_workers))
         elif isinstance(message, _TrainingEnd):
             self._close_step()
+            self._keep_scalars()
             write_training_end(self.out_dir)
         elif isinstance(message, SideJob):
             self._run_side_job(message)
@@ -420,7 +432,13 @@ class WriterThread:
         if writer is not None:
             written = writer.close()
             self.bytes_written += written
-            self.steps_written += 1 if written else 0
+            if written:
+                self.steps_written += 1
+                self.bytes_written += self._scalars.step_written(writer.step)
+
+    def _keep_scalars(self) -> None:
+        """Keep the scalars written since the last chunk as a chunk (the writer ends)."""
+        self.bytes_written += self._scalars.flush()
 
     def _end_tensorboard(self, *, close: bool) -> None:
         """Flush (at a step's end) or close the export, and count the bytes it wrote."""
@@ -446,6 +464,7 @@ class WriterThread:
             )
 
     def _fail(self, error: BaseException, step: int | None) -> None:
+        self._scalars.stop("the step files could not be written")
         writer, self._writer = self._writer, None
         if step is None and writer is not None:
             step = writer.step

@@ -156,6 +156,16 @@ def rename(source: str, target: str) -> None:
     os.replace(source, target)
 
 
+def remove(path: str) -> None:
+    """Remove the file (or object) ``path``; one that is not there is not an error."""
+    if is_url(path):
+        with contextlib.suppress(FileNotFoundError):
+            object_store.filesystem(path).rm_file(path)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
 def scratch_path(path: str) -> str:
     """Where to write a file that ``rename`` will give the name ``path`` once it is whole:
     ``path`` itself for a local file, a local temporary file for a URL (objects cannot be

@@ -7,6 +7,7 @@ The layout is smdebug's, so that either tool reads the other's output::
     <out_dir>/collections/000000000/<worker>_collections.json
     <out_dir>/training_job_end.ts
     <out_dir>/tensorboard/<MODE>/<step:012>_<pid>_<hostname>.tfevents
+    <out_dir>/scalars/<worker>/<first:012>-<last:012>.npz   (trainprobe's alone)
 
 Steps in paths are always global steps. Paths inside an index file (``event_file_name``) are
 relative to ``out_dir`` and always use ``/``.
@@ -23,6 +24,7 @@ __all__ = [
     "COLLECTIONS_DIR",
     "EVENTS_DIR",
     "INDEX_DIR",
+    "SCALARS_DIR",
     "TRAINING_END_FILE",
     "collections_file",
     "event_file",
@@ -31,6 +33,7 @@ __all__ = [
     "join",
     "parse_collections_file_name",
     "parse_index_file_name",
+    "scalar_chunks_dir",
     "tensorboard_file",
 ]
 
@@ -39,6 +42,7 @@ INDEX_DIR = "index"
 COLLECTIONS_DIR = "collections/000000000"
 TRAINING_END_FILE = "training_job_end.ts"
 TENSORBOARD_DIR = "tensorboard"
+SCALARS_DIR = "scalars"
 
 _INDEX_NAME = re.compile(r"^(\d{12})_(.+)\.json$")
 _COLLECTIONS_NAME = re.compile(r"^(.+)_collections\.json$")
@@ -74,6 +78,12 @@ def collections_file(worker: str) -> str:
 def tensorboard_file(mode: ModeKeys, step: int, pid: int, hostname: str) -> str:
     """A TensorBoard event file for one mode and step, relative to the output directory."""
     return f"{TENSORBOARD_DIR}/{mode.name}/{step:012d}_{pid}_{hostname}.tfevents"
+
+
+def scalar_chunks_dir(worker: str) -> str:
+    """Where a worker keeps the scalars it wrote as chunks (``storage.written_scalars``),
+    relative to the output directory. smdebug never looks there."""
+    return f"{SCALARS_DIR}/{worker}"
 
 
 def parse_index_file_name(path: str) -> tuple[int, str] | None:

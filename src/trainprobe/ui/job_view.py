@@ -4,7 +4,9 @@
 reads only the index files written since it last looked) and the scalar values and reductions it
 has read, so a live page costs a few small reads a second, not a re-read of the whole job.
 The scalars are kept as they are read (``analysis.scalar_series``), in a directory of the UI's
-own when it gives one: a job read once opens at once the next time, reading only newer steps.
+own when it gives one: a job read once opens at once the next time, reading only newer steps;
+a job written by trainprobe's hook opens at once the first time too, from the scalars its
+writers kept beside the step files.
 What it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
 (the losses and other scalars by step, each mode apart), ``profile`` (the report's step
 durations and system usage, read by the report's readers), a tensor's history. Long series are cut
@@ -29,7 +31,7 @@ from trainprobe.analysis.exceptions import MissingCollectionFiles
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.scalar_series import ScalarSeries
 from trainprobe.analysis.trial import Trial, create_trial
-from trainprobe.capture.collections import CollectionKeys
+from trainprobe.capture.collections import SCALAR_PREFIX, CollectionKeys
 from trainprobe.jobs.describe import describe_record, layout_of
 from trainprobe.jobs.progress import rule_verdict, training_step
 from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
@@ -256,7 +258,8 @@ class JobView:
         return self._trial.get()
 
     def scalar_names(self) -> list[str]:
-        """The tensors of the scalar collections (losses first)."""
+        """The tensors of the scalar collections (losses first), then those saved by
+        ``save_scalar``."""
         with self._lock:
             return self._find_scalar_names()
 
@@ -275,13 +278,14 @@ class JobView:
                 saved = trial.collection(collection)
                 names += trial.tensor_names(collection=collection)
                 names += [name for name in series.names() if saved.matches(name)]
+        names += [n for n in trial.tensor_names() + series.names() if n.startswith(SCALAR_PREFIX)]
         names = list(dict.fromkeys(names))
         self._scalar_names = (known, names)
         return names
 
     def _series(self) -> ScalarSeries:
         if self._scalars is None:
-            self._scalars = ScalarSeries(self._scalars_dir)
+            self._scalars = ScalarSeries(self._scalars_dir, self.layout.debug_output)
         return self._scalars
 
     def _trial_for_scalars(self, series: ScalarSeries) -> Trial | None:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import torch
 
+from trainprobe.capture.collections import SCALAR_PREFIX
+
 __all__ = [
     "GRADIENT_PREFIX",
     "INPUT_SUFFIX",
@@ -31,7 +33,6 @@ __all__ = [
 ]
 
 GRADIENT_PREFIX = "gradient/"
-SCALAR_PREFIX = "scalar/"
 INPUT_SUFFIX = "_input_"
 OUTPUT_SUFFIX = "_output_"
 

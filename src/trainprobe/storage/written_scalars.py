@@ -1,0 +1,259 @@
+"""The scalars a worker wrote, kept beside its step files as chunks (``storage.scalar_chunks``)
+so that a reader gets a long job's curves without decoding every step's files::
+
+    <out_dir>/scalars/<worker>/<first:012>-<last:012>.npz
+
+A worker's writer thread hands ``ScalarChunkWriter`` each one-element numeric tensor it writes
+(reductions aside: they are not tensors of their own to a reader) and each step whose files it
+has written; every ``CHUNK_STEPS`` global steps, and when it closes, the steps since the last
+chunk become a chunk. A chunk lists the steps whose files the worker wrote: for a job of several
+workers, ``read_written_scalars`` keeps the steps every worker wrote (the trial's complete steps)
+and, for each, the value of the first worker that holds it (as the trial does). Its chunks
+start where the worker's earlier chunks end (step 0 for a new output): a step no chunk covers is
+read from the step files.
+
+Keeping chunks is a convenience: when a chunk cannot be written, the writer logs it once and
+keeps no more, and the step files are unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from trainprobe.storage import files, locations
+from trainprobe.storage.collections_file import read_collections_file
+from trainprobe.storage.reduction_names import REDUCTION_PREFIX
+from trainprobe.storage.scalar_chunks import (
+    ScalarChunk,
+    Steps,
+    Values,
+    chunk_spans,
+    follow_chunks,
+    read_scalar_chunks,
+    write_scalar_chunk,
+)
+from trainprobe.storage.step_reader import list_collections_files
+
+__all__ = ["CHUNK_STEPS", "ScalarChunkWriter", "read_written_scalars", "written_through"]
+
+log = logging.getLogger(__name__)
+
+CHUNK_STEPS = 1000
+"""Global steps a chunk of the writer covers (the last chunk, written at the end, fewer)."""
+
+_NUMBERS = frozenset("biuf")
+
+
+class ScalarChunkWriter:
+    """Keeps one worker's scalars as chunks under ``out_dir`` (see the module docstring). Used
+    from one thread (the writer thread)."""
+
+    def __init__(self, out_dir: str, worker: str) -> None:
+        self.directory = locations.join(out_dir, locations.scalar_chunks_dir(worker))
+        self.chunk_steps = CHUNK_STEPS
+        self._first: int | None = None  # the first step of the next chunk, once known
+        self._written_through = -1
+        self._values: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        self._written: list[int] = []
+        self._on = True
+
+    def add(self, step: int, mode: str, name: str, array: np.ndarray) -> None:
+        """Tensor ``name`` was written at global ``step`` as ``array`` (kept when it is one
+        number)."""
+        if array.size == 1 and array.dtype.kind in _NUMBERS:
+            self._keep(step, mode, [name], [array.reshape(-1)[0].item()])
+
+    def add_scalars(
+        self, step: int, mode: str, names: Sequence[str], dtypes: Sequence[str], values: np.ndarray
+    ) -> None:
+        """``StepWriter.add_scalars``'s tensors (each value as its dtype holds it)."""
+        kept = [index for index, name in enumerate(names) if not name.startswith(REDUCTION_PREFIX)]
+        if not kept or not self._on:
+            return
+        try:
+            found = [np.asarray(values[index], dtype=dtypes[index]).item() for index in kept]
+        except (TypeError, ValueError) as error:
+            self.stop(f"a value of step {step} is no number: {error}", warn=True)
+            return
+        self._keep(step, mode, [names[index] for index in kept], found)
+
+    def _keep(self, step: int, mode: str, names: Sequence[str], values: Sequence[float]) -> None:
+        if not self._on:
+            return
+        if step <= self._last_kept():
+            self._written_again(step)
+            return
+        for name, value in zip(names, values, strict=True):
+            series = self._values.setdefault((name, mode), ([], []))
+            series[0].append(step)
+            series[1].append(float(value))
+
+    def step_written(self, step: int) -> int:
+        """The files of global ``step`` are on disk: a chunk is written when enough steps are
+        (its bytes returned)."""
+        first = self._first_step() if self._on else None
+        if first is None:
+            return 0
+        if step < first:
+            self._written_again(step)
+            return 0
+        self._written.append(step)
+        self._written_through = max(self._written_through, step)
+        if self._written_through - first + 1 >= self.chunk_steps:
+            return self.flush()
+        return 0
+
+    def flush(self) -> int:
+        """Keep the steps written since the last chunk as a chunk, when there are any (its
+        bytes returned). Values of a step whose files are not written yet wait."""
+        first = self._first_step() if self._on and self._written else None
+        if first is None:
+            return 0
+        last = self._written_through
+        series: dict[tuple[str, str], tuple[Steps, Values]] = {}
+        later: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        for key, (step_list, value_list) in self._values.items():
+            steps = np.asarray(step_list, np.int64)
+            values = np.asarray(value_list, np.float64)
+            order = np.argsort(steps, kind="stable")
+            steps, values = steps[order], values[order]
+            if steps.size and steps[0] < first:
+                self._written_again(int(steps[0]))
+                return 0
+            end = int(np.searchsorted(steps, last, side="right"))
+            if end:
+                series[key] = (steps[:end], values[:end])
+            if end < steps.size:
+                later[key] = (steps[end:].tolist(), values[end:].tolist())
+        written = np.unique(np.asarray(self._written, np.int64))
+        try:
+            size = write_scalar_chunk(self.directory, ScalarChunk(first, last, series, written))
+        except Exception as error:
+            self.stop(f"cannot write a chunk in {self.directory}: {error}", warn=True)
+            return 0
+        self._first = last + 1
+        self._values = later
+        self._written.clear()
+        return size
+
+    def _first_step(self) -> int | None:
+        if self._first is None:
+            try:
+                spans = follow_chunks(chunk_spans(self.directory))
+            except Exception as error:
+                self.stop(f"cannot list {self.directory}: {error}", warn=True)
+                return None
+            self._first = spans[-1][1] + 1 if spans else 0
+        return self._first
+
+    def _last_kept(self) -> int:
+        return -1 if self._first is None else self._first - 1
+
+    def _written_again(self, step: int) -> None:
+        """A step already kept in a chunk is being written again: the chunks from that step on
+        no longer hold its files' values, so they go, and no more are kept."""
+        self.stop(f"step {step} was written again after its chunk")
+        try:
+            for _, last, path in chunk_spans(self.directory):
+                if last >= step:
+                    files.remove(path)
+        except Exception as error:
+            log.warning("trainprobe: cannot remove the chunks of %s: %s", self.directory, error)
+
+    def stop(self, why: str, *, warn: bool = False) -> None:
+        """Keep no more chunks (those written stay: they are whole)."""
+        self._on = False
+        self._values.clear()
+        self._written.clear()
+        (log.warning if warn else log.info)(
+            "trainprobe: the scalars are no longer kept as chunks (%s); the step files hold "
+            "them all",
+            why,
+        )
+
+
+def written_through(out_dir: str) -> int:
+    """The last step that every worker of ``out_dir`` kept in chunks without a gap from step 0
+    (-1: none), from the listing alone."""
+    spans = _spans_by_worker(out_dir)
+    return min((found[-1][1] if found else -1) for found in spans.values()) if spans else -1
+
+
+def read_written_scalars(out_dir: str) -> ScalarChunk | None:
+    """The scalars the workers of the output ``out_dir`` kept as chunks, from step 0 to the last
+    step every worker's chunks cover, as one chunk; None when there are none (an output from
+    smdebug or an older trainprobe, or a worker that kept none)."""
+    workers = sorted(_spans_by_worker(out_dir))
+    if not workers:
+        return None
+    root = locations.join(out_dir, locations.SCALARS_DIR)
+    chunks = {worker: read_scalar_chunks(locations.join(root, worker)) for worker in workers}
+    last = min((found[-1].last if found else -1) for found in chunks.values())
+    if last < 0:
+        return None
+    by_key: dict[tuple[str, str], list[tuple[Steps, Values, int]]] = {}
+    for rank, worker in enumerate(workers):
+        for chunk in chunks[worker]:
+            for key, (steps, values) in chunk.series.items():
+                kept = steps <= last
+                by_key.setdefault(key, []).append((steps[kept], values[kept], rank))
+    # One worker's values are at steps it wrote, already in order.
+    complete = _written_by_all(chunks, workers, last) if len(workers) > 1 else None
+    series = {key: _first_worker_values(parts, complete) for key, parts in by_key.items()}
+    return ScalarChunk(0, last, {key: found for key, found in series.items() if found[0].size})
+
+
+def _spans_by_worker(out_dir: str) -> dict[str, list[tuple[int, int, str]]]:
+    """Each worker's chunks that follow each other from step 0; none unless every worker the
+    collections files count kept some."""
+    root = locations.join(out_dir, locations.SCALARS_DIR)
+    workers = files.child_names(root)
+    if not workers or len(workers) < _num_workers(out_dir):
+        return {}
+    return {worker: follow_chunks(chunk_spans(locations.join(root, worker))) for worker in workers}
+
+
+def _num_workers(out_dir: str) -> int:
+    counts = [1]
+    for path in list_collections_files(out_dir):
+        try:
+            counts.append(read_collections_file(out_dir, path).num_workers)
+        except (OSError, ValueError):
+            continue
+    return max(counts)
+
+
+def _written_by_all(
+    chunks: dict[str, list[ScalarChunk]], workers: Sequence[str], last: int
+) -> Steps:
+    """The steps up to ``last`` whose files every one of ``workers`` wrote."""
+    complete: Steps | None = None
+    for worker in workers:
+        written = [chunk.written for chunk in chunks[worker] if chunk.written is not None]
+        steps = np.concatenate(written) if written else np.empty(0, np.int64)
+        steps = steps[steps <= last]
+        complete = steps if complete is None else np.intersect1d(complete, steps)
+    assert complete is not None  # there is a worker
+    return complete
+
+
+def _first_worker_values(
+    parts: list[tuple[Steps, Values, int]], complete: Steps | None
+) -> tuple[Steps, Values]:
+    """One value a step, the first worker's, at the ``complete`` steps only (None: all)."""
+    steps = np.concatenate([part[0] for part in parts])
+    values = np.concatenate([part[1] for part in parts])
+    if complete is None and bool(np.all(steps[1:] > steps[:-1])):
+        return steps, values
+    ranks = np.concatenate([np.full(part[0].size, part[2]) for part in parts])
+    if complete is not None:
+        kept = np.isin(steps, complete)
+        steps, values, ranks = steps[kept], values[kept], ranks[kept]
+    order = np.lexsort((ranks, steps))
+    steps, values = steps[order], values[order]
+    first = np.ones(steps.size, dtype=bool)
+    first[1:] = steps[1:] != steps[:-1]
+    return steps[first], values[first]
