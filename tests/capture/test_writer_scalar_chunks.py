@@ -161,3 +161,39 @@ def _assert_follows_the_trial(series: ScalarSeries, out: Path) -> None:
     for (name, mode), (steps, values) in trial_scalars(out).items():
         found = series.of(name)[mode]
         assert (found[0].tolist(), found[1].tolist()) == (steps, values)
+
+
+def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(written_scalars, "PIECE_STEPS", 20)
+    writer = _write(tmp_path, "worker_0", range(250), seed=1)
+    writer.flush()  # the training goes on: the chunk of steps 200-299 is not whole
+    assert _chunks(tmp_path, "worker_0") == [
+        "000000000000-000000000099.npz",
+        "000000000100-000000000199.npz",
+        "000000000200-000000000219.npz",
+        "000000000220-000000000239.npz",
+    ]
+    through_239 = {
+        key: (steps[:kept], values[:kept])
+        for key, (steps, values) in trial_scalars(tmp_path).items()
+        for kept in [sum(step <= 239 for step in steps)]
+    }
+    assert _read_series(tmp_path) == through_239
+
+    writer.close()
+    assert _chunks(tmp_path, "worker_0")[2:] == ["000000000200-000000000249.npz"]
+    assert _read_series(tmp_path) == trial_scalars(tmp_path)
+
+
+def test_a_slow_training_keeps_a_piece_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(written_scalars, "PIECE_SECONDS", 0.0)
+    writer = _write(tmp_path, "worker_0", range(3), seed=1)
+    writer.flush()
+    assert _chunks(tmp_path, "worker_0") == [f"{step:012d}-{step:012d}.npz" for step in range(3)]
+    assert _read_series(tmp_path) == trial_scalars(tmp_path)
+    writer.close()
+    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.npz"]

@@ -38,6 +38,7 @@ __all__ = [
     "ScalarChunk",
     "Steps",
     "Values",
+    "chunk_path",
     "chunk_spans",
     "follow_chunks",
     "read_scalar_chunks",
@@ -99,8 +100,12 @@ def write_scalar_chunk(directory: str, chunk: ScalarChunk) -> int:
         arrays["written"] = np.asarray(chunk.written, dtype=np.int64)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]
-    path = locations.join(directory, f"{chunk.first:012d}-{chunk.last:012d}.npz")
-    return files.write_atomic(path, buffer.getbuffer())
+    return files.write_atomic(chunk_path(directory, chunk.first, chunk.last), buffer.getbuffer())
+
+
+def chunk_path(directory: str, first: int, last: int) -> str:
+    """The file of the chunk of steps ``first`` to ``last`` in ``directory``."""
+    return locations.join(directory, f"{first:012d}-{last:012d}.npz")
 
 
 def chunk_spans(directory: str) -> list[tuple[int, int, str]]:

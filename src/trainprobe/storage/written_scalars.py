@@ -6,9 +6,13 @@ so that a reader gets a long job's curves without decoding every step's files::
 A worker's writer thread hands ``ScalarChunkWriter`` each one-element numeric tensor it writes
 (reductions aside: they are not tensors of their own to a reader) and each step whose files it
 has written; every ``CHUNK_STEPS`` global steps, and when it closes, the steps since the last
-chunk become a chunk. A chunk lists the steps whose files the worker wrote: for a job of several
-workers, ``read_written_scalars`` keeps the steps every worker wrote (the trial's complete steps)
-and, for each, the value of the first worker that holds it (as the trial does). Its chunks
+chunk become a chunk. Until then they are kept in pieces (every ``PIECE_STEPS`` steps or
+``PIECE_SECONDS``), so that a reader of a live job decodes at most a few steps' files; the
+chunk, once written, replaces its pieces (a reader takes whichever reaches further).
+
+A chunk lists the steps whose files the worker wrote: for a job of several workers,
+``read_written_scalars`` keeps the steps every worker wrote (the trial's complete steps) and,
+for each, the value of the first worker that holds it (as the trial does). A writer's chunks
 start where the worker's earlier chunks end (step 0 for a new output): a step no chunk covers is
 read from the step files.
 
@@ -19,6 +23,7 @@ keeps no more, and the step files are unaffected.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +35,7 @@ from trainprobe.storage.scalar_chunks import (
     ScalarChunk,
     Steps,
     Values,
+    chunk_path,
     chunk_spans,
     follow_chunks,
     read_scalar_chunks,
@@ -43,6 +49,11 @@ log = logging.getLogger(__name__)
 
 CHUNK_STEPS = 1000
 """Global steps a chunk of the writer covers (the last chunk, written at the end, fewer)."""
+PIECE_STEPS = 100
+PIECE_SECONDS = 10.0
+"""Until its chunk is whole, the writer keeps the steps written in pieces: every
+``PIECE_STEPS`` steps or ``PIECE_SECONDS`` seconds, whichever comes first. The whole chunk
+replaces its pieces."""
 
 _NUMBERS = frozenset("biuf")
 
@@ -53,11 +64,13 @@ class ScalarChunkWriter:
 
     def __init__(self, out_dir: str, worker: str) -> None:
         self.directory = locations.join(out_dir, locations.scalar_chunks_dir(worker))
-        self.chunk_steps = CHUNK_STEPS
-        self._first: int | None = None  # the first step of the next chunk, once known
+        self._first: int | None = None  # the first step of the chunk being filled, once known
+        self._kept_through = -1  # the last step in a file (a chunk or a piece)
         self._written_through = -1
         self._values: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
         self._written: list[int] = []
+        self._pieces: list[str] = []
+        self._kept_at = time.monotonic()
         self._on = True
 
     def add(self, step: int, mode: str, name: str, array: np.ndarray) -> None:
@@ -83,7 +96,7 @@ class ScalarChunkWriter:
     def _keep(self, step: int, mode: str, names: Sequence[str], values: Sequence[float]) -> None:
         if not self._on:
             return
-        if step <= self._last_kept():
+        if step <= self._kept_through:
             self._written_again(step)
             return
         for name, value in zip(names, values, strict=True):
@@ -92,52 +105,75 @@ class ScalarChunkWriter:
             series[1].append(float(value))
 
     def step_written(self, step: int) -> int:
-        """The files of global ``step`` are on disk: a chunk is written when enough steps are
-        (its bytes returned)."""
+        """The files of global ``step`` are on disk: a piece or a chunk is written when enough
+        steps or time have passed (its bytes returned)."""
         first = self._first_step() if self._on else None
         if first is None:
             return 0
-        if step < first:
+        if step <= self._kept_through:
             self._written_again(step)
             return 0
         self._written.append(step)
         self._written_through = max(self._written_through, step)
-        if self._written_through - first + 1 >= self.chunk_steps:
+        if self._written_through - first + 1 >= CHUNK_STEPS:
             return self.flush()
+        if (
+            self._written_through - self._kept_through >= PIECE_STEPS
+            or time.monotonic() - self._kept_at >= PIECE_SECONDS
+        ):
+            path, size = self._write(self._kept_through + 1)
+            if path is not None:
+                self._pieces.append(path)
+            return size
         return 0
 
     def flush(self) -> int:
-        """Keep the steps written since the last chunk as a chunk, when there are any (its
-        bytes returned). Values of a step whose files are not written yet wait."""
-        first = self._first_step() if self._on and self._written else None
-        if first is None:
+        """Keep the steps written since the last chunk as a chunk, in place of their pieces,
+        when there are any (its bytes returned). Values of a step whose files are not written
+        yet wait."""
+        first = self._first_step() if self._on else None
+        if first is None or self._written_through < first:
             return 0
+        path, size = self._write(first)
+        if path is None:
+            return 0
+        self._remove([piece for piece in self._pieces if piece != path])
+        self._pieces.clear()
+        last = self._written_through
+        self._first = last + 1
+        for key, (steps, values) in list(self._values.items()):
+            later = [index for index, step in enumerate(steps) if step > last]
+            if later:
+                self._values[key] = ([steps[i] for i in later], [values[i] for i in later])
+            else:
+                del self._values[key]
+        self._written.clear()
+        return size
+
+    def _write(self, start: int) -> tuple[str | None, int]:
+        """Write the steps from ``start`` to the last written as a chunk file: its path (None
+        when it failed) and size."""
         last = self._written_through
         series: dict[tuple[str, str], tuple[Steps, Values]] = {}
-        later: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
         for key, (step_list, value_list) in self._values.items():
             steps = np.asarray(step_list, np.int64)
             values = np.asarray(value_list, np.float64)
             order = np.argsort(steps, kind="stable")
             steps, values = steps[order], values[order]
-            if steps.size and steps[0] < first:
-                self._written_again(int(steps[0]))
-                return 0
-            end = int(np.searchsorted(steps, last, side="right"))
-            if end:
-                series[key] = (steps[:end], values[:end])
-            if end < steps.size:
-                later[key] = (steps[end:].tolist(), values[end:].tolist())
+            begin, end = np.searchsorted(steps, [start, last + 1])
+            if end > begin:
+                series[key] = (steps[begin:end], values[begin:end])
         written = np.unique(np.asarray(self._written, np.int64))
+        written = written[written >= start]
+        chunk = ScalarChunk(start, last, series, written)
         try:
-            size = write_scalar_chunk(self.directory, ScalarChunk(first, last, series, written))
+            size = write_scalar_chunk(self.directory, chunk)
         except Exception as error:
             self.stop(f"cannot write a chunk in {self.directory}: {error}", warn=True)
-            return 0
-        self._first = last + 1
-        self._values = later
-        self._written.clear()
-        return size
+            return None, 0
+        self._kept_through = last
+        self._kept_at = time.monotonic()
+        return chunk_path(self.directory, start, last), size
 
     def _first_step(self) -> int | None:
         if self._first is None:
@@ -147,21 +183,26 @@ class ScalarChunkWriter:
                 self.stop(f"cannot list {self.directory}: {error}", warn=True)
                 return None
             self._first = spans[-1][1] + 1 if spans else 0
+            self._kept_through = self._first - 1
         return self._first
-
-    def _last_kept(self) -> int:
-        return -1 if self._first is None else self._first - 1
 
     def _written_again(self, step: int) -> None:
         """A step already kept in a chunk is being written again: the chunks from that step on
         no longer hold its files' values, so they go, and no more are kept."""
         self.stop(f"step {step} was written again after its chunk")
         try:
-            for _, last, path in chunk_spans(self.directory):
-                if last >= step:
-                    files.remove(path)
+            spans = chunk_spans(self.directory)
         except Exception as error:
-            log.warning("trainprobe: cannot remove the chunks of %s: %s", self.directory, error)
+            log.warning("trainprobe: cannot list %s: %s", self.directory, error)
+            return
+        self._remove([path for _, last, path in spans if last >= step])
+
+    def _remove(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            try:
+                files.remove(path)
+            except Exception as error:
+                log.warning("trainprobe: cannot remove %s: %s", path, error)
 
     def stop(self, why: str, *, warn: bool = False) -> None:
         """Keep no more chunks (those written stay: they are whole)."""
