@@ -67,9 +67,14 @@ class ScalarChunkWriter:
         self._first: int | None = None  # the first step of the chunk being filled, once known
         self._kept_through = -1  # the last step in a file (a chunk or a piece)
         self._written_through = -1
-        self._values: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        # Values and written steps not yet in a file (a batch of values a step), then those
+        # of the chunk being filled (arrays by tensor and mode).
+        self._batches: list[tuple[int, str, tuple[str, ...], Values]] = []
         self._written: list[int] = []
+        self._parts: dict[tuple[str, str], list[tuple[Steps, Values]]] = {}
+        self._written_parts: list[Steps] = []
         self._pieces: list[str] = []
+        self._layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
         self._kept_at = time.monotonic()
         self._on = True
 
@@ -77,32 +82,34 @@ class ScalarChunkWriter:
         """Tensor ``name`` was written at global ``step`` as ``array`` (kept when it is one
         number)."""
         if array.size == 1 and array.dtype.kind in _NUMBERS:
-            self._keep(step, mode, [name], [array.reshape(-1)[0].item()])
+            self._keep(step, mode, (name,), np.asarray(array, np.float64).reshape(1))
 
     def add_scalars(
         self, step: int, mode: str, names: Sequence[str], dtypes: Sequence[str], values: np.ndarray
     ) -> None:
         """``StepWriter.add_scalars``'s tensors (each value as its dtype holds it)."""
-        kept = [index for index, name in enumerate(names) if not name.startswith(REDUCTION_PREFIX)]
-        if not kept or not self._on:
+        if not self._on:
+            return
+        key = (tuple(names), tuple(dtypes))
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = _Layout(*key)
+        if not layout.names:
             return
         try:
-            found = [np.asarray(values[index], dtype=dtypes[index]).item() for index in kept]
+            found = layout.values(values)
         except (TypeError, ValueError) as error:
             self.stop(f"a value of step {step} is no number: {error}", warn=True)
             return
-        self._keep(step, mode, [names[index] for index in kept], found)
+        self._keep(step, mode, layout.names, found)
 
-    def _keep(self, step: int, mode: str, names: Sequence[str], values: Sequence[float]) -> None:
+    def _keep(self, step: int, mode: str, names: tuple[str, ...], values: Values) -> None:
         if not self._on:
             return
         if step <= self._kept_through:
             self._written_again(step)
             return
-        for name, value in zip(names, values, strict=True):
-            series = self._values.setdefault((name, mode), ([], []))
-            series[0].append(step)
-            series[1].append(float(value))
+        self._batches.append((step, mode, names, values))
 
     def step_written(self, step: int) -> int:
         """The files of global ``step`` are on disk: a piece or a chunk is written when enough
@@ -139,33 +146,28 @@ class ScalarChunkWriter:
             return 0
         self._remove([piece for piece in self._pieces if piece != path])
         self._pieces.clear()
-        last = self._written_through
-        self._first = last + 1
-        for key, (steps, values) in list(self._values.items()):
-            later = [index for index, step in enumerate(steps) if step > last]
-            if later:
-                self._values[key] = ([steps[i] for i in later], [values[i] for i in later])
-            else:
-                del self._values[key]
-        self._written.clear()
+        self._parts.clear()
+        self._written_parts.clear()
+        self._first = self._written_through + 1
         return size
 
     def _write(self, start: int) -> tuple[str | None, int]:
         """Write the steps from ``start`` to the last written as a chunk file: its path (None
         when it failed) and size."""
         last = self._written_through
+        self._take(last)
         series: dict[tuple[str, str], tuple[Steps, Values]] = {}
-        for key, (step_list, value_list) in self._values.items():
-            steps = np.asarray(step_list, np.int64)
-            values = np.asarray(value_list, np.float64)
-            order = np.argsort(steps, kind="stable")
-            steps, values = steps[order], values[order]
+        for key, parts in self._parts.items():
+            steps = np.concatenate([part[0] for part in parts])
+            values = np.concatenate([part[1] for part in parts])
+            if np.any(steps[1:] < steps[:-1]):
+                order = np.argsort(steps, kind="stable")
+                steps, values = steps[order], values[order]
             begin, end = np.searchsorted(steps, [start, last + 1])
             if end > begin:
                 series[key] = (steps[begin:end], values[begin:end])
-        written = np.unique(np.asarray(self._written, np.int64))
-        written = written[written >= start]
-        chunk = ScalarChunk(start, last, series, written)
+        written = np.unique(np.concatenate(self._written_parts))
+        chunk = ScalarChunk(start, last, series, written[written >= start])
         try:
             size = write_scalar_chunk(self.directory, chunk)
         except Exception as error:
@@ -174,6 +176,24 @@ class ScalarChunkWriter:
         self._kept_through = last
         self._kept_at = time.monotonic()
         return chunk_path(self.directory, start, last), size
+
+    def _take(self, last: int) -> None:
+        """Turn the values and written steps up to ``last`` into arrays of the chunk being
+        filled: the batches of the same tensors stacked, a column a tensor."""
+        taken = [batch for batch in self._batches if batch[0] <= last]
+        self._batches = [batch for batch in self._batches if batch[0] > last]
+        stacks: dict[tuple[str, tuple[str, ...]], tuple[list[int], list[Values]]] = {}
+        for step, mode, names, values in taken:
+            stack = stacks.setdefault((mode, names), ([], []))
+            stack[0].append(step)
+            stack[1].append(values)
+        for (mode, names), (steps, rows) in stacks.items():
+            columns = np.stack(rows)
+            at = np.asarray(steps, np.int64)
+            for index, name in enumerate(names):
+                self._parts.setdefault((name, mode), []).append((at, columns[:, index]))
+        self._written_parts.append(np.asarray(self._written, np.int64))
+        self._written.clear()
 
     def _first_step(self) -> int | None:
         if self._first is None:
@@ -207,13 +227,38 @@ class ScalarChunkWriter:
     def stop(self, why: str, *, warn: bool = False) -> None:
         """Keep no more chunks (those written stay: they are whole)."""
         self._on = False
-        self._values.clear()
-        self._written.clear()
+        for held in (self._batches, self._written, self._parts, self._written_parts):
+            held.clear()
         (log.warning if warn else log.info)(
             "trainprobe: the scalars are no longer kept as chunks (%s); the step files hold "
             "them all",
             why,
         )
+
+
+class _Layout:
+    """Which values of a batch of scalars (``StepWriter.add_scalars``'s names and dtypes) are
+    kept, and how each is converted: worked out once for batches named alike."""
+
+    def __init__(self, names: tuple[str, ...], dtypes: tuple[str, ...]) -> None:
+        kept = [index for index, name in enumerate(names) if not name.startswith(REDUCTION_PREFIX)]
+        self.names = tuple(names[index] for index in kept)
+        groups: dict[str, tuple[list[int], list[int]]] = {}
+        for place, index in enumerate(kept):
+            group = groups.setdefault(dtypes[index], ([], []))
+            group[0].append(index)
+            group[1].append(place)
+        self._groups = [
+            (dtype, np.asarray(sources), np.asarray(places))
+            for dtype, (sources, places) in groups.items()
+        ]
+
+    def values(self, values: np.ndarray) -> Values:
+        """The kept values of a batch, each as its dtype holds it, as float64."""
+        found = np.empty(len(self.names), np.float64)
+        for dtype, sources, places in self._groups:
+            found[places] = values[sources].astype(dtype)
+        return found
 
 
 def written_through(out_dir: str) -> int:
