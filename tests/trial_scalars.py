@@ -11,7 +11,7 @@ from trainprobe.trials import create_trial
 Series = dict[tuple[str, str], tuple[list[int], list[float]]]
 
 
-def trial_scalars(out_dir: Path) -> Series:
+def trial_scalars(out_dir: Path | str) -> Series:
     """Each one-element tensor's (steps, values) by (name, mode name), as the trial reads them."""
     trial = create_trial(str(out_dir), timeout=0)
     found: Series = {}

@@ -19,7 +19,7 @@ from trainprobe.capture.writer_thread import (
     TensorRecord,
     WriterThread,
 )
-from trainprobe.storage import locations, written_scalars
+from trainprobe.storage import files, locations, written_scalars
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.reduction_names import reduction_tensor_name
 from trainprobe.storage.written_scalars import read_written_scalars
@@ -39,8 +39,18 @@ def _mode(step: int) -> ModeKeys:
     return ModeKeys.EVAL if step % 5 == 4 else ModeKeys.TRAIN
 
 
+def _write_to(out: str, steps: range) -> WriterThread:
+    return _write(out, "worker_0", steps, seed=1)
+
+
 def _write(
-    out: Path, worker: str, steps: range, *, seed: int, num_workers: int = 1, skip: int = -1
+    out: Path | str,
+    worker: str,
+    steps: range,
+    *,
+    seed: int,
+    num_workers: int = 1,
+    skip: int = -1,
 ) -> WriterThread:
     """``worker`` writes a loss (float32), a count (int64), a weight (not a scalar) and the
     loss's reductions at each of ``steps``; at step ``skip`` the loss and its reductions are
@@ -64,7 +74,7 @@ def _write(
     return writer
 
 
-def _read_series(out: Path) -> Series:
+def _read_series(out: Path | str) -> Series:
     chunk = read_written_scalars(str(out))
     assert chunk is not None
     return {key: (s.tolist(), v.tolist()) for key, (s, v) in chunk.series.items()}
@@ -197,3 +207,22 @@ def test_a_slow_training_keeps_a_piece_every_few_seconds(
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
     writer.close()
     assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.npz"]
+
+
+def test_in_object_storage_the_pieces_and_chunks_are_objects(
+    s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(written_scalars, "PIECE_STEPS", 30)
+    out = f"{s3_url}/scalar-chunks"
+    writer = _write_to(out, range(160))
+    writer.flush()
+    chunks = locations.join(out, locations.scalar_chunks_dir("worker_0"))
+    assert [name for name in files.list_files(chunks)] == [
+        "000000000000-000000000099.npz",
+        "000000000100-000000000129.npz",
+        "000000000130-000000000159.npz",
+    ]
+    writer.close()  # the pieces are removed: the chunk of steps 100-159 replaces them
+    assert files.list_files(chunks)[1:] == ["000000000100-000000000159.npz"]
+    assert _read_series(out) == trial_scalars(out)
+    assert ScalarSeries(output=out).read_through == 159
