@@ -20,9 +20,10 @@ from reference_envs import run_reference
 from trainprobe.storage import protobuf_wire as wire
 from trainprobe.storage import step_reader
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.scalar_records import encode_scalar_records
 from trainprobe.storage.step_file import StepWriter
 from trainprobe.storage.tensor_event import DTYPE_CODES, encode_scalar_events, encode_tensor_event
-from trainprobe.storage.tfrecord import frame, frame_bytes, unframe
+from trainprobe.storage.tfrecord import frame, frame_bytes, masked_crc32c, unframe
 
 DTYPES = sorted(DTYPE_CODES)
 NAMES = [
@@ -91,6 +92,34 @@ def test_a_dtype_that_cannot_be_saved_is_refused_as_by_the_general_encoder() -> 
         general("t", np.asarray(1, dtype=refused), **options)
     with pytest.raises(TypeError, match="cannot be saved"):
         encode_scalar_events(["ok", "t"], ["float32", refused], np.array([1.0, 1.0]), **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", [ModeKeys.TRAIN, ModeKeys.EVAL])
+def test_a_steps_records_from_the_kept_layout_equal_those_made_one_by_one(mode: ModeKeys) -> None:
+    # Steps and mode steps cross the one- and two-byte varints and change their digits, so the
+    # kept layouts are made again and reused; a batch of strings takes the record-by-record way.
+    dtypes = [DTYPES[index % len(DTYPES)] for index in range(40)]
+    names = [NAMES[index % len(NAMES)] + f"/{index}" for index in range(40)]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for step, original in itertools.product([0, 5, 127, 128, 9999, 2**40], [None, "bfloat16"]):
+        values = rng.normal(size=len(names)) * 100
+        for batch_names, batch_dtypes in [(names, dtypes), (["text", *names], ["str", *dtypes])]:
+            options = {
+                "step": step,
+                "mode": mode,
+                "mode_step": step // 3,
+                "wall_time": 1700000000.0 + step,
+                "original_dtype": original,
+            }
+            batch = np.concatenate([[7.0], values]) if batch_names[0] == "text" else values
+            payloads = encode_scalar_events(batch_names, batch_dtypes, batch, **options)  # type: ignore[arg-type]
+            kept = encode_scalar_records(batch_names, batch_dtypes, batch, **options)  # type: ignore[arg-type]
+            assert kept.data == b"".join(frame_bytes(payload) for payload in payloads)
+            assert kept.lengths == [len(frame_bytes(payload)) for payload in payloads]
+            assert kept.checksums == [masked_crc32c(payload) for payload in payloads]
+            checked += len(payloads)
+    assert checked > 900
 
 
 def test_frame_bytes_equals_the_general_framing() -> None:

@@ -13,6 +13,7 @@ here, so the hook needs only this module.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -24,12 +25,9 @@ from trainprobe.storage import files, locations
 from trainprobe.storage.collections_file import write_collections_file
 from trainprobe.storage.index_file import ShapeEntry, StepIndex, TensorLocation, encode_index
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.tensor_event import (
-    DTYPE_CODES,
-    encode_scalar_events,
-    encode_tensor_event,
-)
-from trainprobe.storage.tfrecord import frame, frame_bytes, masked_crc32c, payload_checksum
+from trainprobe.storage.scalar_records import encode_scalar_records
+from trainprobe.storage.tensor_event import DTYPE_CODES, encode_tensor_event
+from trainprobe.storage.tfrecord import frame, payload_checksum
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 __all__ = ["StepWriter", "training_has_ended", "write_collections_file", "write_training_end"]
@@ -137,7 +135,7 @@ class StepWriter:
         at a fraction of the cost: the hook writes its reductions this way at every step.
         Raises TypeError for a dtype that cannot be saved (then nothing is appended).
         """
-        payloads = encode_scalar_events(
+        records = encode_scalar_records(
             names,
             dtypes,
             values,
@@ -147,17 +145,11 @@ class StepWriter:
             wall_time=time.time() if wall_time is None else wall_time,
             original_dtype=original_dtype,
         )
-        records = [frame_bytes(payload) for payload in payloads]
-        checksums = [masked_crc32c(payload) for payload in payloads]
         with self._lock:
             events = self._open_events()
-            start = events.size
-            found = []
-            for name, record, checksum in zip(names, records, checksums, strict=True):
-                found.append(TensorLocation(name, start, len(record), checksum))
-                start += len(record)
-            events.write(b"".join(records))
-            self._tensors.extend(found)
+            starts = itertools.accumulate(records.lengths, initial=events.size)
+            self._tensors += map(TensorLocation, names, starts, records.lengths, records.checksums)
+            events.write(records.data)
             self._first_mode(mode, mode_step)
 
     def _open_events(self) -> files.AtomicFile:

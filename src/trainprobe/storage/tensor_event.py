@@ -42,6 +42,8 @@ __all__ = [
     "decode_tensor_value",
     "encode_scalar_events",
     "encode_tensor_event",
+    "scalar_event_ends",
+    "scalar_event_middle",
 ]
 
 MODE_STEP_PLUGIN = "mode_step"
@@ -94,10 +96,11 @@ _SCALAR_DTYPES: dict[str, tuple[int, np.dtype[np.generic], int]] = {
     name: (code, _NUMPY_DTYPES[code], _NUMPY_DTYPES[code].itemsize)
     for name, code in DTYPE_CODES.items()
 }
-_CACHE_LIMIT = 4096
+_CACHE_LIMIT = 1 << 16
 _SMALL_CACHE_LIMIT = 64
 _SHAPE_FIELDS: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _SCALAR_PREFIXES: dict[tuple[str, int], bytes] = {}
+_SCALAR_MIDDLES: dict[tuple[str, int, int, int], bytes] = {}
 _METADATA_FIELDS: dict[tuple[int, int, str | None], bytes] = {}
 
 
@@ -285,7 +288,7 @@ def encode_scalar_events(
     flat = np.asarray(values).reshape(-1)
     head = _event_head(wall_time, step)
     metadata = _metadata_field(mode, mode_step, original_dtype)
-    varint = wire.varint
+    metadata_size, middles = len(metadata), _SCALAR_MIDDLES
     payloads: list[bytes] = []
     for index, (name, dtype, content) in enumerate(
         zip(names, dtypes, _scalar_contents(flat, dtypes), strict=True)
@@ -302,14 +305,49 @@ def encode_scalar_events(
             )
             payloads.append(b"".join(chunks))
             continue
-        prefix = _scalar_prefix(name, _SCALAR_DTYPES[dtype][0], len(content))
-        value_length = len(prefix) + len(content) + len(metadata)
-        value_prefix = _VALUE_KEY + varint(value_length)
-        summary_length = varint(len(value_prefix) + value_length)
-        payloads.append(
-            b"".join((head, _SUMMARY_KEY, summary_length, value_prefix, prefix, content, metadata))
-        )
+        code, size = _SCALAR_DTYPES[dtype][0], len(content)
+        middle = middles.get((name, code, size, metadata_size))
+        if middle is None:
+            middle = _scalar_middle(name, code, size, metadata_size)
+        payloads.append(head + middle + content + metadata)
     return payloads
+
+
+def scalar_event_ends(
+    *, step: int, mode: ModeKeys, mode_step: int, wall_time: float, original_dtype: str | None
+) -> tuple[bytes, bytes]:
+    """What every 0-d tensor event of one step starts with (its wall time and step) and ends
+    with (its mode and mode step): ``head + scalar_event_middle(...) + content + metadata``."""
+    return _event_head(wall_time, step), _metadata_field(mode, mode_step, original_dtype)
+
+
+def scalar_event_middle(
+    name: str, dtype: str, metadata_size: int
+) -> tuple[bytes, np.dtype[np.generic]] | None:
+    """The bytes of a 0-d tensor event between its head and its content, the same at every step
+    (a ``metadata_size`` long ending), and the little-endian dtype its content is written in;
+    None for a dtype that is not a number type."""
+    known = _SCALAR_DTYPES.get(dtype)
+    if known is None:
+        return None
+    code, little, size = known
+    return _scalar_middle(name, code, size, metadata_size), little
+
+
+def _scalar_middle(name: str, code: int, size: int, metadata_size: int) -> bytes:
+    """A 0-d tensor's Event from after its head to its content: the summary's and the value's
+    keys and lengths, the tag and the tensor's head (the same at every step)."""
+    cache_key = (name, code, size, metadata_size)
+    found = _SCALAR_MIDDLES.get(cache_key)
+    if found is None:
+        prefix = _scalar_prefix(name, code, size)
+        value_length = len(prefix) + size + metadata_size
+        value_prefix = _VALUE_KEY + wire.varint(value_length)
+        found = _SUMMARY_KEY + wire.varint(len(value_prefix) + value_length) + value_prefix + prefix
+        if len(_SCALAR_MIDDLES) >= _CACHE_LIMIT:
+            _SCALAR_MIDDLES.clear()
+        _SCALAR_MIDDLES[cache_key] = found
+    return found
 
 
 def _scalar_contents(flat: np.ndarray, dtypes: Sequence[str]) -> list[bytes | None]:

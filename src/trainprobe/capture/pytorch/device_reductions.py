@@ -31,11 +31,11 @@ compute them from a raw tensor. (smdebug's PyTorch hook divided by n - 1.)
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from trainprobe.capture.pytorch.host_copy import HostCopy, start_copy
@@ -69,23 +69,24 @@ _ORDER = ("minmax", "sum", "l1", "l2", "prod", "var", "absmin", "absvar")
 _WIDTH = {"minmax": 2}
 _ORDERS = {"l1": 1, "l2": 2}
 
-Derive = Callable[[dict[str, float], int], float]
+# Each reduction from its tensors' pass results (a vector a pass) and value counts.
+Derive = Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]
 _DERIVE: dict[Op, Derive] = {
     ("min", False): lambda p, n: p["min"],
     ("max", False): lambda p, n: p["max"],
     ("sum", False): lambda p, n: p["sum"],
     ("mean", False): lambda p, n: p["sum"] / n,
     ("prod", False): lambda p, n: p["prod"],
-    ("std", False): lambda p, n: math.sqrt(max(p["var"], 0.0)),
+    ("std", False): lambda p, n: np.sqrt(np.maximum(p["var"], 0.0)),
     ("variance", False): lambda p, n: p["var"],
     ("l1", False): lambda p, n: p["l1"],
     ("l2", False): lambda p, n: p["l2"],
     ("min", True): lambda p, n: p["absmin"],
-    ("max", True): lambda p, n: max(abs(p["min"]), abs(p["max"])),
+    ("max", True): lambda p, n: np.maximum(np.abs(p["min"]), np.abs(p["max"])),
     ("sum", True): lambda p, n: p["l1"],
     ("mean", True): lambda p, n: p["l1"] / n,
-    ("prod", True): lambda p, n: abs(p["prod"]),
-    ("std", True): lambda p, n: math.sqrt(max(p["absvar"], 0.0)),
+    ("prod", True): lambda p, n: np.abs(p["prod"]),
+    ("std", True): lambda p, n: np.sqrt(np.maximum(p["absvar"], 0.0)),
     ("variance", True): lambda p, n: p["absvar"],
     ("l1", True): lambda p, n: p["l1"],
     ("l2", True): lambda p, n: p["l2"],
@@ -265,51 +266,46 @@ def _reduce_one(tensor: torch.Tensor, passes: tuple[str, ...]) -> torch.Tensor:
 
 
 @dataclass(slots=True)
-class _Entry:
-    """Where one tensor's pass results sit, and what to derive from them.
+class _Block:
+    """The tensors reduced together by one ``ReductionBatch.add``: where each one's pass
+    results start in the step's buffer (``offsets`` place each pass after that), how many values
+    each has, and the reductions to derive for each, in order."""
 
-    ``offsets`` place each pass's results relative to where the tensor's results start in the
-    step's buffer.
-    """
-
-    names: Sequence[str]
-    ops: Sequence[Op]
+    ops: tuple[Op, ...]
     passes: tuple[str, ...]
     offsets: tuple[int, ...]
-    count: int
+    starts: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.float64]
 
 
 class DerivedScalars:
-    """The step's reduction values, derived on the host from the pass results once they arrive."""
+    """The step's reduction values, derived on the host from the pass results once they arrive
+    (a few numpy operations a block of tensors, whatever their number)."""
 
     def __init__(
-        self,
-        copy: HostCopy,
-        entries: Sequence[_Entry],
-        starts: Sequence[int],
-        scalar_positions: Sequence[int],
+        self, copy: HostCopy, blocks: Sequence[_Block], scalar_positions: Sequence[int]
     ) -> None:
         self._copy = copy
-        self._entries = entries
-        self._starts = starts
-        self._scalar_positions = scalar_positions
+        self._blocks = blocks
+        self._scalar_positions = np.asarray(scalar_positions, dtype=np.int64)
         self.nbytes = copy.nbytes
 
     def result(self) -> np.ndarray:
         """Every reduction, in the order of their names, as float64."""
         flat = self._copy.result().astype(np.float64, copy=False)
-        values: list[float] = []
-        for entry, start in zip(self._entries, self._starts, strict=True):
-            found: dict[str, float] = {}
-            for name, offset in zip(entry.passes, entry.offsets, strict=True):
-                position = start + offset
+        parts: list[np.ndarray] = []
+        for block in self._blocks:
+            found: dict[str, np.ndarray] = {}
+            for name, offset in zip(block.passes, block.offsets, strict=True):
+                at = block.starts + offset
                 if name == "minmax":
-                    found["min"], found["max"] = float(flat[position]), float(flat[position + 1])
+                    found["min"], found["max"] = flat[at], flat[at + 1]
                 else:
-                    found[name] = float(flat[position])
-            values.extend(_DERIVE[op](found, entry.count) for op in entry.ops)
-        values.extend(float(flat[position]) for position in self._scalar_positions)
-        return np.asarray(values, dtype=np.float64)
+                    found[name] = flat[at]
+            columns = [_DERIVE[op](found, block.counts) for op in block.ops]
+            parts.append(np.stack(columns, axis=1).reshape(-1))  # each tensor's in turn
+        parts.append(flat[self._scalar_positions])
+        return np.concatenate(parts)
 
 
 class ReductionBatch:
@@ -318,8 +314,7 @@ class ReductionBatch:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.dtypes: list[str] = []
-        self._entries: list[_Entry] = []
-        self._starts: list[int] = []
+        self._blocks: list[_Block] = []
         self._scalar_names: list[str] = []
         self._scalar_dtypes: list[str] = []
         self._scalar_positions: list[int] = []
@@ -348,9 +343,17 @@ class ReductionBatch:
                 starts[index] = self._size + row * width
             self._keep(results.reshape(-1))
         dtypes = {dtype: [saved_dtype(dtype)] * len(ops) for _, dtype in groups}
-        for names, tensor, start in zip(reduction_names, tensors, starts, strict=True):
-            self._entries.append(_Entry(names, ops, passes, offsets, tensor.numel()))
-            self._starts.append(start)
+        counts = [tensor.numel() for tensor in tensors]
+        self._blocks.append(
+            _Block(
+                ops,
+                passes,
+                offsets,
+                np.asarray(starts, dtype=np.int64),
+                np.asarray(counts, dtype=np.float64),
+            )
+        )
+        for names, tensor in zip(reduction_names, tensors, strict=True):
             self.names.extend(names)
             self.dtypes.extend(dtypes[tensor.dtype])
 
@@ -378,6 +381,6 @@ class ReductionBatch:
             parts = [part.to("cpu") for part in parts]
         buffer = torch.cat(parts) if len(parts) > 1 else parts[0]
         derived = DerivedScalars(
-            start_copy(buffer, snapshot=False), self._entries, self._starts, self._scalar_positions
+            start_copy(buffer, snapshot=False), self._blocks, self._scalar_positions
         )
         return self.names + self._scalar_names, self.dtypes + self._scalar_dtypes, derived
