@@ -88,9 +88,9 @@ def test_the_kept_scalars_are_the_trials_in_every_mode_without_reductions(tmp_pa
     writer = _write(tmp_path, "worker_0", range(250), seed=1)
     writer.close()
     assert _chunks(tmp_path, "worker_0") == [
-        "000000000000-000000000099.npz",
-        "000000000100-000000000199.npz",
-        "000000000200-000000000249.npz",  # the rest, when the writer closed
+        "000000000000-000000000099.chunk",
+        "000000000100-000000000199.chunk",
+        "000000000200-000000000249.chunk",  # the rest, when the writer closed
     ]
     expected = trial_scalars(tmp_path)
     assert set(expected) == {
@@ -122,8 +122,8 @@ def test_a_resumed_output_goes_on_from_the_chunks_before(tmp_path: Path) -> None
     _write(tmp_path, "worker_0", range(150), seed=1).close()
     _write(tmp_path, "worker_0", range(150, 320), seed=2).close()
     assert _chunks(tmp_path, "worker_0")[1:3] == [
-        "000000000100-000000000149.npz",
-        "000000000150-000000000249.npz",
+        "000000000100-000000000149.chunk",
+        "000000000150-000000000249.chunk",
     ]
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
 
@@ -136,7 +136,7 @@ def test_a_step_written_again_after_its_chunk_removes_that_chunk_and_ends_the_ch
         _write(tmp_path, "worker_0", range(120, 400), seed=2).close()
     assert "written again after its chunk" in caplog.text
     # The chunk holding steps 100-149 went: the files of 120-149 hold other values now.
-    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000099.npz"]
+    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000099.chunk"]
     series = ScalarSeries(output=str(tmp_path))
     assert series.read_through == 99
     _assert_follows_the_trial(series, tmp_path)
@@ -180,10 +180,10 @@ def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
     writer = _write(tmp_path, "worker_0", range(250), seed=1)
     writer.flush()  # the training goes on: the chunk of steps 200-299 is not whole
     assert _chunks(tmp_path, "worker_0") == [
-        "000000000000-000000000099.npz",
-        "000000000100-000000000199.npz",
-        "000000000200-000000000219.npz",
-        "000000000220-000000000239.npz",
+        "000000000000-000000000099.chunk",
+        "000000000100-000000000199.chunk",
+        "000000000200-000000000219.chunk",
+        "000000000220-000000000239.chunk",
     ]
     through_239 = {
         key: (steps[:kept], values[:kept])
@@ -193,7 +193,7 @@ def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
     assert _read_series(tmp_path) == through_239
 
     writer.close()
-    assert _chunks(tmp_path, "worker_0")[2:] == ["000000000200-000000000249.npz"]
+    assert _chunks(tmp_path, "worker_0")[2:] == ["000000000200-000000000249.chunk"]
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
 
 
@@ -203,10 +203,10 @@ def test_a_slow_training_keeps_a_piece_every_few_seconds(
     monkeypatch.setattr(written_scalars, "PIECE_SECONDS", 0.0)
     writer = _write(tmp_path, "worker_0", range(3), seed=1)
     writer.flush()
-    assert _chunks(tmp_path, "worker_0") == [f"{step:012d}-{step:012d}.npz" for step in range(3)]
+    assert _chunks(tmp_path, "worker_0") == [f"{step:012d}-{step:012d}.chunk" for step in range(3)]
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
     writer.close()
-    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.npz"]
+    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.chunk"]
 
 
 def test_in_object_storage_the_pieces_and_chunks_are_objects(
@@ -218,11 +218,11 @@ def test_in_object_storage_the_pieces_and_chunks_are_objects(
     writer.flush()
     chunks = locations.join(out, locations.scalar_chunks_dir("worker_0"))
     assert [name for name in files.list_files(chunks)] == [
-        "000000000000-000000000099.npz",
-        "000000000100-000000000129.npz",
-        "000000000130-000000000159.npz",
+        "000000000000-000000000099.chunk",
+        "000000000100-000000000129.chunk",
+        "000000000130-000000000159.chunk",
     ]
     writer.close()  # the pieces are removed: the chunk of steps 100-159 replaces them
-    assert files.list_files(chunks)[1:] == ["000000000100-000000000159.npz"]
+    assert files.list_files(chunks)[1:] == ["000000000100-000000000159.chunk"]
     assert _read_series(out) == trial_scalars(out)
     assert ScalarSeries(output=out).read_through == 159

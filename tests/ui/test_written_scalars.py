@@ -67,7 +67,10 @@ def test_the_first_look_at_a_hooked_job_reads_its_kept_scalars_and_no_event_file
     _train(debug_output)
     kept = sorted(os.listdir(debug_output / locations.scalar_chunks_dir("worker_0")))
     last = TRAIN_STEPS - 1
-    assert kept == [f"{0:012d}-{CHUNK_STEPS - 1:012d}.npz", f"{CHUNK_STEPS:012d}-{last:012d}.npz"]
+    assert kept == [
+        f"{0:012d}-{CHUNK_STEPS - 1:012d}.chunk",
+        f"{CHUNK_STEPS:012d}-{last:012d}.chunk",
+    ]
     expected = trial_scalars(debug_output)
     names = ["CrossEntropyLoss_output_0", "scalar/accuracy"]
     assert set(expected) == {(name, mode) for name in names for mode in ("TRAIN", "EVAL")}

@@ -7,7 +7,7 @@ The layout is smdebug's, so that either tool reads the other's output::
     <out_dir>/collections/000000000/<worker>_collections.json
     <out_dir>/training_job_end.ts
     <out_dir>/tensorboard/<MODE>/<step:012>_<pid>_<hostname>.tfevents
-    <out_dir>/scalars/<worker>/<first:012>-<last:012>.npz   (trainprobe's alone)
+    <out_dir>/scalars/<worker>/<first:012>-<last:012>.chunk   (trainprobe's alone)
 
 Steps in paths are always global steps. Paths inside an index file (``event_file_name``) are
 relative to ``out_dir`` and always use ``/``.

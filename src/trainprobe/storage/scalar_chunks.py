@@ -1,17 +1,22 @@
 """A compact copy of scalars by step, so that a reader need not decode every step's files again:
-chunk files of numpy arrays, each for a run of global steps.
+chunk files of numbers, each for a run of global steps.
 
 Two writers keep them: the hook's writer thread, beside the step files it writes
 (``storage.written_scalars``), and a reader that has read a job's scalars (the UI). A chunk of
 global steps ``first`` to ``last`` is one file::
 
-    <directory>/<first:012>-<last:012>.npz     head, steps, values [, written]
+    <directory>/<first:012>-<last:012>.chunk
 
-``steps`` (int64) and ``values`` (float64) hold every series one after the other; ``head`` is
-JSON (as bytes) naming each series ``[tensor, mode]``, where it ends in the two arrays, and the
-step range. ``written``, in a chunk the hook wrote, lists the steps whose files it wrote (what
-makes a step complete for a reader of several workers). Three arrays whatever the number of
-series: a chunk loads in one pass.
+    b"trainprobe-scalars 1\n", the head's length and the CRC32C of all that follows (uint32
+    each), the head (JSON), zeros up to a multiple of 8 bytes, then steps (int64), values
+    (float64) [, written (int64)]
+
+``steps`` and ``values`` hold every series one after the other, little-endian; the head names
+each series ``[tensor, mode]``, says where each ends in the two arrays, the step range, and how
+many steps ``written`` lists: in a chunk the hook wrote, the steps whose files it wrote (what
+makes a step complete for a reader of several workers). A chunk is read in one go, its arrays
+taken as they lie in the file, whatever the number of series; a chunk whose bytes changed is
+not read.
 
 A reader follows chunks from a step on: each next chunk is the one reaching furthest among those
 that start at or before the step after what it has (chunks written by two readers may overlap;
@@ -22,17 +27,17 @@ atomically (``files.write_atomic``), locally or in object storage.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
-import zipfile
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from trainprobe.storage import files, locations
+from trainprobe.storage.tfrecord import crc32c
 
 __all__ = [
     "ScalarChunk",
@@ -47,7 +52,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^(\d{12})-(\d{12})\.npz$")
+_SUFFIX = ".chunk"
+_NAME = re.compile(r"^(\d{12})-(\d{12})\.chunk$")
+_MAGIC = b"trainprobe-scalars 1\n"
+_HEAD = struct.Struct("<II")  # the head's length, the CRC32C of the rest
+_STEPS, _VALUES = np.dtype("<i8"), np.dtype("<f8")
 
 Steps = npt.NDArray[np.int64]
 Values = npt.NDArray[np.float64]
@@ -83,36 +92,38 @@ class ScalarChunk:
 def write_scalar_chunk(directory: str, chunk: ScalarChunk) -> int:
     """Write ``chunk`` into ``directory``; the bytes written."""
     keys = list(chunk.series)
-    steps = [np.asarray(chunk.series[key][0], dtype=np.int64) for key in keys]
-    values = [np.asarray(chunk.series[key][1], dtype=np.float64) for key in keys]
-    head = {
-        "first": chunk.first,
-        "last": chunk.last,
-        "series": [list(key) for key in keys],
-        "ends": np.cumsum([part.size for part in steps], dtype=np.int64).tolist(),
-    }
-    arrays = {
-        "head": np.frombuffer(json.dumps(head).encode(), np.uint8),
-        "steps": np.concatenate(steps) if steps else np.empty(0, np.int64),
-        "values": np.concatenate(values) if values else np.empty(0, np.float64),
-    }
-    if chunk.written is not None:
-        arrays["written"] = np.asarray(chunk.written, dtype=np.int64)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]
-    return files.write_atomic(chunk_path(directory, chunk.first, chunk.last), buffer.getbuffer())
+    steps = [np.asarray(chunk.series[key][0], dtype=_STEPS) for key in keys]
+    values = [np.asarray(chunk.series[key][1], dtype=_VALUES) for key in keys]
+    written = None if chunk.written is None else np.asarray(chunk.written, dtype=_STEPS)
+    head = json.dumps(
+        {
+            "first": chunk.first,
+            "last": chunk.last,
+            "series": [list(key) for key in keys],
+            "ends": np.cumsum([part.size for part in steps], dtype=np.int64).tolist(),
+            "written": None if written is None else int(written.size),
+        }
+    ).encode()
+    start = len(_MAGIC) + _HEAD.size + len(head)
+    parts = [head, bytes(-start % 8)]
+    parts += [part.tobytes() for part in steps] + [part.tobytes() for part in values]
+    if written is not None:
+        parts.append(written.tobytes())
+    rest = b"".join(parts)
+    data = _MAGIC + _HEAD.pack(len(head), crc32c(rest)) + rest
+    return files.write_atomic(chunk_path(directory, chunk.first, chunk.last), data)
 
 
 def chunk_path(directory: str, first: int, last: int) -> str:
     """The file of the chunk of steps ``first`` to ``last`` in ``directory``."""
-    return locations.join(directory, f"{first:012d}-{last:012d}.npz")
+    return locations.join(directory, f"{first:012d}-{last:012d}{_SUFFIX}")
 
 
 def chunk_spans(directory: str) -> list[tuple[int, int, str]]:
     """(first, last, path) of each chunk file in ``directory`` (none when it does not exist),
     from the listing alone."""
     spans = []
-    for name in files.list_files(directory, ".npz"):
+    for name in files.list_files(directory, _SUFFIX):
         match = _NAME.match(name)
         if match is not None and int(match[2]) >= int(match[1]):
             spans.append((int(match[1]), int(match[2]), locations.join(directory, name)))
@@ -141,7 +152,7 @@ def read_scalar_chunks(directory: str, start: int = 0) -> list[ScalarChunk]:
     for first, last, path in follow_chunks(chunk_spans(directory), start):
         try:
             chunk = _read_chunk(path)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as error:
             log.warning("trainprobe: cannot read %s, read up to it: %s", path, error)
             break
         if (chunk.first, chunk.last) != (first, last):
@@ -153,26 +164,34 @@ def read_scalar_chunks(directory: str, start: int = 0) -> list[ScalarChunk]:
 
 
 def _read_chunk(path: str) -> ScalarChunk:
-    with np.load(io.BytesIO(files.read_bytes(path)), allow_pickle=False) as found:
-        head = json.loads(found["head"].tobytes())
-        steps, values = found["steps"], found["values"]
-        ends = [int(end) for end in head["ends"]]
-        keys = head["series"]
-        if (
-            steps.dtype != np.int64
-            or values.dtype != np.float64
-            or steps.shape != values.shape
-            or len(ends) != len(keys)
-            or (ends and ends[-1] != steps.size)
-            or ends != sorted(ends)
-        ):
-            raise ValueError("not int64 steps and as many float64 values, ended as the head says")
-        series: dict[tuple[str, str], tuple[Steps, Values]] = {}
-        begin = 0
-        for (tensor, mode), end in zip(keys, ends, strict=True):
-            series[(str(tensor), str(mode))] = (steps[begin:end], values[begin:end])
-            begin = end
-        written = found["written"] if "written" in found.files else None
-        if written is not None and written.dtype != np.int64:
-            raise ValueError("written steps are not int64")
-        return ScalarChunk(int(head["first"]), int(head["last"]), series, written)
+    data = files.read_bytes(path)
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a chunk of scalars")
+    at = len(_MAGIC)
+    head_length, checksum = _HEAD.unpack_from(data, at)
+    at += _HEAD.size
+    if crc32c(memoryview(data)[at:]) != checksum:
+        raise ValueError("its bytes changed after it was written (CRC32C)")
+    head = json.loads(data[at : at + head_length])
+    at += head_length
+    at += -at % 8
+    keys = head["series"]
+    ends = [int(end) for end in head["ends"]]
+    count = ends[-1] if ends else 0
+    written_count = head["written"]
+    if written_count is not None and (not isinstance(written_count, int) or written_count < 0):
+        raise ValueError(f"written: {written_count!r} is not a count")
+    size = 8 * (2 * count + (written_count or 0))
+    if len(keys) != len(ends) or ends != sorted(ends) or count < 0 or len(data) != at + size:
+        raise ValueError("its arrays are not the size its head says")
+    steps = np.frombuffer(data, dtype=_STEPS, count=count, offset=at)
+    values = np.frombuffer(data, dtype=_VALUES, count=count, offset=at + 8 * count)
+    written = None
+    if written_count is not None:
+        written = np.frombuffer(data, dtype=_STEPS, count=written_count, offset=at + 16 * count)
+    series: dict[tuple[str, str], tuple[Steps, Values]] = {}
+    begin = 0
+    for (tensor, mode), end in zip(keys, ends, strict=True):
+        series[(str(tensor), str(mode))] = (steps[begin:end], values[begin:end])
+        begin = end
+    return ScalarChunk(int(head["first"]), int(head["last"]), series, written)

@@ -1,7 +1,7 @@
 """The scalars a worker wrote, kept beside its step files as chunks (``storage.scalar_chunks``)
 so that a reader gets a long job's curves without decoding every step's files::
 
-    <out_dir>/scalars/<worker>/<first:012>-<last:012>.npz
+    <out_dir>/scalars/<worker>/<first:012>-<last:012>.chunk
 
 A worker's writer thread hands ``ScalarChunkWriter`` each one-element numeric tensor it writes
 (reductions aside: they are not tensors of their own to a reader) and each step whose files it
