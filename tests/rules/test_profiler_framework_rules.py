@@ -7,6 +7,7 @@ rules follow the job live in one-second windows. Algorithms: reference/smdebug.m
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -169,13 +170,15 @@ def test_dataloader_compares_the_loaders_running_with_the_cores(
     out = tmp_path / "profiler-output"
     rule = definition("Dataloader", patience=1, max_threshold=100, scan_interval_us=WINDOW)
     # About 2.5 s of loading, most of it with every worker busy, whatever the cores: a batch
-    # holds two items per core (four on two cores).
+    # holds two items per core (four on two cores), and the batches are a whole number of
+    # rounds of the workers (on 16 cores, 60 batches would leave 12 of 16 busy at the end).
     batch_size = 2 * cores if workers else 4
+    steps = workers * math.ceil(60 / workers) if workers else 60
     with monitored(out):
         following = follow([rule], tmp_path)
         train(
             out,
-            60,
+            steps,
             num_workers=workers,
             item_cost=0.02 if workers else 0.005,
             batch_size=batch_size,
@@ -192,7 +195,7 @@ def test_dataloader_compares_the_loaders_running_with_the_cores(
     assert f"(it is {workers})" in report["Recommendation"] or status == NO_ISSUES_FOUND
     if workers == 0:
         assert node["median_parallel"] == 1
-    assert report["Details"]["batch_wait_s"]["count"] == 60
+    assert report["Details"]["batch_wait_s"]["count"] == steps
 
 
 def test_overall_framework_metrics_splits_the_step_time_and_never_fires(tmp_path: Path) -> None:
