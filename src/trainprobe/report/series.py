@@ -60,8 +60,10 @@ def envelope(x: Floats, y: Floats, buckets: int = BUCKETS) -> dict[str, list[flo
         values = rounded(y)
         return {"x": rounded(x, 7), "mean": values, "min": values, "max": values}
     edges = np.linspace(x[0], x[-1], buckets + 1)
-    index = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, buckets - 1)
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    # Each bucket's first point (the last bucket holds the last edge too); an empty bucket's
+    # is the next one's, and repeats drop out.
+    starts = np.unique(np.searchsorted(x, edges[:buckets], side="left"))
+    starts = starts[starts < x.size]
     counts = np.diff(np.r_[starts, x.size])
     return {
         "x": rounded(x[starts], 7),
