@@ -173,7 +173,7 @@ def _assert_follows_the_trial(series: ScalarSeries, out: Path) -> None:
         assert (found[0].tolist(), found[1].tolist()) == (steps, values)
 
 
-def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
+def test_a_live_writer_keeps_the_chunk_so_far_as_one_piece_that_the_chunk_replaces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(written_scalars, "PIECE_STEPS", 20)
@@ -182,8 +182,7 @@ def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
     assert _chunks(tmp_path, "worker_0") == [
         "000000000000-000000000099.chunk",
         "000000000100-000000000199.chunk",
-        "000000000200-000000000219.chunk",
-        "000000000220-000000000239.chunk",
+        "000000000200-000000000239.chunk",  # the chunk so far: one piece, in place of 200-219
     ]
     through_239 = {
         key: (steps[:kept], values[:kept])
@@ -197,13 +196,13 @@ def test_a_live_writer_keeps_pieces_that_its_chunk_replaces(
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
 
 
-def test_a_slow_training_keeps_a_piece_every_few_seconds(
+def test_a_slow_training_keeps_its_chunk_so_far_every_few_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(written_scalars, "PIECE_SECONDS", 0.0)
     writer = _write(tmp_path, "worker_0", range(3), seed=1)
     writer.flush()
-    assert _chunks(tmp_path, "worker_0") == [f"{step:012d}-{step:012d}.chunk" for step in range(3)]
+    assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.chunk"]
     assert _read_series(tmp_path) == trial_scalars(tmp_path)
     writer.close()
     assert _chunks(tmp_path, "worker_0") == ["000000000000-000000000002.chunk"]
@@ -219,10 +218,9 @@ def test_in_object_storage_the_pieces_and_chunks_are_objects(
     chunks = locations.join(out, locations.scalar_chunks_dir("worker_0"))
     assert [name for name in files.list_files(chunks)] == [
         "000000000000-000000000099.chunk",
-        "000000000100-000000000129.chunk",
-        "000000000130-000000000159.chunk",
+        "000000000100-000000000159.chunk",  # the second piece, in place of 100-129
     ]
-    writer.close()  # the pieces are removed: the chunk of steps 100-159 replaces them
+    writer.close()  # the chunk of steps 100-159 replaces the piece of the same steps
     assert files.list_files(chunks)[1:] == ["000000000100-000000000159.chunk"]
     assert _read_series(out) == trial_scalars(out)
     assert ScalarSeries(output=out).read_through == 159

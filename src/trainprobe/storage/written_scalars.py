@@ -6,9 +6,10 @@ so that a reader gets a long job's curves without decoding every step's files::
 A worker's writer thread hands ``ScalarChunkWriter`` each one-element numeric tensor it writes
 (reductions aside: they are not tensors of their own to a reader) and each step whose files it
 has written; every ``CHUNK_STEPS`` global steps, and when it closes, the steps since the last
-chunk become a chunk. Until then they are kept in pieces (every ``PIECE_STEPS`` steps or
-``PIECE_SECONDS``), so that a reader of a live job decodes at most a few steps' files; the
-chunk, once written, replaces its pieces (a reader takes whichever reaches further).
+chunk become a chunk. Until then the chunk so far is kept as a piece, written again every
+``PIECE_STEPS`` steps or ``PIECE_SECONDS`` (each replacing the one before), so that a reader of
+a live job decodes at most a few steps' files; the chunk, once written, replaces the last piece
+(a reader takes whichever reaches further).
 
 A chunk lists the steps whose files the worker wrote: for a job of several workers,
 ``read_written_scalars`` keeps the steps every worker wrote (the trial's complete steps) and,
@@ -51,9 +52,9 @@ CHUNK_STEPS = 1000
 """Global steps a chunk of the writer covers (the last chunk, written at the end, fewer)."""
 PIECE_STEPS = 100
 PIECE_SECONDS = 10.0
-"""Until its chunk is whole, the writer keeps the steps written in pieces: every
-``PIECE_STEPS`` steps or ``PIECE_SECONDS`` seconds, whichever comes first. The whole chunk
-replaces its pieces."""
+"""Until its chunk is whole, the writer keeps the chunk so far as a piece, written again every
+``PIECE_STEPS`` steps or ``PIECE_SECONDS`` seconds, whichever comes first; each piece replaces
+the one before, and the whole chunk the last."""
 
 _NUMBERS = frozenset("biuf")
 
@@ -128,9 +129,10 @@ class ScalarChunkWriter:
             self._written_through - self._kept_through >= PIECE_STEPS
             or time.monotonic() - self._kept_at >= PIECE_SECONDS
         ):
-            path, size = self._write(self._kept_through + 1)
+            path, size = self._write(first)  # the chunk so far, in place of the last piece
             if path is not None:
-                self._pieces.append(path)
+                self._remove([piece for piece in self._pieces if piece != path])
+                self._pieces = [path]
             return size
         return 0
 
