@@ -26,10 +26,10 @@ from trainprobe.storage.scalar_chunks import (
     Values,
     chunk_spans,
     follow_chunks,
-    read_scalar_chunks,
+    read_spans,
     write_scalar_chunk,
 )
-from trainprobe.storage.written_scalars import read_written_scalars, written_through
+from trainprobe.storage.written_scalars import read_written_scalars
 
 __all__ = ["SAVE_EVERY", "ScalarSeries"]
 
@@ -78,18 +78,18 @@ class ScalarSeries:
         """The last global step read (-1 before any): later steps are read from the trial."""
         self._saved_through = -1
         self._series: dict[str, dict[str, _Series]] = {}
-        kept = follow_chunks(chunk_spans(directory)) if directory is not None else []
+        listed = chunk_spans(directory) if directory is not None else []
+        kept = follow_chunks(listed)
         if output is not None:
             try:
-                if written_through(output) > (kept[-1][1] if kept else -1):
-                    written = read_written_scalars(output)
-                    if written is not None:
-                        self._take(written)
+                written = read_written_scalars(output, beyond=kept[-1][1] if kept else -1)
+                if written is not None:
+                    self._take(written)
             except Exception as error:  # the steps' files still hold every value
                 log.warning("trainprobe: cannot read the scalars kept in %s: %s", output, error)
-        if directory is not None:
-            for chunk in read_scalar_chunks(directory, self.read_through + 1):
-                self._take(chunk)
+        start = self.read_through + 1
+        for chunk in read_spans(follow_chunks(listed, start), start):
+            self._take(chunk)
 
     def _take(self, chunk: ScalarChunk) -> None:
         self._add(chunk.series)

@@ -49,6 +49,7 @@ __all__ = [
     "chunk_spans",
     "follow_chunks",
     "read_scalar_chunks",
+    "read_spans",
     "write_scalar_chunk",
 ]
 
@@ -175,9 +176,15 @@ def read_scalar_chunks(directory: str, start: int = 0) -> list[ScalarChunk]:
     """The chunks of ``directory`` that cover the steps from ``start`` without a gap, in order,
     each without the steps before ``start`` or another's; none when it does not exist. A chunk
     that cannot be read ends the list (logged)."""
+    return read_spans(follow_chunks(chunk_spans(directory), start), start)
+
+
+def read_spans(spans: list[tuple[int, int, str]], start: int = 0) -> list[ScalarChunk]:
+    """The chunks of ``spans`` (as ``follow_chunks`` chose them from ``start``), read: as
+    ``read_scalar_chunks``, without listing their directory again."""
     chunks: list[ScalarChunk] = []
     following = start
-    for first, last, path in follow_chunks(chunk_spans(directory), start):
+    for first, last, path in spans:
         try:
             chunk = _read_chunk(path)
         except (OSError, ValueError, KeyError, TypeError, struct.error) as error:

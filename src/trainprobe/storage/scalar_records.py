@@ -24,7 +24,13 @@ from trainprobe.storage.tensor_event import (
     scalar_event_ends,
     scalar_event_middle,
 )
-from trainprobe.storage.tfrecord import HEADER_SIZE, frame_bytes, frame_many, masked_checksums
+from trainprobe.storage.tfrecord import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    frame_bytes,
+    frame_many,
+    masked_checksums,
+)
 
 __all__ = ["ScalarRecords", "encode_scalar_records"]
 
@@ -67,7 +73,7 @@ class _Layout:
             group[1].append(index)
             group[2].append(content)
             end_starts.append(content + size)
-            spans.append((payload, payload + len(record) - HEADER_SIZE - 4))
+            spans.append((payload, offset + len(record) - FOOTER_SIZE))
             records.append(record)
             offset += len(record)
         self.template = np.frombuffer(b"".join(records), dtype=np.uint8)

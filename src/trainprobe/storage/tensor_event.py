@@ -99,7 +99,6 @@ _SCALAR_DTYPES: dict[str, tuple[int, np.dtype[np.generic], int]] = {
 _CACHE_LIMIT = 1 << 16
 _SMALL_CACHE_LIMIT = 64
 _SHAPE_FIELDS: dict[tuple[str, tuple[int, ...]], bytes] = {}
-_SCALAR_PREFIXES: dict[tuple[str, int], bytes] = {}
 _SCALAR_MIDDLES: dict[tuple[str, int, int, int], bytes] = {}
 _METADATA_FIELDS: dict[tuple[int, int, str | None], bytes] = {}
 
@@ -246,23 +245,16 @@ def encode_tensor_event(
 
 def _scalar_prefix(name: str, code: int, size: int) -> bytes:
     """A 0-d tensor's Summary.Value up to its content: the tag, then TensorProto's head."""
-    cache_key = (name, code)
-    found = _SCALAR_PREFIXES.get(cache_key)
-    if found is None:
-        tensor_head = (
-            wire.varint_field(_TENSOR_DTYPE, code)
-            + _NO_DIMS
-            + wire.length_prefix(_TENSOR_CONTENT, size)
-        )
-        found = (
-            wire.message_field(_VALUE_TAG, name.encode("utf-8"))
-            + wire.length_prefix(_VALUE_TENSOR, len(tensor_head) + size)
-            + tensor_head
-        )
-        if len(_SCALAR_PREFIXES) >= _CACHE_LIMIT:
-            _SCALAR_PREFIXES.clear()
-        _SCALAR_PREFIXES[cache_key] = found
-    return found
+    tensor_head = (
+        wire.varint_field(_TENSOR_DTYPE, code)
+        + _NO_DIMS
+        + wire.length_prefix(_TENSOR_CONTENT, size)
+    )
+    return (
+        wire.message_field(_VALUE_TAG, name.encode("utf-8"))
+        + wire.length_prefix(_VALUE_TENSOR, len(tensor_head) + size)
+        + tensor_head
+    )
 
 
 def encode_scalar_events(
@@ -288,7 +280,6 @@ def encode_scalar_events(
     flat = np.asarray(values).reshape(-1)
     head = _event_head(wall_time, step)
     metadata = _metadata_field(mode, mode_step, original_dtype)
-    metadata_size, middles = len(metadata), _SCALAR_MIDDLES
     payloads: list[bytes] = []
     for index, (name, dtype, content) in enumerate(
         zip(names, dtypes, _scalar_contents(flat, dtypes), strict=True)
@@ -305,10 +296,7 @@ def encode_scalar_events(
             )
             payloads.append(b"".join(chunks))
             continue
-        code, size = _SCALAR_DTYPES[dtype][0], len(content)
-        middle = middles.get((name, code, size, metadata_size))
-        if middle is None:
-            middle = _scalar_middle(name, code, size, metadata_size)
+        middle = _scalar_middle(name, _SCALAR_DTYPES[dtype][0], len(content), len(metadata))
         payloads.append(head + middle + content + metadata)
     return payloads
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-import numpy as np
 from crc32c import crc32c as _crc32c
 
 from trainprobe.errors import FormatError
 
 __all__ = [
     "FAKE_DATA_CRC",
+    "FOOTER_SIZE",
     "HEADER_SIZE",
     "OVERHEAD",
     "RecordChecksumError",
@@ -143,11 +143,7 @@ def frame_many(payloads: Sequence[bytes]) -> tuple[bytes, list[int], list[int]]:
 def masked_checksums(data: Buffer, spans: Sequence[tuple[int, int]]) -> list[int]:
     """The masked CRC32C of each ``data[start:end]`` of ``spans``."""
     view = memoryview(data)
-    found = np.fromiter(
-        (_crc32c(view[start:end]) for start, end in spans), dtype=np.uint64, count=len(spans)
-    )
-    masked = (((found >> 15) | (found << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-    return [int(value) for value in masked.tolist()]
+    return [_mask(_crc32c(view[start:end])) for start, end in spans]
 
 
 def _header(length: int) -> bytes:

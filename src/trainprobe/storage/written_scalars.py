@@ -39,12 +39,12 @@ from trainprobe.storage.scalar_chunks import (
     chunk_path,
     chunk_spans,
     follow_chunks,
-    read_scalar_chunks,
+    read_spans,
     write_scalar_chunk,
 )
 from trainprobe.storage.step_reader import list_collections_files
 
-__all__ = ["CHUNK_STEPS", "ScalarChunkWriter", "read_written_scalars", "written_through"]
+__all__ = ["CHUNK_STEPS", "ScalarChunkWriter", "read_written_scalars"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class ScalarChunkWriter:
         self._parts: dict[tuple[str, str], list[tuple[Steps, Values]]] = {}
         self._written_parts: list[Steps] = []
         self._pieces: list[str] = []
-        self._layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
+        self._layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _KeptValues] = {}
         self._kept_at = time.monotonic()
         self._on = True
 
@@ -94,7 +94,7 @@ class ScalarChunkWriter:
         key = (tuple(names), tuple(dtypes))
         layout = self._layouts.get(key)
         if layout is None:
-            layout = self._layouts[key] = _Layout(*key)
+            layout = self._layouts[key] = _KeptValues(*key)
         if not layout.names:
             return
         try:
@@ -238,7 +238,7 @@ class ScalarChunkWriter:
         )
 
 
-class _Layout:
+class _KeptValues:
     """Which values of a batch of scalars (``StepWriter.add_scalars``'s names and dtypes) are
     kept, and how each is converted: worked out once for batches named alike."""
 
@@ -263,22 +263,16 @@ class _Layout:
         return found
 
 
-def written_through(out_dir: str) -> int:
-    """The last step that every worker of ``out_dir`` kept in chunks without a gap from step 0
-    (-1: none), from the listing alone."""
-    spans = _spans_by_worker(out_dir)
-    return min((found[-1][1] if found else -1) for found in spans.values()) if spans else -1
-
-
-def read_written_scalars(out_dir: str) -> ScalarChunk | None:
+def read_written_scalars(out_dir: str, beyond: int = -1) -> ScalarChunk | None:
     """The scalars the workers of the output ``out_dir`` kept as chunks, from step 0 to the last
     step every worker's chunks cover, as one chunk; None when there are none (an output from
-    smdebug or an older trainprobe, or a worker that kept none)."""
-    workers = sorted(_spans_by_worker(out_dir))
-    if not workers:
+    smdebug or an older trainprobe, or a worker that kept none), or when they end at step
+    ``beyond`` or before (told from the listing alone)."""
+    spans = _spans_by_worker(out_dir)
+    if not spans or min((found[-1][1] if found else -1) for found in spans.values()) <= beyond:
         return None
-    root = locations.join(out_dir, locations.SCALARS_DIR)
-    chunks = {worker: read_scalar_chunks(locations.join(root, worker)) for worker in workers}
+    workers = sorted(spans)
+    chunks = {worker: read_spans(spans[worker]) for worker in workers}
     last = min((found[-1].last if found else -1) for found in chunks.values())
     if last < 0:
         return None
