@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from trainprobe.capture.pytorch.profiling.recorder import PROFILER_PHASE
 from trainprobe.rules.profiler_rules.framework_summary import FrameworkTotals
 from trainprobe.storage.trace_file import TraceEvent, TraceFileReader
 
@@ -67,20 +68,26 @@ def total_us(events: list[TraceEvent], phase: str) -> float:
     return sum(event.duration_us for event in events if event.phase == phase)
 
 
-def inside_us(events: list[TraceEvent], phases: tuple[str, ...], outer: str) -> float:
-    """The time of the events of ``phases`` that ran inside an event of phase ``outer``."""
+def nested_in(events: list[TraceEvent], outer: str) -> list[TraceEvent]:
+    """The events (steps left out) that ran inside an event of phase ``outer``."""
     outers = [event for event in events if event.phase == outer]
-    return sum(
-        event.duration_us
+    return [
+        event
         for event in events
-        if event.phase in phases
+        if event.phase != outer
+        and not event.phase.startswith("Step:")
         and any(
             around.node_id == event.node_id
             and around.start_us <= event.start_us
             and event.end_us <= around.end_us
             for around in outers
         )
-    )
+    ]
+
+
+def inside_us(events: list[TraceEvent], phases: tuple[str, ...], outer: str) -> float:
+    """The time of the events of ``phases`` that ran inside an event of phase ``outer``."""
+    return sum(event.duration_us for event in nested_in(events, outer) if event.phase in phases)
 
 
 def check_shares(split: dict[str, dict[str, float]]) -> None:
@@ -122,15 +129,20 @@ def test_an_optimizer_step_with_a_closure_keeps_only_its_own_time(tmp_path: Path
     later = [e for e in events if e.start_us > first]
     passes_us = sum(total_us(later, phase) for phase in NESTED)
     assert inside_us(events, NESTED, CLOSURE) == pytest.approx(passes_us)
+    # Besides the passes, a closure holds only the hook's own work at a step's start, which the
+    # timeline shows (phase ``trainprobe``) when it took over 1 ms: on a loaded machine.
+    inner = nested_in(events, CLOSURE)
+    assert {event.phase for event in inner} <= {*NESTED, PROFILER_PHASE}
+    inner_us = sum(event.duration_us for event in inner)
     closures_us = total_us(events, CLOSURE)
     assert closures_us > 0 and inside_us(events, (CLOSURE,), "Optimizer") == pytest.approx(
         closures_us
     )
-    # The passes keep all their time; the closure its own outside them; the optimizer only its
-    # own, outside the closure.
+    # The passes keep all their time; the closure its own outside them (and outside the hook's);
+    # the optimizer only its own, outside the closure.
     for phase in NESTED:
         assert split[phase]["time_us"] == pytest.approx(total_us(events, phase))
-    assert split[CLOSURE]["time_us"] == pytest.approx(closures_us - passes_us)
+    assert split[CLOSURE]["time_us"] == pytest.approx(closures_us - inner_us)
     optimizer_us = total_us(events, "Optimizer") - closures_us
     assert split["Optimizer"]["time_us"] == pytest.approx(optimizer_us)
     shown = {row["Phase"]: row for row in job.content["Framework"]["PhaseSplit"]}
@@ -146,7 +158,7 @@ def test_an_optimizer_step_with_a_closure_keeps_only_its_own_time(tmp_path: Path
     older_split = totals.step_split()
     check_shares(older_split)
     assert older_split["Optimizer"]["time_us"] == pytest.approx(
-        total_us(older, "Optimizer") - inside_us(older, NESTED, "Optimizer")
+        total_us(older, "Optimizer") - inside_us(older, (*NESTED, PROFILER_PHASE), "Optimizer")
     )
     assert older_split["Forward"]["time_us"] == pytest.approx(split["Forward"]["time_us"])
 
