@@ -89,21 +89,49 @@ def encode_index(index: StepIndex) -> bytes:
         {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)}
         for s in index.shapes
     ]
-    # json.dumps's text for the whole document, the tensor entries made from their names'
-    # remembered JSON (a step may hold thousands).
-    entries = ", ".join(
-        f"{_entry_head(name)}{start}, {_LENGTH}{length}"
-        + ("}" if checksum is None else f", {_CHECKSUM}{checksum}}}")
-        for name, start, length, checksum in index.tensors
-    )
     return (
-        f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{entries}], '
+        f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{_entries(index.tensors)}], '
         f'"shape_payload": {json.dumps(shapes)}}}'
     ).encode()
 
 
+def _entries(tensors: list[TensorLocation]) -> str:
+    """json.dumps's text of the tensor entries (a step may hold thousands): the numbers put
+    into the text kept for the step's names and lengths, which recur from step to step."""
+    if not tensors:
+        return ""
+    names, starts, lengths, checksums = zip(*tensors, strict=True)
+    if None in checksums:
+        return ", ".join(
+            f"{_entry_head(name)}{start}, {_LENGTH}{length}"
+            + ("}" if checksum is None else f", {_CHECKSUM}{checksum}}}")
+            for name, start, length, checksum in tensors
+        )
+    numbers = [0] * (2 * len(tensors))
+    numbers[0::2] = starts
+    numbers[1::2] = checksums
+    return _entries_text(names, lengths) % tuple(numbers)
+
+
 _LENGTH = '"length": '
 _CHECKSUM = f"{json.dumps(CHECKSUM_KEY)}: "
+_KEPT_TEXTS = 16
+_texts: dict[tuple[tuple[str, ...], tuple[int, ...]], str] = {}
+
+
+def _entries_text(names: tuple[str, ...], lengths: tuple[int, ...]) -> str:
+    """The entries of ``names`` and ``lengths`` with checksums, ``%d`` for each start and
+    checksum."""
+    key = (names, lengths)
+    text = _texts.get(key)
+    if text is None:
+        if len(_texts) >= _KEPT_TEXTS:
+            _texts.clear()
+        text = _texts[key] = ", ".join(
+            _entry_head(name).replace("%", "%%") + f"%d, {_LENGTH}{length}, {_CHECKSUM}%d}}"
+            for name, length in zip(names, lengths, strict=True)
+        )
+    return text
 
 
 @lru_cache(maxsize=1 << 16)

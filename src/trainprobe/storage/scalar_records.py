@@ -4,10 +4,10 @@ together from a byte layout kept for each batch of names.
 A hook writes the same scalars at every step: from one step to the next their records differ
 only in the event's head (wall time, step), its end (mode, mode step) and each content. The
 layout of a batch (the framed records with those places left blank, and where the places are)
-is made once; a step fills the places in with a few numpy operations and checksums each
-payload, whatever the number of scalars. The bytes are exactly ``tfrecord.frame_many`` of
-``tensor_event.encode_scalar_events``'s, which a batch with a dtype that is not a number type
-(strings) still takes.
+is made once; a step fills the places in and patches the payloads' checksums
+(``patched_checksums``), a few numpy operations whatever the number of scalars. The bytes are
+exactly ``tfrecord.frame_many`` of ``tensor_event.encode_scalar_events``'s, which a batch with a
+dtype that is not a number type (strings) still takes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.patched_checksums import PatchedChecksums
 from trainprobe.storage.tensor_event import (
     encode_scalar_events,
     scalar_event_ends,
@@ -29,7 +30,6 @@ from trainprobe.storage.tfrecord import (
     HEADER_SIZE,
     frame_bytes,
     frame_many,
-    masked_checksums,
 )
 
 __all__ = ["ScalarRecords", "encode_scalar_records"]
@@ -76,25 +76,35 @@ class _Layout:
             spans.append((payload, offset + len(record) - FOOTER_SIZE))
             records.append(record)
             offset += len(record)
-        self.template = np.frombuffer(b"".join(records), dtype=np.uint8)
+        joined = b"".join(records)
+        self.template = np.frombuffer(joined, dtype=np.uint8)
         self.lengths = [len(record) for record in records]
-        self.spans = spans
         self.head_at = _positions(head_starts, head_size)
         self.end_at = _positions(end_starts, end_size)
         self.contents = [
             (little, np.asarray(rows, dtype=np.intp), _positions(starts, little.itemsize))
             for little, rows, starts in contents.values()
         ]
+        self.checksums = PatchedChecksums(
+            joined,
+            spans,
+            head_size,
+            end_size,
+            [(rows, little.itemsize) for little, rows, _ in self.contents],
+        )
 
     def fill(self, head: bytes, end: bytes, values: np.ndarray) -> ScalarRecords:
         data = self.template.copy()
         count = len(self.lengths)
         data[self.head_at] = np.tile(np.frombuffer(head, dtype=np.uint8), count)
         data[self.end_at] = np.tile(np.frombuffer(end, dtype=np.uint8), count)
+        filled = []
         for little, rows, at in self.contents:
-            data[at] = values[rows].astype(little).view(np.uint8)
-        joined = data.tobytes()
-        return ScalarRecords(joined, self.lengths, masked_checksums(joined, self.spans))
+            content = values[rows].astype(little).view(np.uint8)
+            data[at] = content
+            filled.append(content.reshape(len(rows), little.itemsize))
+        checksums = self.checksums.checksums(head, end, filled)
+        return ScalarRecords(data.tobytes(), self.lengths, checksums)
 
 
 def _positions(starts: list[int], size: int) -> Positions:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
+import numpy as np
+import numpy.typing as npt
 from crc32c import crc32c as _crc32c
 
 from trainprobe.errors import FormatError
@@ -38,7 +41,7 @@ __all__ = [
     "frame_bytes",
     "frame_many",
     "iter_records",
-    "masked_checksums",
+    "mask_checksums",
     "masked_crc32c",
     "payload_checksum",
     "unframe",
@@ -81,8 +84,18 @@ def crc32c(data: Buffer) -> int:
     return int(_crc32c(data))
 
 
-def _mask(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+_Checksums = TypeVar("_Checksums", int, npt.NDArray[np.uint32])
+
+
+def _mask(crc: _Checksums) -> _Checksums:
+    # On a uint32 array the Python ints take its type (numpy's typing says signed).
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF  # type: ignore[return-value]
+
+
+def mask_checksums(crcs: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """The mask of ``masked_crc32c`` on each CRC of ``crcs`` (uint32: the shift drops the high
+    bits, as the mask's must)."""
+    return _mask(crcs)
 
 
 def masked_crc32c(data: Buffer) -> int:
@@ -138,12 +151,6 @@ def frame_many(payloads: Sequence[bytes]) -> tuple[bytes, list[int], list[int]]:
         lengths.append(size + OVERHEAD)
         checksums.append(_mask(checksum(payload)))
     return b"".join(pieces), lengths, checksums
-
-
-def masked_checksums(data: Buffer, spans: Sequence[tuple[int, int]]) -> list[int]:
-    """The masked CRC32C of each ``data[start:end]`` of ``spans``."""
-    view = memoryview(data)
-    return [_mask(_crc32c(view[start:end])) for start, end in spans]
 
 
 def _header(length: int) -> bytes:
