@@ -15,6 +15,7 @@ import pytest
 from trainprobe.storage.index_file import (
     CHECKSUM_KEY,
     StepIndex,
+    TensorColumns,
     TensorLocation,
     decode_index,
     encode_index,
@@ -63,6 +64,17 @@ def test_the_index_is_json_dumps_text_step_after_step(with_checksums: str) -> No
         data = encode_index(index)
         assert data == expected(index)
         assert decode_index(data, step, "worker_0").tensors == tensors
+        # As the step writer gathers them: column by column.
+        columns = TensorColumns()
+        columns.append(tensors[0])
+        columns.extend(*zip(*tensors[1:], strict=True))
+        assert list(columns) == tensors and columns[5:9] == tensors[5:9]
+        assert (
+            encode_index(
+                StepIndex(step, "worker_0", ModeKeys.TRAIN, step, "events/x.tfevents", columns)
+            )
+            == data
+        )
 
 
 def test_an_index_of_other_lengths_is_not_given_the_kept_text() -> None:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from trainprobe.errors import FormatError
 from trainprobe.storage.modes import ModeKeys
@@ -35,6 +36,7 @@ __all__ = [
     "IndexFileError",
     "ShapeEntry",
     "StepIndex",
+    "TensorColumns",
     "TensorLocation",
     "check_relative_path",
     "decode_index",
@@ -58,6 +60,58 @@ class TensorLocation(NamedTuple):
     checksum: int | None = None
 
 
+class TensorColumns(Sequence[TensorLocation]):
+    """A step's tensor locations as its writer gathers them, column by column: the thousands of
+    scalars a step are added as four list extensions, not as a tuple each."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.starts: list[int] = []
+        self.lengths: list[int] = []
+        self.checksums: list[int | None] = []
+
+    def append(self, location: TensorLocation) -> None:
+        """Add one location."""
+        self.extend([location.name], [location.start], [location.length], [location.checksum])
+
+    def extend(
+        self,
+        names: Iterable[str],
+        starts: Iterable[int],
+        lengths: Iterable[int],
+        checksums: Iterable[int | None],
+    ) -> None:
+        """Add locations given column by column."""
+        self.names.extend(names)
+        self.starts.extend(starts)
+        self.lengths.extend(lengths)
+        self.checksums.extend(checksums)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, index: int) -> TensorLocation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[TensorLocation]: ...
+
+    def __getitem__(self, index: int | slice) -> TensorLocation | list[TensorLocation]:
+        if isinstance(index, slice):
+            return list(
+                map(
+                    TensorLocation,
+                    self.names[index],
+                    self.starts[index],
+                    self.lengths[index],
+                    self.checksums[index],
+                )
+            )
+        return TensorLocation(
+            self.names[index], self.starts[index], self.lengths[index], self.checksums[index]
+        )
+
+
 @dataclass(frozen=True)
 class ShapeEntry:
     """A tensor's shape, saved without its values (``save_shape``)."""
@@ -76,7 +130,7 @@ class StepIndex:
     mode: ModeKeys
     mode_step: int
     event_file: str | None
-    tensors: list[TensorLocation] = field(default_factory=list)
+    tensors: Sequence[TensorLocation] = field(default_factory=list)
     shapes: list[ShapeEntry] = field(default_factory=list)
 
 
@@ -95,22 +149,34 @@ def encode_index(index: StepIndex) -> bytes:
     ).encode()
 
 
-def _entries(tensors: list[TensorLocation]) -> str:
+def _entries(tensors: Sequence[TensorLocation]) -> str:
     """json.dumps's text of the tensor entries (a step may hold thousands): the numbers put
     into the text kept for the step's names and lengths, which recur from step to step."""
     if not tensors:
         return ""
-    names, starts, lengths, checksums = zip(*tensors, strict=True)
+    names: Sequence[str]
+    starts: Sequence[int]
+    lengths: Sequence[int]
+    checksums: Sequence[int | None]
+    if isinstance(tensors, TensorColumns):
+        names, starts, lengths, checksums = (
+            tensors.names,
+            tensors.starts,
+            tensors.lengths,
+            tensors.checksums,
+        )
+    else:
+        names, starts, lengths, checksums = zip(*tensors, strict=True)
     if None in checksums:
         return ", ".join(
             f"{_entry_head(name)}{start}, {_LENGTH}{length}"
             + ("}" if checksum is None else f", {_CHECKSUM}{checksum}}}")
-            for name, start, length, checksum in tensors
+            for name, start, length, checksum in zip(names, starts, lengths, checksums, strict=True)
         )
-    numbers = [0] * (2 * len(tensors))
+    numbers: list[int | None] = [0] * (2 * len(tensors))
     numbers[0::2] = starts
     numbers[1::2] = checksums
-    return _entries_text(names, lengths) % tuple(numbers)
+    return _entries_text(tuple(names), tuple(lengths)) % tuple(numbers)
 
 
 _LENGTH = '"length": '

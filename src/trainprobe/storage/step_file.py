@@ -23,7 +23,13 @@ import numpy as np
 
 from trainprobe.storage import files, locations
 from trainprobe.storage.collections_file import write_collections_file
-from trainprobe.storage.index_file import ShapeEntry, StepIndex, TensorLocation, encode_index
+from trainprobe.storage.index_file import (
+    ShapeEntry,
+    StepIndex,
+    TensorColumns,
+    TensorLocation,
+    encode_index,
+)
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.scalar_records import encode_scalar_records
 from trainprobe.storage.tensor_event import DTYPE_CODES, encode_tensor_event
@@ -47,7 +53,7 @@ class StepWriter:
         self.worker = worker
         self._lock = threading.Lock()
         self._events: files.AtomicFile | None = None
-        self._tensors: list[TensorLocation] = []
+        self._tensors = TensorColumns()
         self._shapes: list[ShapeEntry] = []
         self._mode: ModeKeys | None = None
         self._mode_step = step
@@ -147,8 +153,9 @@ class StepWriter:
         )
         with self._lock:
             events = self._open_events()
-            starts = itertools.accumulate(records.lengths, initial=events.size)
-            self._tensors += map(TensorLocation, names, starts, records.lengths, records.checksums)
+            ends = itertools.accumulate(records.lengths, initial=events.size)
+            starts = itertools.islice(ends, len(records.lengths))
+            self._tensors.extend(names, starts, records.lengths, records.checksums)
             events.write(records.data)
             self._first_mode(mode, mode_step)
 
@@ -221,5 +228,5 @@ class StepWriter:
             if self._events is not None:
                 self._events.discard()
                 self._events = None
-            self._tensors.clear()
+            self._tensors = TensorColumns()
             self._shapes.clear()
