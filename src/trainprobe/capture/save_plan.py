@@ -77,6 +77,8 @@ class SavePlan:
         self.reduction_config = reduction_config
         self.saved: list[Collection] = []
         self.revision = -1
+        self.answers = 0
+        """Counts the times the plan's answers may have changed (prepared, a name forgotten)."""
         self._members: dict[str, int] = {}
         self._plans: dict[int, TensorPlan] = {}
         self._train_only_mask = 0
@@ -141,6 +143,7 @@ class SavePlan:
         self._members.clear()
         self._plans.clear()
         self.revision = self.collections.revision
+        self.answers += 1
 
     def due(self, mode: ModeKeys, mode_step: int) -> int:
         """The saved collections due at ``mode_step`` of ``mode``, as a bit mask (0: none)."""
@@ -166,8 +169,10 @@ class SavePlan:
         return found
 
     def forget(self, name: str) -> None:
-        """Recompute the membership of ``name`` next time (it was added to a collection)."""
-        self._members.pop(name, None)
+        """Work out the membership of ``name`` again (it was added to a collection)."""
+        known = self._members.pop(name, None)
+        if known is not None and self.membership(name) != known:
+            self.answers += 1
 
     def what_to_save(self, name: str, due: int) -> TensorPlan:
         """What to save of tensor ``name`` when the collections in ``due`` are due."""

@@ -31,6 +31,7 @@ compute them from a raw tensor. (smdebug's PyTorch hook divided by n - 1.)
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -329,11 +330,17 @@ class ReductionBatch:
     ) -> None:
         """Reduce ``tensors`` by ``ops`` now (a later in-place update cannot reach the result);
         ``reduction_names[i][j]`` names op j of tensor i. The tensors must not be empty."""
+        if not tensors:
+            return
         ops = tuple(ops)
         passes, offsets = _layout(ops)
+        kinds = [(tensor.device, tensor.dtype) for tensor in tensors]
         groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-        for index, tensor in enumerate(tensors):
-            groups.setdefault((tensor.device, tensor.dtype), []).append(index)
+        if kinds.count(kinds[0]) == len(kinds):  # the usual batch: one device, one dtype
+            groups[kinds[0]] = list(range(len(tensors)))
+        else:
+            for index, kind in enumerate(kinds):
+                groups.setdefault(kind, []).append(index)
         starts = [0] * len(tensors)
         for members in groups.values():
             with torch.no_grad():
@@ -342,20 +349,21 @@ class ReductionBatch:
             for row, index in enumerate(members):
                 starts[index] = self._size + row * width
             self._keep(results.reshape(-1))
-        dtypes = {dtype: [saved_dtype(dtype)] * len(ops) for _, dtype in groups}
-        counts = [tensor.numel() for tensor in tensors]
         self._blocks.append(
             _Block(
                 ops,
                 passes,
                 offsets,
                 np.asarray(starts, dtype=np.int64),
-                np.asarray(counts, dtype=np.float64),
+                np.asarray([tensor.numel() for tensor in tensors], dtype=np.float64),
             )
         )
-        for names, tensor in zip(reduction_names, tensors, strict=True):
-            self.names.extend(names)
-            self.dtypes.extend(dtypes[tensor.dtype])
+        self.names.extend(itertools.chain.from_iterable(reduction_names))
+        if len(groups) == 1:
+            self.dtypes += [saved_dtype(kinds[0][1])] * (len(tensors) * len(ops))
+        else:
+            saved = {dtype: saved_dtype(dtype) for _, dtype in groups}
+            self.dtypes.extend(saved[dtype] for _, dtype in kinds for _ in ops)
 
     def add_value(self, name: str, dtype: str, value: torch.Tensor) -> None:
         """Add a value already computed (a scalar saved by the user)."""

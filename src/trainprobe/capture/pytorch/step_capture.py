@@ -1,9 +1,10 @@
 """The step in progress: what it has captured, handed to the writer thread as it arrives.
 
 The hook tells it when a step begins (with the collections due) and when it ends; in between,
-every tensor the hook sees goes through ``capture``, which asks the save plan what to save of it:
-raw tensors start their host copy at once and go to the writer thread; reductions are computed on
-the device and kept until the step ends, when they leave in one buffer. Shapes are recorded in the
+every tensor the hook sees goes through ``capture``, which learns from the save plan what to save
+of it (once per batch of names: ``batch_layout``): raw tensors start their host copy at once and
+go to the writer thread; reductions are computed on the device and kept until the step ends,
+when they leave in one buffer. Shapes are recorded in the
 index. Nothing here writes a file or waits for the device.
 
 TensorBoard export (rank 0 only, when a ``tensorboard_dir`` is given) rides on the same records:
@@ -18,13 +19,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.batch_layout import BatchLayouts
 from trainprobe.capture.pytorch.device_reductions import ReductionBatch
 from trainprobe.capture.pytorch.distributed import Worker, this_worker
 from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copies
@@ -39,11 +41,8 @@ from trainprobe.capture.writer_thread import (
     WriterThread,
 )
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.reduction_names import reduction_tensor_name
 
 __all__ = ["Step", "StepCapture"]
-
-Ops = tuple[tuple[str, bool], ...]
 
 log = logging.getLogger("trainprobe")
 
@@ -98,7 +97,7 @@ class StepCapture:
         self._saved_a_step = False
         self._collections_sent: tuple[dict[str, Any], int] | None = None
         self._skipped: set[str] = set()
-        self._names: dict[tuple[Ops, str], tuple[str, ...]] = {}
+        self._layouts = BatchLayouts(plan)
 
     # ----- who writes -----
 
@@ -197,33 +196,48 @@ class StepCapture:
         current = self.current
         if current is None or not (current.due or current.full):
             return
-        grouped: dict[Ops, list[tuple[str, torch.Tensor]]] = {}
-        saved: list[tuple[str, torch.Tensor, TensorPlan]] = []
+        batch = items if isinstance(items, list) else list(items)
+        if not batch:
+            return
         with self._lock:
             writer = self.ensure_writer()
-            for name, tensor in items:
-                plan = self.plan.what_to_save(name, current.due)
-                if current.full and not plan.raw:
-                    plan = replace(plan, raw=True)
-                if not plan.anything or tensor.numel() == 0 or not self._dense(name, tensor):
-                    continue
-                saved.append((name, tensor, plan))
-                if plan.reductions and not tensor.is_complex():
-                    grouped.setdefault(plan.reductions, []).append((name, tensor))
+            layout = self._layouts.of([name for name, _ in batch], current.due, current.full)
+            left_out, unreduced = self._check(batch, layout.wanted)
+            saved = [
+                (batch[i][0], batch[i][1], layout.plans[i])
+                for i in layout.stored
+                if i not in left_out
+            ]
             if saved:
                 self._save(writer, current, saved)
-            for ops, members in grouped.items():
-                names = [self._reduction_names(ops, name) for name, _ in members]
-                self._reductions.add(names, [tensor for _, tensor in members], ops)
-                current.sent = True
+            skipped = left_out | unreduced
+            for ops, (indices, names) in layout.reduced.items():
+                if skipped:
+                    kept = [k for k, i in enumerate(indices) if i not in skipped]
+                    indices = tuple(indices[k] for k in kept)
+                    names = [names[k] for k in kept]
+                if indices:
+                    self._reductions.add(names, [batch[i][1] for i in indices], ops)
+                    current.sent = True
 
-    def _reduction_names(self, ops: Ops, name: str) -> tuple[str, ...]:
-        """The names of reductions ``ops`` of tensor ``name`` (remembered: asked every step)."""
-        found = self._names.get((ops, name))
-        if found is None:
-            found = tuple(reduction_tensor_name(op, name, of_abs) for op, of_abs in ops)
-            self._names[(ops, name)] = found
-        return found
+    def _check(
+        self, batch: list[tuple[str, torch.Tensor]], wanted: tuple[int, ...]
+    ) -> tuple[set[int], set[int]]:
+        """Of the ``wanted`` tensors: those left out (empty, not dense) and those saved but
+        not reduced (complex)."""
+        left_out: set[int] = set()
+        unreduced: set[int] = set()
+        strided = torch.strided
+        for index in wanted:
+            name, tensor = batch[index]
+            if tensor.layout != strided or tensor.is_quantized:
+                self._dense(name, tensor)  # says why, once
+                left_out.add(index)
+            elif tensor.numel() == 0:
+                left_out.add(index)
+            elif tensor.is_complex():
+                unreduced.add(index)
+        return left_out, unreduced
 
     def _dense(self, name: str, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` is an ordinary dense tensor; others are skipped (said once)."""
