@@ -4,8 +4,8 @@ The hook tells it when a step begins (with the collections due) and when it ends
 every tensor the hook sees goes through ``capture``, which learns from the save plan what to save
 of it (once per batch of names: ``batch_layout``): raw tensors start their host copy at once and
 go to the writer thread; reductions are computed on the device and kept until the step ends,
-when they leave in one buffer. Shapes are recorded in the
-index. Nothing here writes a file or waits for the device.
+when they leave in one buffer. Shapes are recorded in the index. Nothing here writes a file or
+waits for the device.
 
 TensorBoard export (rank 0 only, when a ``tensorboard_dir`` is given) rides on the same records:
 each carries the summary the plan chose, the scalar batch is marked for export, and a tensor whose
