@@ -10,7 +10,6 @@ checks the tensors themselves (empty, not dense, complex).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from trainprobe.capture.save_plan import SavePlan, TensorPlan
@@ -44,15 +43,15 @@ class BatchLayouts:
         self.plan = plan
         self._layouts: dict[tuple[tuple[str, ...], int, bool, int], BatchLayout] = {}
 
-    def of(self, names: Sequence[str], due: int, full: bool) -> BatchLayout:
+    def of(self, names: tuple[str, ...], due: int, full: bool) -> BatchLayout:
         """The layout of ``names`` at a step with collections ``due`` due (``full``: the step
         saves every tensor raw)."""
-        key = (tuple(names), due, full, self.plan.answers)
+        key = (names, due, full, self.plan.answers)
         layout = self._layouts.get(key)
         if layout is None:
             if len(self._layouts) >= _KEPT:
                 self._layouts.clear()
-            layout = self._layouts[key] = self._make(key[0], due, full)
+            layout = self._layouts[key] = self._make(names, due, full)
         return layout
 
     def _make(self, names: tuple[str, ...], due: int, full: bool) -> BatchLayout:

@@ -201,7 +201,7 @@ class StepCapture:
             return
         with self._lock:
             writer = self.ensure_writer()
-            layout = self._layouts.of([name for name, _ in batch], current.due, current.full)
+            layout = self._layouts.of(tuple(name for name, _ in batch), current.due, current.full)
             left_out, unreduced = self._check(batch, layout.wanted)
             saved = [
                 (batch[i][0], batch[i][1], layout.plans[i])
@@ -227,13 +227,9 @@ class StepCapture:
         not reduced (complex)."""
         left_out: set[int] = set()
         unreduced: set[int] = set()
-        strided = torch.strided
         for index in wanted:
             name, tensor = batch[index]
-            if tensor.layout != strided or tensor.is_quantized:
-                self._dense(name, tensor)  # says why, once
-                left_out.add(index)
-            elif tensor.numel() == 0:
+            if tensor.numel() == 0 or not self._dense(name, tensor):
                 left_out.add(index)
             elif tensor.is_complex():
                 unreduced.add(index)
