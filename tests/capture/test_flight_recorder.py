@@ -65,16 +65,20 @@ class StallingDataset(Dataset[tuple[torch.Tensor, int]]):
 
 
 class ExtraWorkNet(Net):
-    """``Net`` whose forward at step ``s`` multiplies two large matrices ``extra[s]`` times."""
+    """``Net`` whose forward at step ``s`` multiplies matrices for ``extra[s]`` seconds.
 
-    def __init__(self, extra: dict[int, int]) -> None:
+    Timed, not counted: a fixed number of products is under the bar on a fast machine.
+    """
+
+    def __init__(self, extra: dict[int, float]) -> None:
         super().__init__(pause=0.01)
         self.extra = extra
         self.calls = 0
-        self.big = torch.randn(2000, 2000)
+        self.big = torch.randn(500, 500)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(self.extra.get(self.calls, 0)):
+        until = time.perf_counter() + self.extra.get(self.calls, 0.0)
+        while time.perf_counter() < until:
             torch.mm(self.big, self.big)
         self.calls += 1
         return super().forward(x)
@@ -148,8 +152,8 @@ def test_a_data_loader_stall_is_captured_and_the_report_names_the_wait(tmp_path:
 
 
 def test_a_step_doing_extra_work_is_captured_with_its_operator(tmp_path: Path) -> None:
-    # Well over the bar at the slow step (about a second), then less in the captured steps.
-    extra = {SLOW_STEP: 8, SLOW_STEP + 1: 2, SLOW_STEP + 2: 2}
+    # Well over the bar at the slow step, then less in the captured steps.
+    extra = {SLOW_STEP: 1.2, SLOW_STEP + 1: 0.3, SLOW_STEP + 2: 0.3}
     profile(tmp_path, model=ExtraWorkNet(extra), loader=make_loader(STEPS, 4, num_workers=0))
 
     capture = capture_at(tmp_path, SLOW_STEP)
