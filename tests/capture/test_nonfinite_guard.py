@@ -324,6 +324,28 @@ def test_finite_gradients_too_large_for_a_norm_are_not_taken_for_infinities(
     assert create_trial(str(tmp_path)).nonfinite_origin() is None
 
 
+def test_finite_gradients_whose_sum_overflows_are_not_taken_for_infinities(
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    net = nn.Linear(64, 64)
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_interval=100))
+    hook.register_module(net)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.0)
+    inputs = torch.rand(8, 64) + 1.0
+    for _ in range(3):
+        optimizer.zero_grad()
+        # Each bias gradient 1e37: finite, and so is the loss, but their sum overflows float32.
+        loss = (net(inputs) * (1e37 / 8)).sum()
+        loss.backward()
+        assert net.bias.grad is not None and bool(torch.isfinite(loss))
+        assert bool(torch.isfinite(net.bias.grad).all())
+        assert not bool(torch.isfinite(torch.cat([loss.view(1), net.bias.grad]).sum()))
+        optimizer.step()
+    hook.close()
+    assert create_trial(str(tmp_path)).nonfinite_origin() is None
+
+
 def test_exploding_tensor_reports_the_origin_live(tmp_path: Path) -> None:
     reported = threading.Event()
     output = tmp_path / "rule-output"
