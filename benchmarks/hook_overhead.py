@@ -16,6 +16,10 @@ every round), so that drifts in the machine's speed hit them all alike:
 - a reference, not a hook: no hook, but a plain thread writing the bytes that raw every step
   writes, laid out as the hook lays them out (a new directory and two new files per step, each
   written under a temporary name and renamed). It is the floor the disk sets for raw every step.
+- a reference, not a hook: no hook, but the passes over the data that reductions every step
+  needs, made by hand in the training loop (min and max together, the sum, the l2 norm of every
+  parameter before the forward pass and of every gradient after the backward pass, read once a
+  step). It is the floor PyTorch's own kernels set for reductions every step.
 
 Each chunk's time includes waiting for the hook's writer (or the plain thread) to finish what
 the chunk queued, so a writer that falls behind is paid for. For every configuration the script
@@ -62,6 +66,7 @@ CONFIGS = [
     "raw every step",
 ]
 PLAIN = "plain writes of raw every step's bytes"
+PASSES = "reductions' passes by hand, no hook"
 NO_GUARD = "default hook, non-finite guard off"
 GUARD_TARGET = 0.01
 TARGETS = {CONFIGS[1]: 0.99, CONFIGS[2]: 0.99, CONFIGS[3]: 0.95, CONFIGS[4]: 0.80}
@@ -70,7 +75,7 @@ SAVED = ["weights", "biases", "gradients", "losses"]
 
 def make_hook(smd: Any, name: str, out_dir: str) -> Any:
     """The hook of configuration ``name`` (smd is trainprobe.pytorch or smdebug.pytorch)."""
-    if name in (CONFIGS[0], PLAIN):
+    if name in (CONFIGS[0], PLAIN, PASSES):
         return None
     if name == CONFIGS[1]:
         return smd.Hook(out_dir=out_dir)
@@ -170,7 +175,7 @@ def measure(
     torch.set_num_threads(1)
     torch.manual_seed(0)
     inputs, labels = torch.randn(256, 784), torch.randint(0, 10, (256,))
-    names = CONFIGS + ([PLAIN, NO_GUARD] if plain else [])
+    names = CONFIGS + ([PLAIN, PASSES, NO_GUARD] if plain else [])
     runs: dict[str, dict[str, Any]] = {}
     for name in names:
         model = nn.Sequential(
@@ -189,6 +194,7 @@ def measure(
             "loss": loss_fn,
             "hook": hook,
             "plain": None,
+            "passes": name == PASSES,
             "opt": optimizer,
             "out": out_dir,
             "seconds": 0.0,
@@ -199,12 +205,23 @@ def measure(
             "other_cpu": 0.0,
         }
 
+    def passes(tensors: list[Any]) -> Any:
+        values = []
+        for tensor in tensors:
+            values += [*torch.aminmax(tensor), tensor.sum(), torch.linalg.vector_norm(tensor)]
+        return torch.stack(values)
+
     def train(run: dict[str, Any], count: int) -> float:
         started = time.perf_counter()
         cpu_started, thread_started = time.process_time(), time.thread_time()
+        by_hand = run["passes"]
         for _ in range(count):
             run["opt"].zero_grad()
+            parameters = passes(list(run["model"].parameters())) if by_hand else None
             run["loss"](run["model"](inputs), labels).backward()
+            if by_hand:
+                gradients = passes([p.grad for p in run["model"].parameters()])
+                parameters.tolist(), gradients.tolist()
             run["opt"].step()
             if run["plain"] is not None:
                 run["plain"].step(run["done"])

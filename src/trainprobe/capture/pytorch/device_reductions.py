@@ -204,15 +204,18 @@ def _segments(device: torch.device, sizes: tuple[int, ...]) -> _Segments:
 
 
 def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch.Tensor:
-    """The passes' results for ``tensors`` (one device and dtype): a (tensors, results) matrix in
-    the accumulation dtype, each row in the order of ``passes``."""
+    """The passes' results for ``tensors`` (one device and dtype), in the accumulation dtype:
+    each tensor's in turn, in the order of ``passes``, as one vector."""
     if len(tensors) == 1 or tensors[0].device.type not in BATCHED_DEVICES:
-        return torch.cat([_reduce_one(tensor, passes) for tensor in tensors])
+        values: list[torch.Tensor] = []
+        for tensor in tensors:
+            values += _pass_values(tensor, passes)
+        return torch.stack(values)
     rows = []
     for piece in _pieces(tensors):
         members = [tensors[i] for i in piece]
         if len(members) == 1:
-            rows.append(_reduce_one(members[0], passes))
+            rows.append(torch.stack(_pass_values(members[0], passes)).reshape(1, -1))
             continue
         wanted = _accumulate_dtype(members[0].dtype)
         flat = torch._C._nn.flatten_dense_tensors(members)
@@ -238,11 +241,12 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
             else:
                 raise ValueError(f"unknown pass {name!r}")
         rows.append(torch.stack(columns, dim=1))
-    return rows[0] if len(rows) == 1 else torch.cat(rows)
+    return (rows[0] if len(rows) == 1 else torch.cat(rows)).reshape(-1)
 
 
-def _reduce_one(tensor: torch.Tensor, passes: tuple[str, ...]) -> torch.Tensor:
-    """``_reduce_group`` for one tensor: one operation a pass, no flat buffer."""
+def _pass_values(tensor: torch.Tensor, passes: tuple[str, ...]) -> list[torch.Tensor]:
+    """The passes' results for one tensor, each a value: one operation a pass, no flat
+    buffer."""
     wanted = _accumulate_dtype(tensor.dtype)
     x = tensor if tensor.dtype == wanted else tensor.to(wanted)
     values: list[torch.Tensor] = []
@@ -263,7 +267,7 @@ def _reduce_one(tensor: torch.Tensor, passes: tuple[str, ...]) -> torch.Tensor:
             values.append(x.abs().var(correction=0))
         else:
             raise ValueError(f"unknown pass {name!r}")
-    return torch.stack(values).reshape(1, -1)
+    return values
 
 
 @dataclass(slots=True)
@@ -309,6 +313,11 @@ class DerivedScalars:
         return np.concatenate(parts)
 
 
+_KEPT_DTYPES = (torch.float32, torch.float64)
+"""The dtypes a step's results are kept in until they are laid end to end (in the wider of
+them, when both are there): float32 holds a float32 pass exactly, float64 the rest."""
+
+
 class ReductionBatch:
     """The reductions of one step: names, saved dtypes, and pass results still on the device."""
 
@@ -319,7 +328,7 @@ class ReductionBatch:
         self._scalar_names: list[str] = []
         self._scalar_dtypes: list[str] = []
         self._scalar_positions: list[int] = []
-        self._results: list[torch.Tensor] = []  # 1-D, float64, in the order of their positions
+        self._results: list[torch.Tensor] = []  # 1-D, in the order of their positions
         self._size = 0
 
     def add(
@@ -342,13 +351,13 @@ class ReductionBatch:
             for index, kind in enumerate(kinds):
                 groups.setdefault(kind, []).append(index)
         starts = [0] * len(tensors)
+        width = offsets[-1] + _WIDTH.get(passes[-1], 1)
         for members in groups.values():
             with torch.no_grad():
                 results = _reduce_group([tensors[i] for i in members], passes)
-            width = results.shape[1]
             for row, index in enumerate(members):
                 starts[index] = self._size + row * width
-            self._keep(results.reshape(-1))
+            self._keep(results)
         self._blocks.append(
             _Block(
                 ops,
@@ -373,7 +382,9 @@ class ReductionBatch:
         self._keep(value.detach().reshape(1))
 
     def _keep(self, results: torch.Tensor) -> None:
-        self._results.append(results if results.dtype == torch.float64 else results.double())
+        if results.dtype not in _KEPT_DTYPES:  # a value saved by the user
+            results = results.double()
+        self._results.append(results)
         self._size += results.numel()
 
     def __bool__(self) -> bool:
