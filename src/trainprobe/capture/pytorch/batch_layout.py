@@ -31,7 +31,9 @@ class BatchLayout:
     wanted: tuple[int, ...]
     """The tensors of which anything is saved."""
     stored: tuple[int, ...]
-    """The tensors the writer gets something of: raw values, a shape or a summary."""
+    """The tensors the writer gets something of: raw values or a shape."""
+    summarised: tuple[int, ...]
+    """``stored`` and those with a TensorBoard summary, for a hook that exports them."""
     reduced: dict[Ops, tuple[tuple[int, ...], list[tuple[str, ...]]]]
     """Per reductions asked for, the tensors reduced by them and their reductions' names."""
 
@@ -71,10 +73,11 @@ class BatchLayouts:
         return BatchLayout(
             plans=tuple(plans),
             wanted=tuple(i for i, plan in enumerate(plans) if plan.anything),
-            stored=tuple(
+            stored=tuple(i for i, plan in enumerate(plans) if plan.raw or plan.shape),
+            summarised=tuple(
                 i
                 for i, plan in enumerate(plans)
-                if plan.anything and (plan.raw or plan.shape or plan.summary is not None)
+                if plan.raw or plan.shape or (plan.anything and plan.summary is not None)
             ),
             reduced={ops: (tuple(indices), names) for ops, (indices, names) in reduced.items()},
         )

@@ -132,16 +132,17 @@ FLAT_ELEMENTS = 1 << 26
 """The most values one flat buffer of a group's tensors holds (256 MB in float32)."""
 
 
-def _pieces(tensors: list[torch.Tensor]) -> list[list[int]]:
-    """The tensors' indices, in runs of at most FLAT_ELEMENTS values (or of one tensor)."""
+def _pieces(sizes: list[int]) -> list[list[int]]:
+    """The indices of tensors of ``sizes`` values, in runs of at most FLAT_ELEMENTS values (or
+    of one tensor)."""
     pieces: list[list[int]] = [[]]
-    size = 0
-    for index, tensor in enumerate(tensors):
-        if pieces[-1] and size + tensor.numel() > FLAT_ELEMENTS:
+    total = 0
+    for index, size in enumerate(sizes):
+        if pieces[-1] and total + size > FLAT_ELEMENTS:
             pieces.append([])
-            size = 0
+            total = 0
         pieces[-1].append(index)
-        size += tensor.numel()
+        total += size
     return pieces
 
 
@@ -203,16 +204,18 @@ def _segments(device: torch.device, sizes: tuple[int, ...]) -> _Segments:
     return found
 
 
-def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch.Tensor:
-    """The passes' results for ``tensors`` (one device and dtype), in the accumulation dtype:
-    each tensor's in turn, in the order of ``passes``, as one vector."""
+def _reduce_group(
+    tensors: list[torch.Tensor], sizes: list[int], passes: tuple[str, ...]
+) -> torch.Tensor:
+    """The passes' results for ``tensors`` of ``sizes`` values (one device and dtype), in the
+    accumulation dtype: each tensor's in turn, in the order of ``passes``, as one vector."""
     if len(tensors) == 1 or tensors[0].device.type not in BATCHED_DEVICES:
         values: list[torch.Tensor] = []
         for tensor in tensors:
             values += _pass_values(tensor, passes)
         return torch.stack(values)
     rows = []
-    for piece in _pieces(tensors):
+    for piece in _pieces(sizes):
         members = [tensors[i] for i in piece]
         if len(members) == 1:
             rows.append(torch.stack(_pass_values(members[0], passes)).reshape(1, -1))
@@ -221,7 +224,7 @@ def _reduce_group(tensors: list[torch.Tensor], passes: tuple[str, ...]) -> torch
         flat = torch._C._nn.flatten_dense_tensors(members)
         if flat.dtype != wanted:
             flat = flat.to(wanted)
-        segments = _segments(flat.device, tuple(tensor.numel() for tensor in members))
+        segments = _segments(flat.device, tuple(sizes[i] for i in piece))
         columns: list[torch.Tensor] = []
         for name in passes:
             if name == "minmax":
@@ -351,10 +354,12 @@ class ReductionBatch:
             for index, kind in enumerate(kinds):
                 groups.setdefault(kind, []).append(index)
         starts = [0] * len(tensors)
+        sizes = [tensor.numel() for tensor in tensors]
         width = offsets[-1] + _WIDTH.get(passes[-1], 1)
         for members in groups.values():
+            group = [tensors[i] for i in members]
             with torch.no_grad():
-                results = _reduce_group([tensors[i] for i in members], passes)
+                results = _reduce_group(group, [sizes[i] for i in members], passes)
             for row, index in enumerate(members):
                 starts[index] = self._size + row * width
             self._keep(results)
@@ -364,7 +369,7 @@ class ReductionBatch:
                 passes,
                 offsets,
                 np.asarray(starts, dtype=np.int64),
-                np.asarray([tensor.numel() for tensor in tensors], dtype=np.float64),
+                np.asarray(sizes, dtype=np.float64),
             )
         )
         self.names.extend(itertools.chain.from_iterable(reduction_names))

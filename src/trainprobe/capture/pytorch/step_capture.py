@@ -203,10 +203,9 @@ class StepCapture:
             writer = self.ensure_writer()
             layout = self._layouts.of(tuple(name for name, _ in batch), current.due, current.full)
             left_out, unreduced = self._check(batch, layout.wanted)
+            stored = layout.stored if self.export is None else layout.summarised
             saved = [
-                (batch[i][0], batch[i][1], layout.plans[i])
-                for i in layout.stored
-                if i not in left_out
+                (batch[i][0], batch[i][1], layout.plans[i]) for i in stored if i not in left_out
             ]
             if saved:
                 self._save(writer, current, saved)
