@@ -446,6 +446,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
     if description.get("FailureReason"):
         lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
     statuses = rule_statuses(description)
+    debugging = description.get("DebugRuleEvaluationStatuses", [])
     if statuses:
         lines += ["", "Rules:"]
         for rule in statuses:
@@ -455,6 +456,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
                 name,
                 rule["RuleEvaluationStatus"],
                 rule["StatusDetails"],
+                counts_steps=rule in debugging,
             )
             lines += [f"  {line}" for line in verdict.lines()]
     lines += [

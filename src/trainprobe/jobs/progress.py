@@ -190,12 +190,15 @@ def _describe(item: object) -> str:
     ).describe()
 
 
-def rule_verdict(rule_output_dir: str, name: str, status: str, details: str) -> RuleVerdict:
+def rule_verdict(
+    rule_output_dir: str, name: str, status: str, details: str, *, counts_steps: bool = True
+) -> RuleVerdict:
     """The verdict of the rule writing ``rule_output_dir`` whose reported status is ``status``
-    (DescribeTrainingJob's, which knows about lost runners) with ``details``."""
+    (DescribeTrainingJob's, which knows about lost runners) with ``details``. A profiler rule
+    (``counts_steps`` false) evaluates windows of the profile, which its details count."""
     verdict = RuleVerdict(name, status, details)
     written = read_status(rule_output_dir)
-    if written is not None:
+    if written is not None and counts_steps:
         verdict.steps_evaluated = written.steps_evaluated
     if status != ISSUES_FOUND:
         return verdict
