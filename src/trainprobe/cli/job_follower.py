@@ -135,10 +135,7 @@ class JobProgress:
         if saved is not None:
             self._read_loss(now, saved, final)
         usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
-        debugging = {
-            rule["RuleConfigurationName"]
-            for rule in description.get("DebugRuleEvaluationStatuses", [])
-        }
+        debugging = debugging_rule_names(description)
         return JobSnapshot(
             name=description["TrainingJobName"],
             status=description["TrainingJobStatus"],
@@ -239,6 +236,14 @@ def rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
         *description.get("DebugRuleEvaluationStatuses", []),
         *description.get("ProfilerRuleEvaluationStatuses", []),
     ]
+
+
+def debugging_rule_names(description: dict[str, Any]) -> set[str]:
+    """The debugging rules of a DescribeTrainingJob response: they count steps, where a profiler
+    rule counts windows of the profile."""
+    return {
+        rule["RuleConfigurationName"] for rule in description.get("DebugRuleEvaluationStatuses", [])
+    }
 
 
 def saving_stopped(description: dict[str, Any]) -> str | None:

@@ -26,6 +26,7 @@ from trainprobe.cli.job_follower import (
     Follower,
     LiveFollower,
     PlainFollower,
+    debugging_rule_names,
     rule_statuses,
     say,
 )
@@ -446,7 +447,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
     if description.get("FailureReason"):
         lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
     statuses = rule_statuses(description)
-    debugging = description.get("DebugRuleEvaluationStatuses", [])
+    debugging = debugging_rule_names(description)
     if statuses:
         lines += ["", "Rules:"]
         for rule in statuses:
@@ -456,7 +457,7 @@ def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
                 name,
                 rule["RuleEvaluationStatus"],
                 rule["StatusDetails"],
-                counts_steps=rule in debugging,
+                counts_steps=name in debugging,
             )
             lines += [f"  {line}" for line in verdict.lines()]
     lines += [
