@@ -153,8 +153,8 @@ class StepWriter:
         )
         with self._lock:
             events = self._open_events()
-            ends = itertools.accumulate(records.lengths, initial=events.size)
-            starts = itertools.islice(ends, len(records.lengths))
+            offsets = itertools.accumulate(records.lengths, initial=events.size)
+            starts = itertools.islice(offsets, len(records.lengths))  # not the last one's end
             self._tensors.extend(names, starts, records.lengths, records.checksums)
             events.write(records.data)
             self._first_mode(mode, mode_step)

@@ -102,14 +102,15 @@ def passes_for(ops: tuple[Op, ...]) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _layout(ops: tuple[Op, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The passes ``ops`` need, and where each pass's results start among a tensor's results."""
+def _layout(ops: tuple[Op, ...]) -> tuple[tuple[str, ...], tuple[int, ...], int]:
+    """The passes ``ops`` need, where each pass's results start among a tensor's results, and
+    how many results a tensor has."""
     passes = passes_for(ops)
     offsets, cursor = [], 0
     for name in passes:
         offsets.append(cursor)
         cursor += _WIDTH.get(name, 1)
-    return passes, tuple(offsets)
+    return passes, tuple(offsets), cursor
 
 
 def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -345,7 +346,7 @@ class ReductionBatch:
         if not tensors:
             return
         ops = tuple(ops)
-        passes, offsets = _layout(ops)
+        passes, offsets, width = _layout(ops)
         kinds = [(tensor.device, tensor.dtype) for tensor in tensors]
         groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
         if kinds.count(kinds[0]) == len(kinds):  # the usual batch: one device, one dtype
@@ -355,7 +356,6 @@ class ReductionBatch:
                 groups.setdefault(kind, []).append(index)
         starts = [0] * len(tensors)
         sizes = [tensor.numel() for tensor in tensors]
-        width = offsets[-1] + _WIDTH.get(passes[-1], 1)
         for members in groups.values():
             group = [tensors[i] for i in members]
             with torch.no_grad():
