@@ -49,6 +49,15 @@ def mlp(blocks: int, device: str = "cpu") -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(16, 3)).to(device)
 
 
+def reductions_every_step() -> dict[str, Any]:
+    """Hook options saving parameters, gradients and losses as reductions at every step."""
+    return {
+        "save_config": smd.SaveConfig(save_interval=1),
+        "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),
+        "include_collections": ["weights", "biases", "gradients", "losses"],
+    }
+
+
 def steps_dispatched(model: nn.Module, hook: smd.Hook | None) -> Counter[str]:
     """The operations of STEPS training steps, after two warm-up steps."""
     device = next(model.parameters()).device
@@ -204,11 +213,7 @@ def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection
     # values the host reads only through a copy.
     monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
     monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
-    options: dict[str, Any] = {
-        "save_config": smd.SaveConfig(save_interval=1),
-        "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),
-        "include_collections": ["weights", "biases", "gradients", "losses"],
-    }
+    options = reductions_every_step()
     small = added_per_step(2, out=tmp_path / "small", **options)
     large = added_per_step(30, out=tmp_path / "large", **options)
     views = {"aten.view.default", "aten.detach.default", "aten.split_with_sizes.default"}
@@ -225,11 +230,7 @@ def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection
 
 @CUDA
 def test_on_a_real_gpu_reductions_are_batched_per_collection(tmp_path: Path) -> None:
-    options: dict[str, Any] = {
-        "save_config": smd.SaveConfig(save_interval=1),
-        "reduction_config": smd.ReductionConfig(reductions=["mean", "max", "min"], norms=["l2"]),
-        "include_collections": ["weights", "biases", "gradients", "losses"],
-    }
+    options = reductions_every_step()
     small = added_per_step(2, "cuda", out=tmp_path / "small", **options)
     large = added_per_step(30, "cuda", out=tmp_path / "large", **options)
     views = {"aten.view.default", "aten.detach.default", "aten.split_with_sizes.default"}
@@ -239,3 +240,46 @@ def test_on_a_real_gpu_reductions_are_batched_per_collection(tmp_path: Path) -> 
     assert small_work["aten.segment_reduce.default"] == 8
     assert READ_BACK not in small_work
     assert sum(small_work.values()) <= 40, small_work
+
+
+@CUDA
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"follow_training": True},
+        reductions_every_step(),
+        {"save_config": smd.SaveConfig(save_interval=1), "save_all": True},
+    ],
+    ids=["the default hook", "following the training", "reductions every step", "all raw"],
+)
+def test_on_a_real_gpu_the_hook_never_synchronises_the_training_thread(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    # CUDA's own check: any synchronising call (a value read back, a blocking copy) raises, and
+    # a strict hook lets the error through to the training.
+    model = mlp(2, "cuda")
+    hook = smd.Hook(str(tmp_path), strict=True, **options)
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    if not hook.follow_training:
+        hook.register_loss(loss_fn)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs = torch.randn(8, 16, device="cuda")
+    labels = torch.randint(0, 3, (8,), device="cuda")
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss_fn(model(inputs), labels).backward()
+        optimizer.step()
+
+    step(), step()  # what is made once (segment lengths, pinned buffers) is made
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    hook.close()
+    assert len(create_trial(str(tmp_path)).steps()) >= 1
