@@ -29,10 +29,16 @@ and waiting ms a step from the job's overhead file. Skipped where transformers i
 Last, the non-finite guard on a training whose fourth layer takes the log of zero from step 4:
 the origin it recorded, and the steps saved (every 100 steps, and those it saved in full).
 
+With ``--profile CONFIGURATION`` (``reductions every step``, say), after each CNN's measurement
+that configuration trains a few more steps under cProfile, and the functions that took the
+training thread's time are printed: trainprobe's by time inside them, and the calls into
+PyTorch by their own time (where a launch, an allocation or a hidden wait shows).
+
 Nothing is asserted::
 
     python benchmarks/gpu_hook_overhead.py                        # on the GPU, ~3 minutes
     python benchmarks/gpu_hook_overhead.py --device cpu --quick   # tiny shapes: does it run
+    python benchmarks/gpu_hook_overhead.py --skip gpt2 --profile "reductions every step"
     python benchmarks/gpu_hook_overhead.py --steps 80 --gpt2-rounds 2 --dir DIR
 """
 
@@ -195,8 +201,9 @@ class Run:
 
 def measure_cnn(
     model: Model, device: torch.device, arguments: argparse.Namespace, root: str
-) -> tuple[dict[str, dict[str, float]], str]:
-    """Every configuration of ``model``, interleaved; the figures of each and the net's origin."""
+) -> tuple[dict[str, dict[str, float]], str, str]:
+    """Every configuration of ``model``, interleaved; the figures of each, the net's origin and
+    the profile asked for (or "")."""
     import trainprobe.pytorch as smd
 
     torch.manual_seed(0)
@@ -262,7 +269,11 @@ def measure_cnn(
                 counted = max(1, steps - before_steps)
                 run.figures["hook_ms"] = 1e3 * (total - before_total) / counted
                 run.figures["wait_ms"] = 1e3 * (waited - before_waited) / counted
-        return {name: run.figures for name, run in runs.items()}, origin
+        profiled = ""
+        if arguments.profile is not None:
+            run = runs[arguments.profile]
+            profiled = profile(run.name, lambda: train(run, chunk))
+        return {name: run.figures for name, run in runs.items()}, origin, profiled
     finally:
         for run in runs.values():
             if run.hook is not None:
@@ -270,6 +281,25 @@ def measure_cnn(
             if run.plain is not None:
                 run.plain.close()
             shutil.rmtree(run.out, ignore_errors=True)
+
+
+def profile(name: str, train: Callable[[], float]) -> str:
+    """Where the training thread's time went while ``train`` trained configuration ``name``
+    under cProfile, as text."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    seconds = train()
+    profiler.disable()
+    text = io.StringIO()
+    text.write(f"\n{name}, profiled: {seconds:.2f} s for the chunk\n")
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(r"trainprobe", 15)
+    stats.sort_stats("tottime").print_stats(r"\{(built-in )?method", 15)
+    return text.getvalue()
 
 
 def print_cnn(title: str, results: dict[str, dict[str, float]], root: str) -> None:
@@ -504,6 +534,7 @@ def main() -> None:
     parser.add_argument("--gpt2-warmup", type=int, default=None)
     parser.add_argument("--gpt2-rounds", type=int, default=1, help="alone/under-run pairs")
     parser.add_argument("--skip", action="append", default=[], choices=["cnn", "gpt2", "nan"])
+    parser.add_argument("--profile", choices=ORDER[1:-1], help="profile this configuration")
     parser.add_argument("--dir", default=None, help="where to write (default: the temp dir)")
     parser.add_argument("--gpt2-training", default=None, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -550,12 +581,13 @@ def cnn(device: torch.device, arguments: argparse.Namespace, root: str) -> None:
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     for model in models(arguments.quick):
-        results, origin = measure_cnn(model, device, arguments, root)
+        results, origin, profiled = measure_cnn(model, device, arguments, root)
         title = (
             f"{model.name}, batch {model.batch} of {model.image}x{model.image} ({origin}); "
             f"{arguments.steps} steps each, interleaved in chunks of {arguments.chunk}"
         )
         print_cnn(title, results, root)
+        print(profiled, end="")
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
