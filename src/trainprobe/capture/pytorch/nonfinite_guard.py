@@ -163,24 +163,30 @@ def _norms(tensors: list[torch.Tensor]) -> tuple[list[int], torch.Tensor]:
 
 
 def _sum_is_finite(tensors: list[torch.Tensor]) -> bool:
-    """Whether ``tensors`` are dense, on the host, and the sum of all their values is finite: it
-    is when they all are, short of an overflow, which the per-tensor check that follows clears.
-    Two operations, whatever their number: right after a backward pass each distinct operation
-    costs tens of microseconds on the CPU (its code is out of the caches), a per-tensor norm
-    several."""
+    """Whether ``tensors`` are dense, on the host, and all finite, short of an overflow (which the
+    per-tensor check that follows clears): a single value (a loss) is read as it is, the others
+    summed laid end to end. Two operations, whatever their number: right after a backward pass
+    each distinct operation costs tens of microseconds on the CPU (its code is out of the
+    caches), a per-tensor norm several."""
     if not host_reads_are_free(tensors[0].device):
         return False
+    rest = []
+    for tensor in tensors:
+        if tensor.ndim == 0 and tensor.layout == torch.strided:
+            if not math.isfinite(cast(float, tensor.tolist())):  # read without an operation
+                return False
+        else:
+            rest.append(tensor if tensor.ndim == 1 else tensor.reshape(-1))
+    if not rest:
+        return True
     try:
         with torch.no_grad():
-            flat = torch.cat(
-                [tensor if tensor.ndim == 1 else tensor.reshape(-1) for tensor in tensors]
-            )
+            flat = torch.cat(rest)
     except RuntimeError:  # on several devices, or sparse: they are checked one by one
         return False
     if flat.layout != torch.strided:
         return False
-    total = flat.sum().tolist()  # a 0-d tensor's value, read without an operation
-    return math.isfinite(cast(float, total))
+    return math.isfinite(cast(float, flat.sum().tolist()))
 
 
 class _Shadow:
