@@ -261,6 +261,34 @@ def test_a_parameter_made_infinite_by_an_update_is_named(tmp_path: Path) -> None
     )
 
 
+class RandomBreak(nn.Module):
+    """Divides its input by zero when a draw of torch's random generator is above 0.9 (nothing
+    else draws from it in the training): the failing step is one the random numbers chose, and a
+    replay finds this module only by drawing them again as the step drew them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: list[float] = []  # the training's, not a replay's (which runs without grad)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        draw = torch.rand(())
+        if torch.is_grad_enabled():
+            self.draws.append(float(draw))
+        return x / (draw <= 0.9).to(x.dtype)
+
+
+def test_a_nan_that_random_numbers_made_is_traced_by_drawing_them_again(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    breaker = RandomBreak()
+    net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), breaker, nn.Linear(8, 3))
+    train(tmp_path, net, 40)
+    bad_step = next(step for step, draw in enumerate(breaker.draws) if draw > 0.9)
+    origin = create_trial(str(tmp_path)).nonfinite_origin()
+    assert origin is not None
+    assert (origin.step, origin.module, origin.kind) == (bad_step, "2", "output")
+    assert origin.inputs_finite is True
+
+
 def test_a_healthy_twin_records_nothing(tmp_path: Path) -> None:
     net = model()
     countdown = net[3]

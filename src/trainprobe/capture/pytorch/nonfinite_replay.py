@@ -33,7 +33,7 @@ class KeptForward:
     model: torch.nn.Module
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    cpu_rng: torch.Tensor
+    cpu_rng: torch.Generator  # the default generator as it was, in a generator of its own
     cuda_rng: list[torch.Tensor] | None
     autocast: list[tuple[str, bool, torch.dtype]]
 
@@ -50,7 +50,18 @@ def keep_forward(
         cuda_rng = torch.cuda.get_rng_state_all()
         if torch.is_autocast_enabled("cuda"):
             autocast.append(("cuda", True, torch.get_autocast_dtype("cuda")))
-    return KeptForward(model, args, kwargs, torch.get_rng_state(), cuda_rng, autocast)
+    return KeptForward(model, args, kwargs, _copy_of_cpu_generator(), cuda_rng, autocast)
+
+
+def _copy_of_cpu_generator() -> torch.Generator:
+    """The default CPU generator as it is now (its cloned state costs less than a tensor of
+    it: the guard keeps one every forward)."""
+    generator = torch.default_generator
+    if hasattr(generator, "clone_state"):  # PyTorch 2.4 on: no tensor of its state made
+        return generator.clone_state()
+    copy = torch.Generator()
+    copy.set_state(generator.get_state())
+    return copy
 
 
 @dataclass
@@ -145,7 +156,7 @@ def _as_it_ran(forward: KeptForward) -> Iterator[None]:
     devices = list(range(len(forward.cuda_rng))) if forward.cuda_rng is not None else []
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.random.fork_rng(devices=devices))
-        torch.set_rng_state(forward.cpu_rng)
+        torch.set_rng_state(forward.cpu_rng.get_state())
         if forward.cuda_rng is not None:
             torch.cuda.set_rng_state_all(forward.cuda_rng)
         for device, enabled, dtype in forward.autocast:
