@@ -172,7 +172,9 @@ def _sum_is_finite(tensors: list[torch.Tensor]) -> bool:
         return False
     rest = []
     for tensor in tensors:
-        if tensor.ndim == 0 and tensor.layout == torch.strided:
+        if tensor.layout != torch.strided:
+            return False  # sparse: checked one by one
+        if tensor.ndim == 0 and host_reads_are_free(tensor.device):
             if not math.isfinite(cast(float, tensor.tolist())):  # read without an operation
                 return False
         else:
@@ -182,9 +184,7 @@ def _sum_is_finite(tensors: list[torch.Tensor]) -> bool:
     try:
         with torch.no_grad():
             flat = torch.cat(rest)
-    except RuntimeError:  # on several devices, or sparse: they are checked one by one
-        return False
-    if flat.layout != torch.strided:
+    except RuntimeError:  # on several devices: checked one by one
         return False
     return math.isfinite(cast(float, flat.sum().tolist()))
 
