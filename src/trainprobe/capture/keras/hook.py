@@ -128,7 +128,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
     return entry
 
 
-class Hook(keras.callbacks.Callback):
+class Hook(keras.callbacks.Callback):  # type: ignore[misc]
     """Saves a Keras model's tensors by step into ``out_dir`` (see the module docstring).
 
     The arguments are smdebug's KerasHook's: ``save_config`` says when (every 500 steps),
@@ -646,6 +646,11 @@ class Hook(keras.callbacks.Callback):
         write = functools.partial(self._overhead_file.write, self.worker)
         self._ensure_writer().submit(SideJob(write))
 
+    @property
+    def spent_seconds(self) -> float:
+        """The time the hook has taken from the training's thread so far."""
+        return self.overhead.total_seconds + self._spent
+
     def _bytes_written(self) -> int:
         return self._writer.bytes_written if self._writer is not None else 0
 
@@ -690,6 +695,8 @@ class Hook(keras.callbacks.Callback):
             self.profiler.close()
         if self.dry_run:
             return
+        self.overhead.add(self.steps.step, self._spent)
+        self._spent = 0.0
         writer = self._ensure_writer()
         self._write_collections()
         writer.write_training_end()

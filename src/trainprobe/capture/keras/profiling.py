@@ -213,7 +213,7 @@ def _start_backend_profiler(backend: str, directory: str) -> Any:
     import torch
 
     profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-    profile.__enter__()
+    profile.__enter__()  # type: ignore[no-untyped-call]
     return profile
 
 
