@@ -60,3 +60,25 @@ def test_smdebug_tensorflow_is_the_keras_hook_and_tf1_hooks_say_they_are_gone(tm
     assert "TF1 sessions" in lines[0] and "removed from TensorFlow in 2.16" in lines[0]
     assert "tf.estimator were removed from TensorFlow in 2.16" in lines[1]
     assert "TF1 sessions" in lines[2]
+
+
+def test_a_hook_given_to_evaluate_alone_saves_each_batch_loss(tmp_path) -> None:
+    finished = python(
+        f"""
+        import numpy as np, keras
+        import trainprobe.keras as tk
+        from trainprobe.trials import create_trial
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile("sgd", "mse")
+        x = np.random.rand(32, 4).astype("float32"); y = np.zeros((32, 2), "float32")
+        hook = tk.Hook({str(tmp_path / "out")!r}, save_config=tk.SaveConfig(save_interval=1))
+        model.evaluate(x, y, batch_size=8, callbacks=[hook], verbose=0)
+        hook.close()
+        own = [float(np.mean(model.predict(x[i:i + 8], verbose=0) ** 2)) for i in (0, 8, 16, 24)]
+        saved = create_trial({str(tmp_path / "out")!r}).tensor("batch_loss").values(tk.modes.EVAL)
+        print(np.allclose([float(saved[s]) for s in sorted(saved)], own, rtol=1e-5))
+        """,
+        KERAS_BACKEND="torch",
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip().splitlines()[-1] == "True"

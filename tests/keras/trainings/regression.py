@@ -32,7 +32,7 @@ x_val, y_val = x[:32], y[:32]
 model = keras.Sequential(
     [keras.Input((8,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(1)]
 )
-rate = 5.0 if args.explode else 0.05
+rate = 50.0 if args.explode else 0.05
 model.compile(
     optimizer=keras.optimizers.SGD(rate, gradient_accumulation_steps=args.accumulate or None),
     loss="mse",

@@ -309,8 +309,7 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         if batch > 0:
             self._save(self.steps.train_batches_done(batch))
-        else:
-            self._check_stop()
+        self._check_stop()
         self._before_training_batches(batch)
 
     @_guarded
@@ -427,9 +426,12 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
                 remake = True
             self._name_optimizer_variables()
         if remake:
+            # Keras made its step functions before calling back: make them again, with the taps.
             model.train_function = model.test_function = None
             if training:
                 model.make_train_function(force=True)
+            else:
+                model.make_test_function(force=True)
 
     def _wants_gradients(self) -> bool:
         """Whether any saved collection may hold a gradient at some step."""
