@@ -18,8 +18,19 @@ pytestmark = pytest.mark.slow
 def test_gradient_accumulation_does_not_shift_the_steps(
     tmp_path_factory: pytest.TempPathFactory, backend: str
 ) -> None:
-    job = run_job(tmp_path_factory, backend, "--accumulate", "2", "--epochs", "1")
+    job = run_job(
+        tmp_path_factory,
+        backend,
+        "--accumulate",
+        "2",
+        "--epochs",
+        "1",
+        options=("--framework-profile",),
+    )
     assert job.truth["iterations"] == 4
+    # FrameworkProfile's detailed range (from step 5) ran the backend's own profiler.
+    framework = job.out / "profiler-output" / "framework"
+    assert list(framework.glob("*/detailed_profiling/*/000000005/**/*.json*"))
     assert job.trial.steps(mode=ModeKeys.TRAIN) == [0, 1, 2, 3]
     weights = job.values("dense_1/weights/dense_1/kernel:0")
     gradients = job.values("gradients/dense_1/kernelGrad")
