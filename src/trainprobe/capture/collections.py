@@ -26,6 +26,7 @@ from trainprobe.storage.modes import ModeKeys
 
 __all__ = [
     "DEFAULT_SAVED_COLLECTIONS",
+    "KERAS_COLLECTIONS",
     "PYTORCH_COLLECTIONS",
     "RULE_COLLECTIONS",
     "SCALAR_COLLECTIONS",
@@ -100,6 +101,26 @@ model improves, and the SHAP patterns leave out only the ``bias`` term (smdebug'
 ``[^/bias]$`` also dropped every feature whose name ends in a, b, i or s).
 """
 
+KERAS_COLLECTIONS: dict[str, tuple[str, ...]] = {
+    CollectionKeys.ALL: (),
+    CollectionKeys.DEFAULT: (),
+    CollectionKeys.WEIGHTS: (r"^[^/]+/weights/.*(?<!bias:0)$",),
+    CollectionKeys.BIASES: (r"^[^/]+/weights/.*bias:0$",),
+    CollectionKeys.GRADIENTS: ("^gradients/",),
+    CollectionKeys.LOSSES: (r"^[^/]*loss$",),
+    CollectionKeys.METRICS: (r"^(?!.*loss$)[^/]+$",),
+    CollectionKeys.SM_METRICS: (),
+    CollectionKeys.OPTIMIZER_VARIABLES: (),
+    CollectionKeys.INPUTS: (),
+    CollectionKeys.OUTPUTS: (),
+    CollectionKeys.LAYERS: (),
+}
+"""The collections the Keras hook always has: smdebug's TensorFlow set, with patterns over the
+Keras hook's names (``capture.keras.naming``): a layer's variable is ``<layer>/weights/...:0``
+(a bias ends in ``bias:0``), a gradient starts with ``gradients/``, a key of Keras's logs is
+one word (a loss ends in ``loss``). The optimizer's variables and ``sm_metrics`` are listed by
+name as the hook finds them."""
+
 RULE_COLLECTIONS: dict[str, tuple[str, ...]] = {
     CollectionKeys.RELU_OUTPUT: (".*relu_output",),
     CollectionKeys.RELU_INPUT: (".*relu_input",),
@@ -127,7 +148,7 @@ scalar of no collection."""
 DEFAULT_SAVED_COLLECTIONS = (CollectionKeys.LOSSES,)
 """Collections the PyTorch hook saves whatever ``include_collections`` says."""
 
-_NOT_NEEDING_PATTERNS = frozenset(PYTORCH_COLLECTIONS)
+_NOT_NEEDING_PATTERNS = frozenset(PYTORCH_COLLECTIONS) | frozenset(KERAS_COLLECTIONS)
 
 
 def _patterns(field: str, value: str | Iterable[str]) -> list[str]:

@@ -10,7 +10,9 @@ Otherwise the hook is made from the configuration file (``get_hook``), set to fo
 training, losses are found wherever they are computed), the model is registered with it, and the
 step that call starts is counted as step 0. The global pre-hook then removes itself, so the
 training pays nothing for it. Should installing the hook fail, the failure is logged and the
-training goes on without it.
+training goes on without it. A Keras model on the PyTorch backend is a module too: it belongs to
+the Keras hook (``trainprobe.jobs.keras_auto_hook``), so at its first call this one stands aside
+for good, and stops watching the losses.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 from trainprobe.capture.pytorch import Hook, get_hook
 from trainprobe.capture.pytorch.naming import unwrap
 from trainprobe.capture.pytorch.training_losses import loss_watch
+from trainprobe.jobs.keras_auto_hook import is_keras_object
 
 __all__ = ["AutoHook", "install"]
 
@@ -63,6 +66,10 @@ class AutoHook:
             self.uninstall()
 
     def _watch(self, module: torch.nn.Module, args: Any) -> None:
+        if is_keras_object(module):
+            self.uninstall()
+            loss_watch().stop()
+            return
         if not any(parameter.requires_grad for parameter in module.parameters()):
             return
         self.uninstall()

@@ -6,8 +6,9 @@ process), the way SageMaker's framework containers start the user's script:
 - when the job has a hook configuration (``$TRAINPROBE_AUTO_HOOK`` is 1) and PyTorch is
   installed, the hook is installed automatically (``trainprobe.jobs.pytorch_auto_hook``), so a
   plain PyTorch script saves the default collections without importing trainprobe; a script that
-  creates its own hook keeps it. XGBoost trainings get theirs the same way, once the script
-  imports xgboost (``trainprobe.jobs.xgboost_auto_hook``);
+  creates its own hook keeps it. XGBoost and Keras trainings get theirs the same way, once the
+  script imports xgboost or keras (``trainprobe.jobs.xgboost_auto_hook``,
+  ``trainprobe.jobs.keras_auto_hook``);
 - when the job's runner goes away (``$TRAINPROBE_RUNNER_PID``), the training is interrupted as
   by Ctrl-C, so its hook closes its files, rather than running on unsupervised; so is a
   torchrun worker whose torchrun went away (killed with its host), though the runner is still
@@ -82,9 +83,10 @@ def _install_auto_hook() -> None:
     if not settings.AUTO_HOOK.get() or not settings.USE_SMDEBUG.get():
         return
     try:
-        from trainprobe.jobs import xgboost_auto_hook
+        from trainprobe.jobs import keras_auto_hook, xgboost_auto_hook
 
         xgboost_auto_hook.install()
+        keras_auto_hook.install()
         if importlib.util.find_spec("torch") is None:
             return
         from trainprobe.jobs import pytorch_auto_hook

@@ -13,8 +13,9 @@ on ``sys.meta_path`` answers the imports, and ``uninstall()`` takes it away agai
 
 - A real smdebug the user installed is never shadowed: ``install()`` then does nothing and says
   so in a log line (and returns False).
-- ``smdebug.tensorflow`` and ``smdebug.mxnet`` raise ImportError saying that trainprobe
-  deliberately has no such hook; ``smdebug.xgboost`` is ``trainprobe.xgboost``.
+- ``smdebug.mxnet`` raises ImportError saying that trainprobe deliberately has no such hook;
+  ``smdebug.xgboost`` is ``trainprobe.xgboost``; ``smdebug.tensorflow`` answers with the Keras
+  hook (importing it imports keras).
 - A module of smdebug's that has no counterpart here (its internals, ``smdebug.core.utils``)
   raises ModuleNotFoundError naming it.
 - The names follow into the processes this one starts with ``multiprocessing`` (and
@@ -47,7 +48,6 @@ _DIRECT = {"smdebug.xgboost": "trainprobe.xgboost"}
 """smdebug modules answered by a trainprobe module of another place."""
 
 ABSENT = {
-    "smdebug.tensorflow": "TensorFlow",
     "smdebug.mxnet": "MXNet",
 }
 """The frameworks trainprobe deliberately has no hook for."""
@@ -92,8 +92,8 @@ def _absence(fullname: str) -> str | None:
     for name, framework in ABSENT.items():
         if fullname == name or fullname.startswith(name + "."):
             return (
-                f"No module named {fullname!r}: trainprobe answers smdebug's names for PyTorch "
-                f"and XGBoost, and deliberately has no {framework} hook"
+                f"No module named {fullname!r}: trainprobe answers smdebug's names for PyTorch, "
+                f"Keras and XGBoost, and deliberately has no {framework} hook"
             )
     return None
 
