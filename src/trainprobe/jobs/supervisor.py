@@ -51,7 +51,7 @@ from trainprobe.jobs.host_trainings import HostTrainings
 from trainprobe.jobs.hosts import MONITOR_GRACE_SECONDS, Rendezvous, host_launch, start_monitor
 from trainprobe.jobs.job_rules import JobRules
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
+from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_identity, process_start_time
 from trainprobe.jobs.process_settings import ProcessSettings, process_settings
 from trainprobe.jobs.rule_executor import rule_executor_for
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
@@ -114,6 +114,7 @@ class JobRunner:
             runner_pid=os.getpid(),
             runner_host=socket.gethostname(),
             runner_started=process_start_time(os.getpid()),
+            runner_identity=process_identity(os.getpid()),
             heartbeat_time=time.time(),
             touch=False,
         )
