@@ -223,6 +223,12 @@ class JobRules:
         self.executions.append(execution)
         return execution
 
+    def record_not_started(self, profiler_entries: Sequence[Mapping[str, Any]], why: str) -> None:
+        """Record every rule of the job (its debugging rules and ``profiler_entries``) as
+        Error, saying ``why`` none was started (the training could not start)."""
+        names = rule_names([*self.plan.debug_rules, *profiler_entries])
+        record_unfinished_rules(self.layout, names, f"the rule was not started: {why}")
+
     # ----- watching and ending ------------------------------------------------------------
 
     def check(self) -> None:
