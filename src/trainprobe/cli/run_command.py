@@ -14,22 +14,12 @@ path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finis
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
-import time
 from typing import Any
 
 from trainprobe import settings
-from trainprobe.cli.job_follower import (
-    Follower,
-    LiveFollower,
-    PlainFollower,
-    debugging_rule_names,
-    rule_statuses,
-    say,
-)
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, Rollback, SkipStep, StopTraining
 from trainprobe.config.errors import ConfigError, closest
@@ -39,22 +29,11 @@ from trainprobe.config.rules import ProfilerRule, Rule
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
-    describe_training_job,
     job_name_from_base,
-    stop_training_job,
     with_default_profiler_rule,
     with_rule_collections,
 )
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.progress import (
-    rule_verdict,
-)
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import files
-from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
-from trainprobe.ui.address_file import running_ui
 
 __all__ = ["build_request", "register", "run"]
 
@@ -90,9 +69,6 @@ a terminal, or TERM=dumb) prints [trainprobe] lines instead.
 exit status: 0 the job completed or was stopped; 1 the training failed, or (with
 --fail-on-issue) a rule found an issue; 2 bad arguments; 130 stopped with Ctrl-C
 """
-
-POLL_SECONDS = 0.5
-_CTRL_C = "Stopped with Ctrl-C in trainprobe run"
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -418,76 +394,6 @@ def _wants_live_view(args: argparse.Namespace) -> bool:
     return not args.plain and sys.stdout.isatty() and settings.TERM.get() != "dumb"
 
 
-def _finished(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
-        for rule in rule_statuses(description)
-    )
-
-
-def _runner_done(store: JobStore, name: str) -> bool:
-    """Whether the job's runner has finished everything, the profiler report included (a
-    runner that died is settled as done by the describe before this)."""
-    record = store.get(name)
-    return record is None or record.runner_done
-
-
-def _report_path(layout: JobLayout) -> str | None:
-    for relative in files.list_files(layout.rule_output, PROFILER_REPORT_HTML):
-        if relative.rsplit("/", 1)[-1] == PROFILER_REPORT_HTML:
-            return f"{layout.rule_output}/{relative}"
-    return None
-
-
-def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
-    status = description["TrainingJobStatus"]
-    lines = ["", f"Training job {description['TrainingJobName']}: {status}"]
-    if description["SecondaryStatus"] != status:
-        lines[-1] += f" ({description['SecondaryStatus']})"
-    if description.get("FailureReason"):
-        lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
-    statuses = rule_statuses(description)
-    debugging = debugging_rule_names(description)
-    if statuses:
-        lines += ["", "Rules:"]
-        for rule in statuses:
-            name = rule["RuleConfigurationName"]
-            verdict = rule_verdict(
-                layout.rule_output_dir(name),
-                name,
-                rule["RuleEvaluationStatus"],
-                rule["StatusDetails"],
-                counts_steps=name in debugging,
-            )
-            lines += [f"  {line}" for line in verdict.lines()]
-    lines += [
-        "",
-        "Outputs:",
-        f"  tensors:   {layout.debug_output}",
-        f"  profiler:  {layout.profiler_output}",
-        f"  rules:     {layout.rule_output}",
-    ]
-    if "TensorBoardOutputConfig" in description:
-        lines.append(f"  tensorboard: {layout.tensorboard_output}")
-    lines.append(f"  model:     {layout.model_dir}")
-    lines.append(f"  logs:      {layout.logs_dir}")
-    report = _report_path(layout)
-    if report is not None:
-        lines.append(f"Report: {report}")
-    return lines
-
-
-def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: bool) -> int:
-    if interrupted:
-        return 130
-    if description["TrainingJobStatus"] == "Failed":
-        return 1
-    issues = any(
-        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in rule_statuses(description)
-    )
-    return 1 if fail_on_issue and issues else 0
-
-
 def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     """Run the job ``args`` describe and follow it; the exit status (see the epilog)."""
     _split_arguments(args, options)
@@ -498,39 +404,13 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     except ConfigError as error:
         print(f"trainprobe run: {error}", file=sys.stderr)
         return 2
-    name = request["TrainingJobName"]
-    asked = {"TrainingJobName": name}
-    record = store.get(name)
-    assert record is not None
-    layout = layout_of(record)
-    say(f"job {name} started; its files are in {layout.job_dir}")
-    ui = running_ui()
-    if ui is not None:
-        say(f"job page: {ui.job_page(name)}")
-    follower: Follower = (
-        LiveFollower(layout, args.quiet)
-        if _wants_live_view(args)
-        else PlainFollower(layout, args.quiet)
+    # What following takes is imported once the job is started (it starts meanwhile).
+    from trainprobe.cli.run_following import follow_run
+
+    return follow_run(
+        store,
+        request["TrainingJobName"],
+        live=_wants_live_view(args),
+        quiet=args.quiet,
+        fail_on_issue=args.fail_on_issue,
     )
-    interrupted = False
-    try:
-        while True:
-            try:
-                description = describe_training_job(asked, store=store)
-                follower.show(description)
-                if _finished(description) and _runner_done(store, name):
-                    break
-                time.sleep(POLL_SECONDS)
-            except KeyboardInterrupt:
-                if interrupted:
-                    say(f"leaving job {name} to finish on its own")
-                    return 130
-                interrupted = True
-                say("stopping the job (Ctrl-C again to leave it running)")
-                with contextlib.suppress(ConfigError):  # it may have just finished
-                    stop_training_job(asked, store=store, reason=_CTRL_C)
-        follower.show(description, final=True)
-        follower.finish(_summary(description, layout))
-    finally:
-        follower.close()
-    return _exit_status(description, args.fail_on_issue, interrupted)

@@ -25,6 +25,10 @@ scheduler and the job's storage:
   the worker already recorded and ends at once, as the rules' output is the first one's.
 
 A rule that shows no progress for the progress timeout is asked to stop, as a local one is ended.
+Evaluators spread over the workers: each task is asked of the worker running the fewest of the
+job's evaluators (any other may take it), so the rules that a lost worker's evaluator held,
+taken up apart (``trainprobe.jobs.job_rules``), go to the workers that remain, a rule each where
+there are enough.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import distributed
@@ -159,11 +164,18 @@ class DaskRuleExecution:
     """
 
     def __init__(
-        self, launch: RuleLaunch, client: distributed.Client, key: str, progress: ProgressWatch
+        self,
+        launch: RuleLaunch,
+        client: distributed.Client,
+        key: str,
+        progress: ProgressWatch,
+        worker: str | None = None,
     ) -> None:
         self.launch = launch
         self.key = key
         self.progress = progress
+        self.worker = worker
+        """The worker the task runs on (until it starts, the one it was asked of, if any)."""
         self._control = distributed.Variable(f"{key}-control", client=client)
         self._worker = distributed.Variable(f"{key}-worker", client=client)
         self._client = client
@@ -172,7 +184,14 @@ class DaskRuleExecution:
         self._worker.set("")
         module, arguments = _local_arguments(launch.command)
         self.future: distributed.Future[int | None] = client.submit(
-            evaluate_rules, module, arguments, key, key=key, pure=False
+            evaluate_rules,
+            module,
+            arguments,
+            key,
+            key=key,
+            pure=False,
+            workers=[worker] if worker is not None else None,
+            allow_other_workers=True,
         )
         self._ending: str | None = None
         self._seen_worker = False
@@ -219,6 +238,7 @@ class DaskRuleExecution:
             return None  # not started yet
         if not self._seen_worker:
             self._seen_worker = True
+            self.worker = str(address)
             _say(self.launch, f"running on the Dask worker {address}")
         workers = self._client.scheduler_info(n_workers=-1)["workers"]
         return None if address in workers else str(address)
@@ -285,6 +305,7 @@ class DaskRuleExecutor:
         self.job_name = job_name
         self.progress_timeout_seconds = progress_timeout_seconds
         self._client: distributed.Client | None = None
+        self._executions: list[DaskRuleExecution] = []
 
     def start(self, launch: RuleLaunch) -> DaskRuleExecution:
         """Submit ``launch`` as a task; OSError when the cluster cannot be reached."""
@@ -298,7 +319,22 @@ class DaskRuleExecutor:
         label = launch.label.replace(" ", "-")
         key = f"trainprobe-{self.job_name}-{label}-{uuid.uuid4().hex[:8]}"
         progress = ProgressWatch(launch.heartbeat_path, self.progress_timeout_seconds)
-        return DaskRuleExecution(launch, self._client, key, progress)
+        execution = DaskRuleExecution(
+            launch, self._client, key, progress, self._least_busy_worker(self._client)
+        )
+        self._executions.append(execution)
+        return execution
+
+    def _least_busy_worker(self, client: distributed.Client) -> str | None:
+        """The worker running the fewest of the job's evaluators; None if none is known."""
+        try:
+            workers = list(client.scheduler_info(n_workers=-1)["workers"])
+        except Exception:  # the scheduler is busy: let it choose
+            log.debug("could not list the Dask workers", exc_info=True)
+            return None
+        self._executions = [each for each in self._executions if each.poll() is None]
+        busy = Counter(each.worker for each in self._executions)
+        return min(workers, key=lambda address: busy[address], default=None)
 
     def close(self) -> None:
         """Leave the cluster (the tasks still running go on until they are told to stop)."""

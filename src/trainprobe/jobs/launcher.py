@@ -25,7 +25,7 @@ from trainprobe.jobs.admission import Admission, admit_training_job, default_out
 from trainprobe.jobs.arns import training_job_arn
 from trainprobe.jobs.errors import JobStartError
 from trainprobe.jobs.launch_plan import plan_launch, write_config_files
-from trainprobe.jobs.liveness import process_start_time
+from trainprobe.jobs.liveness import process_identity, process_start_time
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
@@ -90,6 +90,7 @@ def create_training_job(
         runner_pid=runner.pid,
         runner_host=socket.gethostname(),
         runner_started=process_start_time(runner.pid),
+        runner_identity=process_identity(runner.pid),
         heartbeat_time=time.time(),
         touch=False,
     )

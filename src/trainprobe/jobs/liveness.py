@@ -1,16 +1,26 @@
 """Whether a job's runner is still alive, and what to record when it is not.
 
 A runner beats every ``HEARTBEAT_SECONDS`` (``JobStore.heartbeat``). On its own host a runner
-is gone as soon as its process is (the process id is checked with its start time, so a reused
-id is not mistaken for it); elsewhere, or when it hangs, once it has not beaten for
-``HEARTBEAT_TIMEOUT_SECONDS``. The first reader that finds a job's runner gone settles the job
-(``settle``): a job still running becomes Failed, saying what happened, and its rules that had
-not finished are reported as such. Its outputs stay where they are, readable.
+is gone as soon as its process is; elsewhere, or when it hangs, once it has not beaten for
+``HEARTBEAT_TIMEOUT_SECONDS``.
+
+A process id is reused once its process has ended, so the process found under the runner's id
+must be shown to be the runner itself, by what cannot drift (``process_identity``): on Linux its
+start in clock ticks since the boot (``/proc/PID/stat``), with the boot's id; where there is no
+``/proc``, the job's name on the runner's command line (``--job NAME``). Never by a wall-clock
+start time: that is the boot time plus the ticks, and a boot time read in whole seconds or a
+clock stepped by NTP moves every process's start by a second or more.
+
+The first reader that finds a job's runner gone settles the job (``settle``): a job still
+running becomes Failed, saying what happened, and its rules that had not finished are reported
+as such. Its outputs stay where they are, readable.
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
+import os
 import socket
 import time
 
@@ -21,6 +31,7 @@ from trainprobe.jobs.store import JobRecord, JobStore
 __all__ = [
     "HEARTBEAT_SECONDS",
     "HEARTBEAT_TIMEOUT_SECONDS",
+    "process_identity",
     "process_start_time",
     "runner_gone_reason",
     "settle",
@@ -28,15 +39,40 @@ __all__ = [
 
 HEARTBEAT_SECONDS = 2.0
 HEARTBEAT_TIMEOUT_SECONDS = 60.0
-_SAME_START_SECONDS = 1.0
+
+_PROC = "/proc"
+_START_TICKS_FIELD = 21
+"""``starttime``'s place among the fields of ``/proc/PID/stat`` after the command's name (the
+22nd field; the name, in parentheses, may itself hold spaces and parentheses)."""
 
 
 def process_start_time(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), or None if there is none."""
+    """When process ``pid`` started (seconds since the epoch), or None if there is none: for
+    people to read (it moves with the clock: ``process_identity`` tells processes apart)."""
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:
         return None
+
+
+def process_identity(pid: int) -> str | None:
+    """What tells process ``pid`` apart from any other that had or will have its id, and stays
+    the same for as long as it runs: ``BOOT-ID:TICKS``, its start in clock ticks since the
+    machine booted, as Linux's ``/proc`` gives it. None without ``/proc`` (or without the
+    process)."""
+    try:
+        with open(os.path.join(_PROC, str(pid), "stat"), "rb") as file:
+            stat = file.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        ticks = int(fields[_START_TICKS_FIELD - 2])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        with open(os.path.join(_PROC, "sys", "kernel", "random", "boot_id"), "rb") as file:
+            boot = file.read().decode("ascii", "replace").strip()
+    except OSError:
+        boot = ""
+    return f"{boot}:{ticks}"
 
 
 def _local_runner_alive(record: JobRecord) -> bool:
@@ -45,11 +81,27 @@ def _local_runner_alive(record: JobRecord) -> bool:
         process = psutil.Process(record.runner_pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        started = process.create_time()
     except psutil.Error:
         return False
-    return record.runner_started is None or abs(started - record.runner_started) < (
-        _SAME_START_SECONDS
+    if record.runner_identity is not None:
+        identity = process_identity(record.runner_pid)
+        if identity is not None:
+            return identity == record.runner_identity
+    return _runs_job(process, record.name)
+
+
+def _runs_job(process: psutil.Process, name: str) -> bool:
+    """Whether ``process`` is the runner of the job ``name``, by its command line (where
+    ``process_identity`` cannot be read): the launcher starts it with ``--job NAME``."""
+    try:
+        words = process.cmdline()
+    except psutil.AccessDenied:
+        return True  # another user's process may be a runner too: its heartbeat will tell
+    except psutil.Error:
+        return False
+    return any(
+        word == "--job" and following.casefold() == name.casefold()
+        for word, following in itertools.pairwise(words)
     )
 
 

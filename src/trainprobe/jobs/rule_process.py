@@ -7,6 +7,10 @@ engine, reading each new step once for all its rules, and writes
 ``rule-output/<RuleConfigurationName>/`` for each (its status included). A rule that cannot even
 be built, or that fails, ends in Error there, with the reason, while the others go on.
 
+With ``--resume`` it takes up the runs of its rules where a process that held them (with other
+rules) left them when it ended: each rule evaluates again what it had evaluated, to bring its
+state back, and writes and acts only on what follows (``trainprobe.rules.rule_run``).
+
 It stops (status Stopped) on SIGTERM, and when the job runner is gone. A rule's StopTraining
 action writes the stop request into the job's tensor output, as always, and also wakes the
 runner (SIGUSR1), which stops the training at once. While it follows the job it touches its
@@ -190,9 +194,11 @@ def run(
     runner_pid: int | None,
     heartbeat_path: str | None = None,
     watch: StopWatch | None = None,
+    resume: bool = False,
 ) -> int:
-    """Evaluate the debugging rules at ``indexes`` of the job ``plan`` launches; the exit
-    status (2 when none of them could be configured)."""
+    """Evaluate the debugging rules at ``indexes`` of the job ``plan`` launches (taking up their
+    runs where an earlier process left them, when ``resume``); the exit status (2 when none of
+    them could be configured)."""
     layout = plan.layout
     definitions = []
     for index in dict.fromkeys(indexes):
@@ -217,7 +223,8 @@ def run(
         no_data_timeout=_NO_DATA_TIMEOUT,
         on_stop_training=wake_runner,
     )
-
+    if resume:
+        runner.take_up()
     verdicts = follow_for_runner(
         runner,
         runner_pid=runner_pid,
@@ -244,12 +251,24 @@ def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> i
     )
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     parser.add_argument("--heartbeat", help="the file to touch while the rule makes progress")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="take up the rules' runs where the process that held them before left them",
+    )
     arguments = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO)
     install_smdebug_names(by="the job's rule process")
     with open(arguments.launch_file, encoding="utf-8") as file:
         plan = LaunchPlan.from_json(json.load(file))
-    return run(plan, arguments.index, arguments.runner_pid, arguments.heartbeat, watch)
+    return run(
+        plan,
+        arguments.index,
+        arguments.runner_pid,
+        arguments.heartbeat,
+        watch,
+        resume=arguments.resume,
+    )
 
 
 if __name__ == "__main__":

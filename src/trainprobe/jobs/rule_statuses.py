@@ -4,7 +4,9 @@ Each rule evaluator keeps ``rule-output/<RuleConfigurationName>/status.json`` up
 rule with no status yet is InProgress: its evaluator is starting (for a profiler rule added by
 UpdateTrainingJob, the job's runner starts one within a tick). A rule whose evaluator could not
 be started, or ended (killed, out of memory, stuck) before the rule's status was final, is
-recorded as Error by the runner, with the reason (``record_unfinished_rules``). A rule whose
+recorded as Error by the runner, with the reason (``record_unfinished_rules``), unless the
+evaluator held other rules too: then the runner takes each up in a process of its own
+(``trainprobe.jobs.job_rules``) and says so meanwhile. A rule whose
 status is not final when its job's runner is gone will never finish: it is reported as Error,
 saying so.
 """
@@ -28,6 +30,7 @@ __all__ = [
     "evaluation_statuses",
     "record_unfinished_rules",
     "rule_names",
+    "unfinished_rules",
 ]
 
 log = logging.getLogger(__name__)
@@ -39,12 +42,28 @@ def rule_names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
     return [str(rule.get("RuleConfigurationName")) for rule in rules]
 
 
-def record_unfinished_rules(layout: JobLayout, names: Iterable[str], reason: str) -> list[str]:
-    """Record each rule of ``names`` whose status is not final as Error, with ``reason`` (its
-    evaluator could not start, or ended before the rule did), so that it does not look
-    InProgress until the job's end. The names recorded; a status that cannot be written (a full
-    disk) is logged and left."""
+def unfinished_rules(layout: JobLayout, names: Iterable[str]) -> list[str]:
+    """Those of the rules ``names`` whose status is not final (none yet counts as not final)."""
+    return [name for name in names if not _finished(layout, name)]
+
+
+def _finished(layout: JobLayout, name: str) -> bool:
+    try:
+        previous = read_status(layout.rule_output_dir(name))
+    except (OSError, ValueError, KeyError):
+        return False
+    return previous is not None and previous.finished
+
+
+def record_unfinished_rules(
+    layout: JobLayout, names: Iterable[str], reason: str, status: str = ERROR
+) -> list[str]:
+    """Record each rule of ``names`` whose status is not final as ``status`` (Error: its
+    evaluator could not start, or ended before the rule did; InProgress: it is being taken up
+    by another), with ``reason``, so that it does not look as it did until the job's end. The
+    names recorded; a status that cannot be written (a full disk) is logged and left."""
     recorded = []
+    finished = status not in UNFINISHED_STATUSES
     for name in names:
         directory = layout.rule_output_dir(name)
         try:
@@ -54,22 +73,22 @@ def record_unfinished_rules(layout: JobLayout, names: Iterable[str], reason: str
         if previous is not None and previous.finished:
             continue
         if previous is None:
-            status = RuleStatus(name, ERROR, reason, time.time(), finished=True)
+            written = RuleStatus(name, status, reason, time.time(), finished=finished)
         else:
             # What the rule had checked when its evaluator ended stays counted.
-            status = dataclasses.replace(
+            written = dataclasses.replace(
                 previous,
-                rule_evaluation_status=ERROR,
+                rule_evaluation_status=status,
                 status_details=reason,
                 last_modified_time=time.time(),
-                finished=True,
+                finished=finished,
             )
         try:
             writer = RuleOutputWriter(directory)
-            writer.write_status(status)
+            writer.write_status(written)
             writer.close()
         except OSError as error:
-            log.warning("could not record rule %s as Error (%s): %s", name, reason, error)
+            log.warning("could not record rule %s as %s (%s): %s", name, status, reason, error)
             continue
         recorded.append(name)
     return recorded

@@ -7,9 +7,9 @@ for one short transaction, and a read-modify-write takes the write lock first (`
 IMMEDIATE``), so two updates of one job never interleave.
 
 A job row also says who runs the job (``runner_pid`` on ``runner_host``, started at
-``runner_started``) and when that runner last said it was alive (``heartbeat_time``), so that a
-job whose runner died is found out (``trainprobe.jobs.liveness``) instead of staying InProgress
-forever.
+``runner_started``, told apart from a later process of the same id by ``runner_identity``) and
+when that runner last said it was alive (``heartbeat_time``), so that a job whose runner died is
+found out (``trainprobe.jobs.liveness``) instead of staying InProgress forever.
 """
 
 from __future__ import annotations
@@ -65,10 +65,15 @@ CREATE TABLE IF NOT EXISTS training_jobs (
     runner_host TEXT,
     runner_started REAL,
     heartbeat_time REAL,
-    runner_done INTEGER NOT NULL DEFAULT 0
+    runner_done INTEGER NOT NULL DEFAULT 0,
+    runner_identity TEXT
 );
 CREATE INDEX IF NOT EXISTS training_jobs_by_creation ON training_jobs (creation_time);
 """
+
+_ADDED_COLUMNS = {"runner_identity": "TEXT"}
+"""Columns added since the first release, with their types: a store made before has them added
+when it is opened."""
 
 _JSON_COLUMNS = frozenset({"request", "transitions", "profiler_config", "profiler_rules"})
 
@@ -105,8 +110,12 @@ class JobRecord:
     runner_pid: int | None = None
     runner_host: str | None = None
     runner_started: float | None = None
+    """When the runner started, for people to read (``runner_identity`` tells it apart)."""
     heartbeat_time: float | None = None
     runner_done: bool = False
+    runner_identity: str | None = None
+    """What tells the runner's process apart from a later one given its id
+    (``trainprobe.jobs.liveness.process_identity``), where it can be read."""
 
     @property
     def finished(self) -> bool:
@@ -151,6 +160,13 @@ class JobStore:
         with self._connection() as connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
+            present = {
+                row["name"] for row in connection.execute("PRAGMA table_info(training_jobs)")
+            }
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in present:
+                    with contextlib.suppress(sqlite3.OperationalError):  # added by another
+                        connection.execute(f"ALTER TABLE training_jobs ADD COLUMN {column} {kind}")
 
     def __repr__(self) -> str:
         return f"JobStore({self.path!r})"

@@ -2,13 +2,15 @@
 
 The launcher starts one per job. It follows the job's launch plan:
 
-1. starts the rule evaluators (``trainprobe.jobs.job_rules``): one process per debugging rule and
-   one for all the profiler rules, at a lower CPU priority, with a memory limit and a share of
-   the cores (``trainprobe.jobs.process_settings``);
-2. starts the training of each of the job's hosts (``trainprobe.jobs.host_trainings``: one
+1. starts the training of each of the job's hosts (``trainprobe.jobs.host_trainings``: one
    host, or ``algo-1`` ... ``algo-N`` as torchrun nodes, ``trainprobe.jobs.hosts``) and a system
    monitor watching each, and says the job is Training; a host whose training ends badly ends
    the training of every host;
+2. starts the rule evaluators (``trainprobe.jobs.job_rules``): the built-in debugging rules in
+   one process, each custom rule in one, the profiler rules in one, at a lower CPU priority,
+   with a memory limit and a share of the cores (``trainprobe.jobs.process_settings``). They come
+   second, and the runner imports what they need only then, so that nothing stands between
+   the command and the training's start (the rules wait for the training's data anyway);
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
    at the job store: for profiler rules added by UpdateTrainingJob, which it starts in one more
    profiler rules process per update (the process reads the profiler data from the job's
@@ -22,11 +24,12 @@ The launcher starts one per job. It follows the job's launch plan:
    runtime limit); or Failed with the last lines of the training's error output. From then on
    the job cannot be updated, so it starts the profiler rules of an update that came meanwhile;
 5. marks the tensor output as ended (``training_job_end.ts``) if the training could not, so the
-   rules finish on the data there is; waits for the monitor, then marks the profiler output as
-   ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most, then stops them), writes
-   the profiler report of each ProfilerReport rule (``trainprobe.report``; also every
-   ``TRAINPROBE_REPORT_EVERY_SECONDS`` while the training runs) and the XGBoost report of each
-   CreateXgboostReport rule (``trainprobe.report.xgboost``), and says it is done.
+   rules finish on the data there is; stops the monitor (it writes out what it sampled), then
+   marks the profiler output as ended too; waits for the rules (``RULES_GRACE_SECONDS`` at most,
+   then stops them), writes the profiler report of each ProfilerReport rule
+   (``trainprobe.report``; also every ``TRAINPROBE_REPORT_EVERY_SECONDS`` while the training
+   runs) and the XGBoost report of each CreateXgboostReport rule (``trainprobe.report.xgboost``),
+   and says it is done.
 
 All along it beats in the job store (``trainprobe.jobs.liveness``). Every process it starts is a
 ``trainprobe.jobs.child_process.ChildProcess``: in a group of its own, ended the one way, and
@@ -44,16 +47,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from trainprobe import settings
-from trainprobe.jobs.child_process import ChildProcess, describe_exit
+from trainprobe.jobs.child_process import ChildProcess, describe_exit, stop_together
 from trainprobe.jobs.host_trainings import HostTrainings
-from trainprobe.jobs.hosts import MONITOR_GRACE_SECONDS, Rendezvous, host_launch, start_monitor
-from trainprobe.jobs.job_rules import JobRules
+from trainprobe.jobs.hosts import Rendezvous, host_launch, start_monitor
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_start_time
+from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_identity, process_start_time
 from trainprobe.jobs.process_settings import ProcessSettings, process_settings
-from trainprobe.jobs.rule_executor import rule_executor_for
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.saving_watch import SavingWatch
 from trainprobe.jobs.signal_relay import relay_signals
@@ -61,6 +63,9 @@ from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
+
+if TYPE_CHECKING:
+    from trainprobe.jobs.job_rules import JobRules
 
 __all__ = ["JobRunner", "main"]
 
@@ -114,6 +119,7 @@ class JobRunner:
             runner_pid=os.getpid(),
             runner_host=socket.gethostname(),
             runner_started=process_start_time(os.getpid()),
+            runner_identity=process_identity(os.getpid()),
             heartbeat_time=time.time(),
             touch=False,
         )
@@ -146,9 +152,6 @@ class JobRunner:
         record = self.store.get(self.name)
         assert record is not None
         self.settings = process_settings()
-        self.rules = JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
-        self.rules.start_debugging_rules()
-        self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=False)
         environment = settings.child_environment(
             self.plan.environment, {settings.RUNNER_PID.name: str(os.getpid())}
         )
@@ -165,9 +168,9 @@ class JobRunner:
                 log_path=self.layout.training_log,
             )
         except OSError as error:
-            self._finish_training(
-                "Failed", "Failed", f"AlgorithmError: the training could not start: {error}"
-            )
+            reason = f"AlgorithmError: the training could not start: {error}"
+            self._finish_training("Failed", "Failed", reason)
+            self._job_rules().record_not_started(record.profiler_rules, reason)
             return
         self.store.transition(
             self.name,
@@ -179,6 +182,9 @@ class JobRunner:
         )
         for host, pid in self.training.pids().items():
             self._start_monitor(host, pid)
+        self.rules = self._job_rules()
+        self.rules.start_debugging_rules()
+        self.rules.start_profiler_rules(record.profiler_rules, record.profiler_config, added=False)
         stop = self._follow(self.training)
         returncode = self.training.poll()
         if stop is not None:
@@ -304,10 +310,10 @@ class JobRunner:
             # The training could not say it ended (a crash, a kill): say it for it, so the
             # rules conclude on the steps it saved.
             write_training_end(self.layout.debug_output)
-        for monitor in self.monitors:
-            # A monitor ends with the training it watches; then the profiler data is whole,
-            # and the profiler rules may conclude.
-            monitor.finish(MONITOR_GRACE_SECONDS, self.settings.stop_grace_seconds)
+        # The training has ended: each monitor, asked to stop (SIGTERM), writes out what it
+        # sampled at once, where it would notice the end only at its next look; then the
+        # profiler data is whole, and the profiler rules may conclude.
+        stop_together(self.monitors, self.settings.stop_grace_seconds)
         write_training_end(self.layout.profiler_output)
         deadline = time.monotonic() + RULES_GRACE_SECONDS
         why = f"the job ended {RULES_GRACE_SECONDS:g} s ago"
@@ -387,6 +393,13 @@ class JobRunner:
         return started
 
     # ----- helpers ----------------------------------------------------------------------
+
+    def _job_rules(self) -> JobRules:
+        """The job's rules, to start (imported here: see the module docstring)."""
+        from trainprobe.jobs.job_rules import JobRules
+        from trainprobe.jobs.rule_executor import rule_executor_for
+
+        return JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
 
     def _beat(self) -> None:
         while not self._done.wait(HEARTBEAT_SECONDS):

@@ -219,9 +219,8 @@ class RuleEvaluator(RuleRun):
 
     def _take(self, evaluation: Evaluation, end_of_rule: bool, steps_seen: int) -> None:
         """Record one evaluation and act on its result."""
-        if self._writer is not None:
-            self._writer.append_evaluation(evaluation.to_json())
-        if self.on_evaluation is not None:
+        self._write_evaluation(evaluation.step, evaluation.to_json())
+        if self.on_evaluation is not None and not self._written_before(evaluation.step):
             self.on_evaluation(evaluation)
         if evaluation.result == SKIPPED:
             self.verdict.steps_skipped += 1

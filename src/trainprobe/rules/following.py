@@ -5,7 +5,8 @@ at Ctrl-C, end them all in Error when the job's data cannot be read, and give th
 window by window) each bring their own ``_follow`` and say which failures end every rule.
 ``on_progress``, when set, is called each time the following goes round (at least every poll
 interval, and after each step or window): a job's runner learns from it that the rules are not
-stuck (``trainprobe.jobs.rule_heartbeat``).
+stuck (``trainprobe.jobs.rule_heartbeat``). ``take_up`` continues the runs of rules that an earlier
+process left unfinished.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class FollowedRule(Protocol):
     finished: bool
     verdict: Verdict
 
+    def take_up(self) -> None: ...
     def begin(self) -> None: ...
     def stop(self) -> None: ...
     def finish(self, status: str, details: str) -> None: ...
@@ -58,6 +60,12 @@ class RuleFollowing(Generic[Run]):
         thread: the last word of a process about to end)."""
         for evaluator in self._active():
             evaluator.finish_stopped(why)
+
+    def take_up(self) -> None:
+        """Take up the runs an earlier process began and did not finish (killed, out of
+        memory): what it evaluated is evaluated again but not written again (``RuleRun``)."""
+        for evaluator in self.evaluators:
+            evaluator.take_up()
 
     def run(self) -> list[Verdict]:
         """Follow the job until every rule's verdict is known; the verdicts, in order."""
