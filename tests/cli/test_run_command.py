@@ -136,7 +136,7 @@ def test_a_stopped_diverging_run_fails_on_issue_with_its_evidence(tmp_path: Path
     )
     summary = lines[lines.index("Training job cli-nan: Stopped") :]
     assert "  ExplodingTensor: IssuesFound" in summary
-    start = summary.index("    Evidence at step 5:") + 1
+    start = summary.index("    Evidence at TRAIN step 5:") + 1
     origin, evidence = summary[start], summary[start + 1 : start + 12]
     # The weights were set to NaN between two steps: the guard names the parameter.
     assert "step 5: first NaN in the parameter `Sequential_0.weight`, before" in origin

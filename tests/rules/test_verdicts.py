@@ -293,21 +293,30 @@ def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_pa
         (
             "LossNotDecreasing",
             {},
-            "LossNotDecreasing judged no step (waiting for losses num_steps 10 steps apart: "
-            "those saved up to step 4 span 4 (run longer, or lower num_steps)).",
+            "LossNotDecreasing judged no step (waiting for losses to compare: "
+            "CrossEntropyLoss_output_0: 5 training loss(es) up to TRAIN step 4, 10 needed (each "
+            "side of a comparison averages 5): run longer, or save the losses more often).",
         ),
-        ("Overfit", {}, "Overfit judged no step (no validation loss could be compared"),
+        (
+            "Overfit",
+            {},
+            "Overfit judged no step (Overfit compares each complete evaluation pass (with the "
+            "newest passes, holding 5 EVAL losses or more) with the training losses before it (5 "
+            "or more): CrossEntropyLoss_output_0: 0 complete evaluation pass(es) holding 0 EVAL "
+            "loss(es), 5 training loss(es); no EVAL loss saved yet",
+        ),
         (
             "Overtraining",
             {},
-            "Overtraining judged no step (no loss was saved at more than patience_train 5 "
-            "training steps",
+            "Overtraining judged no step (waiting for a loss followed long enough to judge: "
+            "CrossEntropyLoss_output_0: 5 training loss(es) saved, 10 needed (the mean of 5, then "
+            "patience_train 5 more); run longer",
         ),
         (
             "UnchangedTensor",
             {"collection_names": "weights", "num_steps": 6},
             "UnchangedTensor judged no step (collection weights was saved at fewer than 6 steps "
-            "of a mode yet, as of step 4",
+            "of a mode yet, as of TRAIN step 4",
         ),
     ],
 )
@@ -327,6 +336,17 @@ def test_a_rule_never_passes_before_its_own_minimum(
     assert verdict.details.startswith(why), verdict.details
     assert "0 step(s) evaluated" in verdict.details
     if rule == "LossNotDecreasing":
+        # Too few losses to average, as it said: a lower num_steps changes nothing, more steps do.
         verdict = builtin(trial, rule, num_steps=2)
+        assert verdict.status == "Error", verdict.details
+        assert "5 training loss(es) up to TRAIN step 4, 10 needed" in verdict.details
+        longer = train(
+            tmp_path / "longer",
+            sequential(nn.ReLU()),
+            DATA,
+            Run(steps=12, lr=0.05, collections=("losses",)),
+        )
+        verdict = builtin(longer, rule, num_steps=2)
         assert verdict.status == "NoIssuesFound", verdict.details
-        assert "3 step(s) evaluated, 1 tensor(s) checked, 2 step(s) skipped" in verdict.details
+        # TRAIN steps 0-8 wait for 10 losses; then 9 (5-9 against 0-4) and 11 compare, 10 passes.
+        assert "3 step(s) evaluated, 1 tensor(s) checked, 9 step(s) skipped" in verdict.details
