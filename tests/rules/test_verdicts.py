@@ -15,11 +15,13 @@ import torch.nn.functional as F
 from builtin_training import Run, classes, train
 from torch import nn
 
+import trainprobe.pytorch as smd
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import Verdict
+from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +117,7 @@ def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -
     assert "DeadRelu checked no tensor" in details
     assert "names matching '.*relu_output'" in details
     assert "outputs of torch.nn.ReLU, torch.nn.ReLU6 modules" in details
-    assert "The job saved the collections" in details and "gradients" in details
+    assert "The job saved tensors of the collections gradients, losses;" in details
     assert "its tensors include" in details
     assert 'add CollectionConfig(name="relu_output") to the estimator' in details
     assert 'Hook(..., include_collections=["relu_output"])' in details
@@ -285,6 +287,34 @@ def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_pa
     assert verdict.status == "NoIssuesFound", verdict.details
     # The three ReLU inputs, and the loss the hook saves by default.
     assert verdict.tensors_checked == 3 + len(healthy.tensor_names(collection="losses")) == 4
+
+
+def test_a_collection_configured_but_never_saved_is_not_named_as_saved(tmp_path: Path) -> None:
+    """A script that measures the loss but never runs backward(): the gradients collection is
+    configured, and not one gradient exists. VanishingGradient's Error says so, and does not
+    advise configuring what is configured already."""
+    model = sequential(nn.ReLU())
+    hook = smd.Hook(
+        str(tmp_path / "run"),
+        save_config=smd.SaveConfig(save_interval=1),
+        include_collections=["gradients", "losses"],
+    )
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    hook.set_mode(smd.modes.TRAIN)
+    for inputs, targets in DATA.batches(torch.Generator().manual_seed(0))[:1] * 3:
+        loss_fn(model(inputs), targets)
+    hook.close()
+    verdict = builtin(create_trial(str(tmp_path / "run")), "VanishingGradient")
+    assert verdict.status == "Error", verdict.details
+    details = verdict.details
+    assert "The job saved tensors of the collections losses;" in details
+    assert (
+        "The collection gradients is in the job's configuration already, yet none of its tensors "
+        "was saved"
+    ) in details
+    assert "CollectionConfig" not in details and "include_collections" not in details
 
 
 @pytest.mark.parametrize(
