@@ -57,7 +57,7 @@ def test_a_healthy_run_prints_progress_verdicts_and_outputs(tmp_path: Path) -> N
         "cli-healthy",
         "--",
         "--steps",
-        "8",
+        "12",
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     lines = finished.stdout.splitlines()
@@ -67,10 +67,10 @@ def test_a_healthy_run_prints_progress_verdicts_and_outputs(tmp_path: Path) -> N
     assert "[trainprobe] rule NoZeros: NoIssuesFound" in lines
     assert "[trainprobe] rule LossNotDecreasing: NoIssuesFound" in lines
     # The training's own output, as it came.
-    assert "arguments: ['--steps', '8']" in lines and "finished" in lines
+    assert "arguments: ['--steps', '12']" in lines and "finished" in lines
     summary = lines[lines.index("Training job cli-healthy: Completed") :]
     assert "  ExplodingTensor: NoIssuesFound" in summary
-    assert "    Steps evaluated: 8" in summary
+    assert "    Steps evaluated: 12" in summary
     assert f"  tensors:   {out / 'cli-healthy' / 'debug-output'}" in summary
     # Debugging rules keep the default ProfilerReport, as SageMaker Debugger's SDK did; it
     # evaluates windows of the profile, which its details count, not steps.

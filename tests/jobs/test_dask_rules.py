@@ -95,9 +95,10 @@ def test_rules_on_dask_give_the_verdicts_they_give_locally(
         "ProfilerConfig": {"ProfilingIntervalInMilliseconds": 500},
         "ProfilerRuleConfigurations": [profiler_rule("OverallSystemUsage")],
     }
-    create_training_job(request("local", output, "--steps", "12", **members), store=store)
+    # 16 steps: LossNotDecreasing's first comparison (5 losses on each side) is at step 14.
+    create_training_job(request("local", output, "--steps", "16", **members), store=store)
     create_training_job(
-        request("dask", output, "--steps", "12", Environment=on_dask(cluster), **members),
+        request("dask", output, "--steps", "16", Environment=on_dask(cluster), **members),
         store=store,
     )
     local = wait_for(store, "local")

@@ -100,8 +100,12 @@ def fired_steps(rule: Rule, trial: Trial | None = None) -> list[int]:
         except InsufficientInformationForRuleInvocation:
             continue
     judge_at_end = getattr(rule, "judge_at_end", None)
-    if last is not None and callable(judge_at_end) and judge_at_end():
-        fired.append(last)
+    if last is not None and callable(judge_at_end):
+        try:
+            if judge_at_end():
+                fired.append(last)
+        except InsufficientInformationForRuleInvocation:
+            pass
     return fired
 
 

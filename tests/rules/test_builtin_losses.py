@@ -7,6 +7,7 @@ trainings are in ``test_loss_rules_trainings.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from trainprobe.analysis.trial import Trial
 from trainprobe.config.errors import ConfigError
 from trainprobe.rules import InsufficientInformationForRuleInvocation
 from trainprobe.rules.builtin import LossNotDecreasing, Overfit, Overtraining
+from trainprobe.rules.definition import RuleDefinition
+from trainprobe.rules.runner import RuleRunner
 
 LOSS = "CrossEntropyLoss_output_0"
 
@@ -144,8 +147,8 @@ def test_loss_not_decreasing_compares_evaluation_passes_by_their_means(tmp_path:
     """Passes of 10 batches: each is one value, its mean; the second pass's mean is 6.7 %
     above the first's, 10 EVAL steps later. The pass is judged when complete, here at the end
     of the training."""
-    first = [3.0 + (0.2 if i % 2 else -0.2) for i in range(10)]
-    second = [3.2 + (0.2 if i % 2 else -0.2) for i in range(10)]
+    first = [3.0 + (0.02 if i % 2 else -0.02) for i in range(10)]
+    second = [3.2 + (0.02 if i % 2 else -0.02) for i in range(10)]
     falling = [2.0 - 0.05 * i for i in range(20)]
     trial = phases(
         tmp_path / "two",
@@ -157,7 +160,23 @@ def test_loss_not_decreasing_compares_evaluation_passes_by_their_means(tmp_path:
     assert evidence.message == (
         f"{LOSS}: the validation loss went from 3 (evaluation pass of 10 saved, EVAL steps 0-9 "
         "(steps 10-19)) to 3.2 (evaluation pass of 10 saved, EVAL steps 10-19 (steps 30-39)), up "
-        "6.667% > increase_threshold_percent 5%"
+        "6.667% > increase_threshold_percent 5% beyond the batches' noise (+/- 0.6285%)"
+    )
+    # The same means with batches spread ten times wider: a rise within their noise.
+    wide = phases(
+        tmp_path / "wide",
+        [
+            ("train", falling[:10]),
+            ("eval", [3.0 + 10 * (x - 3.0) for x in first]),
+            ("train", falling[10:]),
+            ("eval", [3.2 + 10 * (x - 3.2) for x in second]),
+        ],
+    )
+    rule = LossNotDecreasing(wide)
+    assert fired_steps(rule) == []
+    (remark,) = rule.remarks()
+    assert remark.startswith(
+        "Set aside rises above increase_threshold_percent only within the batches' noise"
     )
     # TRAIN alone: the training losses fall. EVAL alone: the same comparison.
     assert fired_steps(LossNotDecreasing(trial, mode="TRAIN", num_steps=5)) == []
@@ -184,6 +203,19 @@ def test_overfit_ratio_threshold_boundary(tmp_path: Path) -> None:
     assert evidence.step == 9
     below = phases(tmp_path / "b", [("train", [1.0] * 5), ("eval", [1.08] * 5)])
     assert fired_steps(Overfit(below)) == []
+
+
+def test_the_runner_judges_the_pass_the_training_s_end_completes(tmp_path: Path) -> None:
+    """The only evaluation pass is the last thing saved: complete once the training has ended,
+    judged then, as one more evaluation of the last step."""
+    trial = phases(tmp_path, [("train", [1.0] * 5), ("eval", [1.12] * 5)])
+    definition = RuleDefinition.for_builtin("Overfit", {})
+    verdict = RuleRunner(definition, trial.path, output_dir=str(tmp_path / "rules")).run()[0]
+    assert verdict.status == "IssuesFound", verdict.details
+    assert verdict.details.startswith("Overfit found an issue at EVAL step 4 (step 9): ")
+    assert "at the evaluation pass of EVAL steps 0-4 (steps 5-9)" in verdict.details
+    lines = (tmp_path / "rules" / "Overfit" / "evaluations.jsonl").read_text().splitlines()
+    assert [json.loads(line)["result"] for line in lines][-2:] == ["Skipped", "IssuesFound"]
 
 
 def test_overfit_counts_only_a_gap_beyond_the_batches_noise(tmp_path: Path) -> None:

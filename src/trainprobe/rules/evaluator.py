@@ -363,6 +363,9 @@ class RuleEvaluator(RuleRun):
         started_at, started = time.time(), time.perf_counter()
         try:
             judged = judge()
+        except InsufficientInformationForRuleInvocation as error:
+            self._last_unjudged = error.message  # what it waits for, as of the end
+            return
         except Exception as error:
             take_evidence(rule)
             detail = describe_failure(error, prefer_file=self.definition.user_file)

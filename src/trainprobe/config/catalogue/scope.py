@@ -30,10 +30,12 @@ _SCOPES = {
     "LossNotDecreasing": RuleScope(
         "A training loss whose mean over its newest 5 saved steps is, every num_steps TRAIN "
         "steps, no lower (by diff_percent) than the mean of 5 saved at least num_steps before, "
-        "or rose by more than increase_threshold_percent; the same for the evaluation passes, "
+        "or rose by more than increase_threshold_percent beyond the batches' noise; the same "
+        "for the evaluation passes, "
         "each one value (its mean), against earlier passes; a NaN or infinite loss.",
-        "A rise or dip shorter than the 5 saved steps it averages over; batches of one "
-        "evaluation pass against each other (they share the same weights). A loss that falls "
+        "A rise or dip shorter than the 5 saved steps it averages over, or a rise within two "
+        "standard errors of the batches' losses; batches of one evaluation pass against each "
+        "other (they share the same weights). A loss that falls "
         "by just over diff_percent every num_steps, however slowly that converges. Losses the "
         "job does not save (a functional loss never given to the hook).",
     ),

@@ -12,11 +12,13 @@ saved. A pass is complete when a step of another pass or mode arrives, or the tr
 One mini-batch's loss is noisy, so the rules smooth: a side of a comparison is a window, the
 newest values that together average at least ``WINDOW`` saved losses (5 training steps; 5
 single-batch evaluation passes, or one pass of 5 batches or more). ``LossSeries.windows`` finds
-the two windows of a comparison, or says why there are none yet, and what would change that.
+the two windows of a comparison, or says why there are none yet, and what would change that;
+``noise_of`` how far apart their means may fall by the batches' noise alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +36,7 @@ __all__ = [
     "Windows",
     "mean_of",
     "newest_window",
+    "noise_of",
     "window_words",
 ]
 
@@ -85,6 +88,18 @@ class LossValue:
 def mean_of(window: Sequence[LossValue]) -> float:
     """A window's mean: each value (a step's loss, a pass's mean) counts once."""
     return float(np.mean([value.value for value in window]))
+
+
+def noise_of(first: Sequence[LossValue], second: Sequence[LossValue]) -> float:
+    """Two standard errors of the difference between two windows' means, from the spread of
+    the saved losses each holds: how far apart the two may fall by the batches' noise alone
+    (0 for windows of one loss each, as XGBoost's metrics are)."""
+    variance = 0.0
+    for window in (first, second):
+        losses = np.array([loss for value in window for loss in value.losses])
+        if losses.size > 1:
+            variance += float(losses.var(ddof=1)) / losses.size
+    return 2.0 * math.sqrt(variance)
 
 
 def window_words(window: Sequence[LossValue]) -> str:

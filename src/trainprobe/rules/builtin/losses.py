@@ -33,6 +33,7 @@ from trainprobe.rules.builtin.loss_series import (
     LossValue,
     mean_of,
     newest_window,
+    noise_of,
     window_words,
 )
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
@@ -41,6 +42,10 @@ from trainprobe.storage.modes import ModeKeys
 __all__ = ["LossNotDecreasing", "Overfit", "Overtraining"]
 
 _NOT_FINITE = "losses that were NaN or infinite (LossNotDecreasing fires on those)"
+_RISE_WITHIN_NOISE = (
+    "rises above increase_threshold_percent only within the batches' noise (two standard "
+    "errors of the difference of the means; not counted)"
+)
 _NAMES_SAID = 3
 _PASS_COMPLETES = "an evaluation pass is judged once complete, when the training resumes or ends"
 
@@ -87,11 +92,21 @@ class _LossRule(BuiltinRule):
     def judge_at_end(self) -> bool | None:
         """The training has ended: judge the evaluation passes its end completes. Whether the
         condition is met; None when that made no comparison (the rule's runner then records
-        nothing)."""
-        compared, fired = self._comparisons, False
+        nothing). A rule that has judged nothing says again what it waits for, now that the
+        last pass is counted (InsufficientInformation)."""
+        compared, fired, completed = self._comparisons, False, False
         for name, value in self._passes.complete_all():
+            completed = True
             fired |= self.judge_pass(name, value)
-        return fired if fired or self._comparisons > compared else None
+        if fired or self._comparisons > compared:
+            return fired
+        if completed and not self.has_judged:
+            raise self.insufficient(self.waiting())
+        return None
+
+    def waiting(self) -> str:
+        """What the rule waits for before its first judgement, in words."""
+        return "waiting for losses to judge"
 
     def no_loss(self, step: int, selection: TensorSelection, compared_before: int) -> bool:
         """For a step that saved none of the losses: what it judged (passes it completed),
@@ -217,7 +232,7 @@ class LossNotDecreasing(_LossRule):
                 fired |= self._judge(name, value, least=1 if exact else WINDOW)
         if fired or self._comparisons > compared:
             return fired
-        return self.nothing_due(self._waiting())
+        return self.nothing_due(self.waiting())
 
     def judge_pass(self, name: str, value: LossValue) -> bool:
         return self._wanted(value.mode) and self._judge(name, value)
@@ -239,7 +254,7 @@ class LossNotDecreasing(_LossRule):
         self._comparisons += 1
         return self._compare(name, value.mode, windows.earlier, windows.recent)
 
-    def _waiting(self) -> str:
+    def waiting(self) -> str:
         """What the rule waits for before its first comparison, series by series."""
         parts = [
             f"{name}: {series.windows(self.num_steps).waiting}"
@@ -278,9 +293,14 @@ class LossNotDecreasing(_LossRule):
         if change > 0:
             if change <= self.increase_threshold_percent:
                 return False
+            noise = 100.0 * noise_of(earlier, recent) / abs(before)
+            if change - noise <= self.increase_threshold_percent:
+                self.set_aside(_RISE_WITHIN_NOISE, name, recent[-1].last_step)
+                return False
             message = (
                 f"{went}, up {number(change)}% > increase_threshold_percent "
-                f"{number(self.increase_threshold_percent)}%"
+                f"{number(self.increase_threshold_percent)}% beyond the batches' noise (+/- "
+                f"{number(noise)}%)"
             )
             threshold = self.increase_threshold_percent
         else:
@@ -379,7 +399,7 @@ class Overfit(_LossRule):
                 training.append(LossValue.at_step(loss, mode, step, mode_step))
         if fired or self._comparisons > compared:
             return fired
-        return self.nothing_due(self._waiting())
+        return self.nothing_due(self.waiting())
 
     def judge_pass(self, name: str, value: LossValue) -> bool:
         """One evaluation: the newest passes against the training losses of the same stretch."""
@@ -410,14 +430,10 @@ class Overfit(_LossRule):
     def _judge(
         self, name: str, value: LossValue, validation: list[LossValue], window: list[LossValue]
     ) -> bool:
-        train_losses = np.array([item.value for item in window])
-        val_losses = np.array([loss for item in validation for loss in item.losses])
-        train, val = float(train_losses.mean()), float(val_losses.mean())
+        train, val = mean_of(window), mean_of(validation)
         if train <= 0:
             return False
-        noise = 2.0 * math.sqrt(
-            val_losses.var(ddof=1) / val_losses.size + train_losses.var(ddof=1) / train_losses.size
-        )
+        noise = noise_of(window, validation)
         ratio = (val - train) / train
         beyond = val - noise - train > self.ratio_threshold * train
         if ratio > self.ratio_threshold and not beyond:
@@ -471,7 +487,7 @@ class Overfit(_LossRule):
             )
         return fired
 
-    def _waiting(self) -> str:
+    def waiting(self) -> str:
         parts = []
         for name in sorted(set(self._training) | set(self._evaluations)):
             passes = self._evaluations.get(name, [])
@@ -569,7 +585,7 @@ class Overtraining(_LossRule):
                 fired |= self._observe(name, False, value)
         if fired or self._comparisons > compared:
             return fired
-        return self.nothing_due(self._waiting())
+        return self.nothing_due(self.waiting())
 
     def judge_pass(self, name: str, value: LossValue) -> bool:
         return self._observe(name, True, value)
@@ -616,7 +632,7 @@ class Overtraining(_LossRule):
         )
         return True
 
-    def _waiting(self) -> str:
+    def waiting(self) -> str:
         parts = []
         for (name, validation), observed in sorted(self._observed.items()):
             if validation:
