@@ -167,6 +167,11 @@ class LossSeries:
         self.values.append(value)
         return True
 
+    def forget_before(self, value: LossValue) -> None:
+        """Drop the values before ``value``, the oldest of a comparison's windows: a later
+        comparison's windows start no earlier, so a long training's series stays short."""
+        self.values = self.values[self.values.index(value) :]
+
     @property
     def held(self) -> int:
         """How many saved losses its values average in all."""

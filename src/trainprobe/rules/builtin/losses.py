@@ -250,6 +250,7 @@ class LossNotDecreasing(_LossRule):
         if windows.earlier is None or windows.recent is None:
             return False
         series.last_compared = value.position
+        series.forget_before(windows.earlier[0])
         self.has_judged = True
         self._comparisons += 1
         return self._compare(name, value.mode, windows.earlier, windows.recent)
