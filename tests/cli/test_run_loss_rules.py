@@ -56,6 +56,10 @@ def test_a_healthy_nanogpt_style_training_passes(tmp_path: Path) -> None:
         assert f"  {rule}: NoIssuesFound" in finished.stdout, finished.stdout[-3000:]
     details = str(status(tmp_path, "nanogpt", "LossNotDecreasing")["StatusDetails"])
     assert details.startswith("LossNotDecreasing found no issue: "), details
+    # Progress names the steps as the script counts them (every step is saved).
+    progress = re.findall(r"^\[trainprobe\] (.*step \d+.*)$", finished.stdout, re.M)
+    assert progress, finished.stdout[-3000:]
+    assert all(re.fullmatch(r"(TRAIN|EVAL) step \d+( \(step \d+\))?", line) for line in progress)
 
 
 def test_a_learning_rate_far_too_high_is_caught_at_the_third_evaluation(tmp_path: Path) -> None:

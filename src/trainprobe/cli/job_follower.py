@@ -75,7 +75,9 @@ class PlainFollower:
         now = time.monotonic()
         if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
             self.step, self._step_shown = step, now
-            say(f"step {step}")
+            debug_output = self.layout.debug_output
+            saved = latest_saved_step(debug_output) == step
+            say(saved_step_words(debug_output, step) if saved else f"step {step}")
         for rule in rule_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value:
