@@ -100,9 +100,10 @@ def test_rules_on_dask_give_the_verdicts_they_give_locally(
         "ProfilerConfig": {"ProfilingIntervalInMilliseconds": 500},
         "ProfilerRuleConfigurations": [profiler_rule("OverallSystemUsage")],
     }
-    create_training_job(request("local", output, "--steps", "12", **members), store=store)
+    # 16 steps: LossNotDecreasing's first comparison (5 losses on each side) is at step 14.
+    create_training_job(request("local", output, "--steps", "16", **members), store=store)
     create_training_job(
-        request("dask", output, "--steps", "12", Environment=on_dask(cluster), **members),
+        request("dask", output, "--steps", "16", Environment=on_dask(cluster), **members),
         store=store,
     )
     local = wait_for(store, "local")
@@ -122,7 +123,7 @@ def test_rules_on_dask_give_the_verdicts_they_give_locally(
     # The workers wrote each rule's output into the job's storage, step by step.
     for job in ("local", "dask"):
         evaluations = read_evaluations(str(output / job / "rule-output" / "AllZero"))
-        assert len(evaluations) == 12, job
+        assert len(evaluations) == 16, job
 
 
 @pytest.mark.slow
@@ -210,12 +211,13 @@ def test_the_estimator_runs_its_rules_on_the_cluster_it_names(
     estimator = Estimator(
         entry_point=PLAIN_TRAINING.name,
         source_dir=str(PLAIN_TRAINING.parent),
-        hyperparameters={"steps": 8},
+        hyperparameters={"steps": 12},
         rules=[
             debugger.Rule.sagemaker(
                 debugger.rule_configs.loss_not_decreasing(),
                 rule_parameters={"num_steps": "2"},
-                # The rule's default config saves losses every 500 steps: one, in 8 steps.
+                # The rule's default config saves losses every 500 steps: one, in 12 steps; it
+                # averages 5 on each side of a comparison.
                 collections_to_save=[debugger.CollectionConfig("losses", {"save_interval": "1"})],
             )
         ],
@@ -294,7 +296,7 @@ def test_a_runner_stopped_by_sigterm_stops_its_rules_on_the_cluster(
             "terminated",
             output,
             *("--steps", "100000", "--sleep", "0.05"),
-            # Two losses 2 steps apart are enough for it to judge before the stop.
+            # Ten losses (5 on each side, 2 steps apart) are enough for it to judge.
             DebugRuleConfigurations=[rule("LossNotDecreasing", num_steps="2")],
             Environment=on_dask(cluster),
         ),
@@ -302,7 +304,7 @@ def test_a_runner_stopped_by_sigterm_stops_its_rules_on_the_cluster(
     )
     job = output / "terminated"
     wait_until(lambda: worker_of(job, "LossNotDecreasing"), "the rule to run on a worker")
-    wait_until(lambda: (latest_saved_step(str(job / "debug-output")) or 0) >= 5, "5 saved steps")
+    wait_until(lambda: (latest_saved_step(str(job / "debug-output")) or 0) >= 12, "12 saved steps")
     record = store.get("terminated")
     assert record is not None and record.runner_pid is not None
     os.kill(record.runner_pid, signal.SIGTERM)

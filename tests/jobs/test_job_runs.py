@@ -162,7 +162,7 @@ def test_a_training_reaching_nan_is_stopped_by_exploding_tensor(
     assert "ExplodingTensor" in reason and f"step {nan_step}" in reason
     assert rule_statuses(described) == {"ExplodingTensor": "IssuesFound"}
     status = described["DebugRuleEvaluationStatuses"][0]
-    assert f"at step {nan_step}" in status["StatusDetails"]
+    assert f"at TRAIN step {nan_step}" in status["StatusDetails"]
     directory = job_dir(output, "diverging")
     actions = (directory / "rule-output" / "ExplodingTensor" / "actions.jsonl").read_text()
     assert '"action":"stoptraining"' in actions and '"ok":true' in actions

@@ -166,7 +166,7 @@ def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
     page.wait_for_selector(f"{card} .status-IssuesFound")  # the same page, never reloaded
     assert (_number(browser.text("#step")) or 0) > first
     evidence = browser.text(card)
-    assert "Issue at step" in evidence and "nan" in evidence.lower()
+    assert "Issue at TRAIN step" in evidence and "nan" in evidence.lower()
     browser.see("#step-durations .chart")
     browser.see("#system .chart")
     labels = page.locator("#system-0 .annotation-text").all_text_contents()

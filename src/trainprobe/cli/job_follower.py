@@ -21,6 +21,7 @@ from trainprobe.jobs.progress import (
     latest_saved_step,
     latest_system_usage,
     saved_loss,
+    saved_step_words,
     training_step,
 )
 from trainprobe.jobs.store import TERMINAL_STATUSES
@@ -74,7 +75,9 @@ class PlainFollower:
         now = time.monotonic()
         if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
             self.step, self._step_shown = step, now
-            say(f"step {step}")
+            debug_output = self.layout.debug_output
+            saved = latest_saved_step(debug_output) == step
+            say(saved_step_words(debug_output, step) if saved else f"step {step}")
         for rule in rule_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value:
@@ -119,7 +122,7 @@ class JobProgress:
         self._clock = clock
         self._started = clock()
         self._steps: deque[tuple[float, int]] = deque()
-        self._loss: tuple[int, float] | None = None
+        self._loss: tuple[str, float] | None = None
         self._loss_read: tuple[float, int] | None = None
         self._system = SystemMetricsReader(layout.profiler_output)
 
@@ -144,7 +147,7 @@ class JobProgress:
             step=step,
             steps_per_second=rate,
             loss=None if self._loss is None else self._loss[1],
-            loss_step=None if self._loss is None else self._loss[0],
+            loss_where=None if self._loss is None else self._loss[0],
             cpu_percent=None if usage is None else usage.cpu_percent,
             memory_percent=None if usage is None else usage.memory_percent,
             gpu_percent=None if usage is None else usage.gpu_percent,
@@ -191,9 +194,10 @@ class JobProgress:
             if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
                 return
         self._loss_read = (now, step)
-        loss = _or_blank(lambda: saved_loss(self.layout.debug_output, step), "the loss")
+        debug_output = self.layout.debug_output
+        loss = _or_blank(lambda: saved_loss(debug_output, step), "the loss")
         if loss is not None:
-            self._loss = (step, loss)
+            self._loss = (saved_step_words(debug_output, step), loss)
 
 
 class LiveFollower:

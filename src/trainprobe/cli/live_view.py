@@ -66,7 +66,8 @@ class JobSnapshot:
     step: int | None = None
     steps_per_second: float | None = None
     loss: float | None = None
-    loss_step: int | None = None
+    loss_where: str | None = None
+    """The step of ``loss`` as the training counts it (``TRAIN step 10 (step 20)``)."""
     cpu_percent: float | None = None
     memory_percent: float | None = None
     gpu_percent: float | None = None
@@ -137,7 +138,7 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
     rate = "" if snapshot.steps_per_second is None else f"{snapshot.steps_per_second:.2f} steps/s"
     fields.add_row("step", "" if snapshot.step is None else str(snapshot.step), rate)
     loss = "" if snapshot.loss is None else format_loss(snapshot.loss)
-    at = "" if snapshot.loss is None or snapshot.loss_step is None else f"step {snapshot.loss_step}"
+    at = "" if snapshot.loss is None or snapshot.loss_where is None else snapshot.loss_where
     fields.add_row("loss", loss, at)
     fields.add_row("system", _system(snapshot), "")
     if snapshot.saving:

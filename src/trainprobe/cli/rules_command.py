@@ -403,7 +403,7 @@ def run_rule(args: argparse.Namespace) -> int:
 
     def show(name: str, evaluation: Evaluation) -> None:
         if evaluation.result == ISSUES_FOUND and not args.quiet:
-            print(f"step {evaluation.step}: issue found", flush=True)
+            print(f"{evaluation.where}: issue found", flush=True)
             for item in evaluation.evidence:
                 print(f"  - {item.describe()}", flush=True)
 

@@ -13,6 +13,7 @@ the evidence of its first issue.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,9 @@ from trainprobe.rules.rule import Evidence
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import files, locations
 from trainprobe.storage import system_metrics as metrics
+from trainprobe.storage.index_file import decode_index
 from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.modes import ModeKeys, step_in_words
 from trainprobe.storage.rule_output import read_evaluations, read_status
 from trainprobe.storage.trace_file import latest_timeline_step
 
@@ -54,6 +57,22 @@ def latest_saved_step(debug_output: str) -> int | None:
     except OSError:
         pass
     return None
+
+
+def saved_step_words(debug_output: str, step: int) -> str:
+    """A saved step as the training counts it (``TRAIN step 10 (step 20)``), from the mode its
+    index file records; ``step N`` when that cannot be read."""
+    directory = locations.join(debug_output, locations.index_dir_for_step(step))
+    try:
+        for name in files.list_files(directory, ".json"):
+            parsed = locations.parse_index_file_name(name)
+            if parsed is not None and parsed[0] == step:
+                path = locations.join(directory, name)
+                index = decode_index(files.read_bytes(path), step, parsed[1])
+                return step_in_words(step, index.mode, index.mode_step)
+    except (OSError, ValueError):
+        pass
+    return step_in_words(step)
 
 
 def training_step(layout: JobLayout) -> int | None:
@@ -158,6 +177,8 @@ class RuleVerdict:
     details: str
     steps_evaluated: int = 0
     issue_step: int | None = None
+    issue_where: str | None = None
+    """The issue's step as the training counts it (``TRAIN step 10 (step 20)``)."""
     evidence: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -166,7 +187,8 @@ class RuleVerdict:
         if self.details:
             lines.append(f"  {self.details}")
         if self.evidence:
-            lines.append(f"  Evidence at step {self.issue_step}:")
+            where = self.issue_where or f"step {self.issue_step}"
+            lines.append(f"  Evidence at {where}:")
             lines += [f"    - {item}" for item in self.evidence]
         if self.steps_evaluated:
             lines.append(f"  Steps evaluated: {self.steps_evaluated}")
@@ -181,13 +203,31 @@ def _describe(item: object) -> str:
         return str(item)
     step = item.get("step")
     tensor = item.get("tensor")
+    mode_step = item.get("mode_step")
     return Evidence(
         message=str(item["message"]),
         tensor=str(tensor) if tensor is not None else None,
         step=step if isinstance(step, int) else None,
         value=item.get("value"),
         threshold=item.get("threshold"),
+        mode=_mode(item.get("mode")),
+        mode_step=mode_step if isinstance(mode_step, int) else None,
     ).describe()
+
+
+def _mode(name: object) -> ModeKeys | None:
+    """The mode an evaluation or its evidence names (``"TRAIN"``), or None."""
+    return ModeKeys.__members__.get(name) if isinstance(name, str) else None
+
+
+def _where(evaluation: dict[str, Any]) -> str | None:
+    """An evaluation's step as the training counts it, or None when it names none."""
+    step, mode_step = evaluation.get("step"), evaluation.get("mode_step")
+    if not isinstance(step, int):
+        return None
+    return step_in_words(
+        step, _mode(evaluation.get("mode")), mode_step if isinstance(mode_step, int) else None
+    )
 
 
 def rule_verdict(
@@ -205,6 +245,10 @@ def rule_verdict(
     for evaluation in read_evaluations(rule_output_dir):
         if evaluation.get("result") == ISSUES_FOUND:
             verdict.issue_step = evaluation.get("step")
+            # A profiler rule's evaluations are windows of the profile, not steps.
+            verdict.issue_where = (
+                _where(evaluation) if counts_steps else f"window {evaluation.get('step')}"
+            )
             evidence = [_describe(item) for item in evaluation.get("evidence", [])]
             verdict.evidence = evidence[:_MOST_EVIDENCE]
             if len(evidence) > _MOST_EVIDENCE:

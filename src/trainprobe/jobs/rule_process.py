@@ -44,7 +44,7 @@ from trainprobe.config.actions import after_the_step
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.progress import latest_saved_step, saved_step_words
 from trainprobe.jobs.rule_heartbeat import Heartbeat
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, process_exists, watch_runner
@@ -118,7 +118,7 @@ def _data_until(debug_output: str) -> Callable[[str, str], str]:
         if stopped is None:
             return details
         last = latest_saved_step(debug_output)
-        had = "no data" if last is None else f"data up to step {last}"
+        had = "no data" if last is None else f"data up to {saved_step_words(debug_output, last)}"
         return f"{details} (the rule had {had}: {stopped})"
 
     return amend

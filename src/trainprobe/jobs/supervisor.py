@@ -238,7 +238,8 @@ class JobRunner:
         request = read_stop_request(self.layout.debug_output)
         if request is None or request.time < self.created:
             return None
-        where = f" at step {request.step}" if request.step is not None else ""
+        words = request.step_words
+        where = f" at {words}" if words is not None else ""
         reason = f"Stopped by rule {request.rule}'s StopTraining action: issue found{where}"
         return _Stop("Stopped", f"{reason}: {request.message}" if request.message else reason)
 

@@ -31,7 +31,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from trainprobe.storage import files
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = [
     "ACTIONS",
@@ -83,9 +83,7 @@ class SpikeRecord:
             "stop": "the training was stopped before the update",
             "none": "no action",
         }[self.action]
-        when = f"{self.mode.name} step {self.mode_step}"
-        if self.mode_step != self.step:
-            when += f" (step {self.step})"
+        when = step_in_words(self.step, self.mode, self.mode_step)
         return f"{when}: {self.value:.4g} ({against}); {done}"
 
 

@@ -145,7 +145,7 @@ class JobView:
         self._charts: dict[tuple[str, float | None, float | None], tuple[int, dict[str, Any]]] = {}
         self._framework: str | None = None
         self._finished_cards: dict[str, dict[str, Any]] = {}
-        self._issues: dict[str, tuple[int | None, list[str]]] = {}
+        self._issues: dict[str, tuple[int | None, str | None, list[str]]] = {}
         self._reductions: dict[str, Reductions] = {}
 
     # ----- the summary --------------------------------------------------------------------
@@ -200,8 +200,8 @@ class JobView:
         issue = self._issues.get(name) if status == ISSUES_FOUND else None
         if issue is None:
             # The first issue's evidence, read once: a rule goes on evaluating after it.
-            verdict = rule_verdict(directory, name, status, "")
-            issue = (verdict.issue_step, verdict.evidence)
+            verdict = rule_verdict(directory, name, status, "", counts_steps=kind == "debugging")
+            issue = (verdict.issue_step, verdict.issue_where, verdict.evidence)
             if verdict.issue_step is not None:
                 self._issues[name] = issue
         written = _or_none(lambda: read_status(directory), f"the status of rule {name}")
@@ -211,7 +211,8 @@ class JobView:
             "status": status,
             "details": rule.get("StatusDetails", ""),
             "issueStep": issue[0],
-            "evidence": issue[1],
+            "issueWhere": issue[1],
+            "evidence": issue[2],
             "stepsEvaluated": None if written is None else written.steps_evaluated,
             "stepsSkipped": None if written is None else written.steps_skipped,
             "tensorsChecked": None if written is None else written.tensors_checked,

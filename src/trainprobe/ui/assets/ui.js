@@ -323,8 +323,8 @@ function jobPage() {
         el("div", {}, status(rule.status)),
         rule.details ? el("div", {}, rule.details) : null,
         counts,
-        rule.issueStep === null ? null : el("div", {}, "Issue at step ",
-          el("a", { href: jobPath(name, "/tensors?step=" + rule.issueStep) }, String(rule.issueStep))),
+        rule.issueStep === null ? null : el("div", {}, "Issue at ",
+          el("a", { href: jobPath(name, "/tensors?step=" + rule.issueStep) }, rule.issueWhere || "step " + rule.issueStep)),
         rule.evidence.length ? el("details", {}, el("summary", {}, `Evidence (${rule.evidence.length})`),
           el("ul", {}, rule.evidence.map((item) => el("li", {}, item)))) : null,
       );
