@@ -69,6 +69,7 @@ from trainprobe.capture.pytorch.functional_activations import (
     FUNCTION_TYPES,
     FunctionalActivations,
 )
+from trainprobe.capture.pytorch.module_hooks import attach_forward_hook, attach_forward_pre_hook
 from trainprobe.capture.pytorch.module_types import ModuleTypes
 from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
@@ -430,8 +431,8 @@ class Hook(SmdebugSurface):
         self._models.append(model)
         # Following the training, the step's mode is decided before the profiler starts it.
         self._handles.append(
-            model.register_forward_pre_hook(
-                self._step_hook(id(model)), with_kwargs=True, prepend=self.follow_training
+            attach_forward_pre_hook(
+                model, self._step_hook(id(model)), with_kwargs=True, prepend=self.follow_training
             )
         )
         parameters = [
@@ -455,12 +456,12 @@ class Hook(SmdebugSurface):
                 ]
                 self.guard.register(name, submodule, own)
             if self._overrides_forward_hook():  # smdebug's extension point sees every forward
-                self._handles.append(submodule.register_forward_hook(self.forward_hook))
+                self._handles.append(attach_forward_hook(submodule, self.forward_hook))
             else:
                 self._saved_modules.append((submodule, name))
         self._saved_parameters.extend(p for p in parameters if p[1].requires_grad)
         self._unhook_saved_modules()  # hooked again, this model too, at the next saved step
-        self._handles.append(model.register_forward_hook(self._forward_end))
+        self._handles.append(attach_forward_hook(model, self._forward_end))
         self._registered[id(model)] = parameters
 
     register_hook = register_module
@@ -485,7 +486,7 @@ class Hook(SmdebugSurface):
         for module, name in self._saved_modules:
             if holds(f"{name}{naming.INPUT_SUFFIX}0", f"{name}{naming.OUTPUT_SUFFIX}0"):
                 hook = self._module_hook(name)
-                self._save_handles.append(module.register_forward_hook(hook))
+                self._save_handles.append(attach_forward_hook(module, hook))
         if not self.follow_training:  # else the gradients are read at the update
             for name, parameter in self._saved_parameters:
                 if holds(naming.gradient_name(name)):
@@ -744,7 +745,7 @@ class Hook(SmdebugSurface):
             hook = self.forward_hook
         else:
             hook = self._module_hook(name, always=True)  # for the guard and the spike rules
-        self._handles.append(loss_module.register_forward_hook(hook))
+        self._handles.append(attach_forward_hook(loss_module, hook))
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
         def step_start(module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:

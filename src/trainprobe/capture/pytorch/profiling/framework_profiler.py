@@ -63,6 +63,7 @@ from torch.optim.optimizer import (
 from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
 from trainprobe.capture.pytorch import naming
+from trainprobe.capture.pytorch.module_hooks import attach_forward_hook, attach_forward_pre_hook
 from trainprobe.capture.pytorch.profiling import dataloader_patch
 from trainprobe.capture.pytorch.profiling.flight_recorder import FlightRecorder
 from trainprobe.capture.pytorch.profiling.node import default_node_id
@@ -277,8 +278,8 @@ class FrameworkProfiler:
             return
         self._registered.add(id(model))
         name = type(model).__name__
-        self._handles.append(model.register_forward_pre_hook(self._forward_pre_hook(name)))
-        self._handles.append(model.register_forward_hook(self._forward_hook()))
+        self._handles.append(attach_forward_pre_hook(model, self._forward_pre_hook(name)))
+        self._handles.append(attach_forward_hook(model, self._forward_hook()))
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next step is of that mode."""
