@@ -69,6 +69,7 @@ from trainprobe.capture.pytorch.functional_activations import (
     FUNCTION_TYPES,
     FunctionalActivations,
 )
+from trainprobe.capture.pytorch.lightning_losses import LightningLosses
 from trainprobe.capture.pytorch.module_hooks import attach_forward_hook, attach_forward_pre_hook
 from trainprobe.capture.pytorch.module_types import ModuleTypes
 from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
@@ -84,9 +85,9 @@ from trainprobe.capture.pytorch.training_losses import (
     output_loss,
 )
 from trainprobe.capture.pytorch.training_steps import (
-    OptimizerSteps,
     mode_of,
     optimizer_created,
+    optimizer_steps,
     when_backward_ends,
     with_closure,
 )
@@ -318,10 +319,12 @@ class Hook(SmdebugSurface):
         self.profiler = self._framework_profiler()
         self.follow_training = False
         self._step_losses = StepLosses()
-        self._updates = OptimizerSteps(self._on_update)
+        self._lightning = LightningLosses(self._on_step_result)
+        self._lightning_models: set[int] = set()
         self._train_step_open = False
         self._repeat_forward = False
         self._backward_in_step = False
+        self._gradients_saved = False
         self._by_hand: bool | None = None
         self._optimizers: dict[int, bool] = {}
         self._spikes_announced = False
@@ -429,6 +432,8 @@ class Hook(SmdebugSurface):
             # Checks at each update of the first model registered (any optimizer's).
             self._handles.append(register_optimizer_step_pre_hook(self._before_update))
         self._models.append(model)
+        if self.follow_training and self._lightning.watch(model):
+            self._lightning_models.add(id(model))
         # Following the training, the step's mode is decided before the profiler starts it.
         self._handles.append(
             attach_forward_pre_hook(
@@ -523,19 +528,24 @@ class Hook(SmdebugSurface):
         """Read steps, modes and losses from the training from now on (``follow_training``).
 
         The process has one watch of its losses: the hook that called this last hears them."""
-        loss_watch().listener = self._on_loss
+        watch = loss_watch()
+        watch.listener, watch.backward_ended = self._on_loss, self._on_backward_end
         if self.follow_training:
             return
         self.follow_training = True
-        self._updates.start()
+        steps = optimizer_steps()
+        steps.on_update, steps.on_closure_evaluated = self._on_update, self._on_closure_evaluated
 
     def _stop_following_training(self) -> None:
         if not self.follow_training:
             return
-        self._updates.stop()
+        steps = optimizer_steps()
+        if steps.on_update == self._on_update:
+            steps.on_update = steps.on_closure_evaluated = None
+        self._lightning.stop()
         watch = loss_watch()
         if watch.listener == self._on_loss:
-            watch.listener = None
+            watch.listener = watch.backward_ended = None
 
     def _on_loss(
         self,
@@ -554,7 +564,33 @@ class Hook(SmdebugSurface):
             self.module_types.add(name, module)
         if source is LossSource.BACKWARD:
             self._backward_in_step = True
-        self._step_losses.add(source, name, loss)
+        self._step_losses.add(source, name, loss, first_only=self.mode is not ModeKeys.TRAIN)
+
+    def _on_step_result(self, source: LossSource, loss: torch.Tensor) -> None:
+        """What a Lightning step returned or logged as its loss (``lightning_losses``)."""
+        self._on_loss(source, LOSS_NAME, loss)
+
+    @_guarded
+    def _on_backward_end(self) -> None:
+        """A backward pass of the training ended. A training that updates its parameters
+        without ``torch.optim`` (by hand, another library's optimizer, or not at all) has its
+        TRAIN step's gradients now: they are saved before its update or ``zero_grad()``."""
+        if (
+            not self._active
+            or self._gradients_saved
+            or self._replaying
+            or self.mode is not ModeKeys.TRAIN
+            or not self._updates_by_hand()
+        ):
+            return
+        self._gradients_saved = True
+        self._save_gradients(self._saved_parameters)
+
+    def _on_closure_evaluated(self, optimizer: torch.optim.Optimizer) -> None:
+        """An optimizer step's closure ran once: its loss is the step's (``step()`` returns
+        it); the evaluations that follow, at other weights, are not part of it."""
+        if self._train_step_open and not (self._failed or self._closed) and self._owns(optimizer):
+            self._step_losses.complete = True
 
     def _continues_train_step(self, model: torch.nn.Module) -> bool:
         """Take the mode of a forward of ``model`` from the training; True when the forward is
@@ -718,7 +754,7 @@ class Hook(SmdebugSurface):
 
     @_guarded
     def _end_train_step(self) -> None:
-        if self._active:
+        if self._active and not self._gradients_saved:
             # The gradients the optimizer used: summed over the step's micro-batches.
             self._save_gradients(self._saved_parameters)
         self._finish_step()
@@ -749,6 +785,8 @@ class Hook(SmdebugSurface):
 
     def _step_hook(self, model_id: int) -> Callable[..., None]:
         def step_start(module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+            if model_id in self._lightning_models:
+                self._lightning.follow(module)
             if self.follow_training and self._continues_train_step(module):
                 pass
             elif self._failed or self._closed:
@@ -838,6 +876,7 @@ class Hook(SmdebugSurface):
         self._raise_writer_error_if_strict()
         self._finish_step()
         mode_step = self._advance()
+        self._gradients_saved = False
         self._prepare_if_changed()
         if not self._capture.writes:
             self._guarding = False
