@@ -31,6 +31,7 @@ from trainprobe.storage.modes import ModeKeys
 
 __all__ = [
     "OptimizerSteps",
+    "UpdateListener",
     "mode_of",
     "optimizer_created",
     "optimizer_steps",
@@ -63,24 +64,51 @@ def optimizer_created() -> bool:
     return False
 
 
-class OptimizerSteps:
-    """The process's optimizer steps, heard once whoever listens: ``on_update(optimizer)`` is
-    called after every update of the training (each optimizer step, and each
-    ``GradScaler.update()``, whose optimizer step may have been skipped: ``optimizer`` is then
-    None), and ``on_closure_evaluated(optimizer)`` when the closure an optimizer step was given
-    has been evaluated the first time (the evaluation whose loss ``step()`` returns).
+class UpdateListener:
+    """What hears the process's updates (see ``OptimizerSteps``); each method does nothing
+    unless overridden."""
 
-    ``on_update`` is called more often than there are updates (a GradScaler's update follows the
-    optimizer's step it allowed): the hook counts a TRAIN step only when one is open. The
+    def update_starting(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """``optimizer.step()`` is about to run (its pre-hook's arguments: the optimizer
+        first); new arguments (a closure wrapped), or None to leave them."""
+        return None
+
+    def closure_evaluated(self, optimizer: Any) -> None:
+        """The closure the step was given has been evaluated the first time: the evaluation
+        whose loss ``step()`` returns."""
+
+    def update_ended(self, optimizer: Any) -> None:
+        """An update ended: ``optimizer.step()`` returned, or ``GradScaler.update()`` did
+        (``optimizer`` is then None: its optimizer's step may have been skipped)."""
+
+
+class OptimizerSteps:
+    """The process's optimizer steps, heard in one place: PyTorch's global optimizer step pre-
+    and post-hooks and ``GradScaler.update``, registered once, handed to every subscribed
+    ``UpdateListener`` in the order they subscribed.
+
+    ``update_ended`` is called more often than there are updates (a GradScaler's update follows
+    the optimizer's step it allowed): the hook counts a TRAIN step only when one is open. The
     process has one (``optimizer_steps``), started before the script runs under the automatic
     hook: a closure whose step began before the hook was made is heard too.
     """
 
     def __init__(self) -> None:
-        self.on_update: Callable[[Any], None] | None = None
-        self.on_closure_evaluated: Callable[[Any], None] | None = None
+        self.listeners: list[UpdateListener] = []
         self._handles: list[Any] = []
         self._scaler_update: Any = None
+
+    def subscribe(self, listener: UpdateListener) -> None:
+        """Hand ``listener`` the updates from now on (once, however often subscribed)."""
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+
+    def unsubscribe(self, listener: UpdateListener) -> None:
+        """Stop handing ``listener`` the updates."""
+        if listener in self.listeners:
+            self.listeners.remove(listener)
 
     def start(self) -> None:
         """Start watching; again, start again what was removed meanwhile (a test that cleared
@@ -102,21 +130,25 @@ class OptimizerSteps:
 
         def update(scaler_self: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(scaler_self, *args, **kwargs)
-            listener = watch.on_update
-            if listener is not None:
-                listener(None)
+            for listener in list(watch.listeners):
+                listener.update_ended(None)
             return result
 
         scaler.update = update  # type: ignore[method-assign,assignment]
 
     def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        listener = self.on_update
-        if listener is not None:
-            listener(optimizer)
+        for listener in list(self.listeners):
+            listener.update_ended(optimizer)
 
     def _stepping(
         self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        changed = False
+        for listener in list(self.listeners):
+            arguments = listener.update_starting(optimizer, args, kwargs)
+            if arguments is not None:
+                args, kwargs = arguments
+                changed = True
         watch = self
 
         def noting_the_first_evaluation(closure: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,15 +158,18 @@ class OptimizerSteps:
             def evaluate(*closure_args: Any, **closure_kwargs: Any) -> Any:
                 nonlocal first
                 result = closure(*closure_args, **closure_kwargs)
-                listener = watch.on_closure_evaluated
-                if first and listener is not None:
-                    listener(optimizer)
-                first = False
+                if first:
+                    first = False
+                    for listener in list(watch.listeners):
+                        listener.closure_evaluated(optimizer)
                 return result
 
             return evaluate
 
-        return with_closure(args, kwargs, noting_the_first_evaluation)
+        noted = with_closure(args, kwargs, noting_the_first_evaluation)
+        if noted is not None:
+            return noted
+        return (args, kwargs) if changed else None
 
 
 def _registered(handle: Any) -> bool:
