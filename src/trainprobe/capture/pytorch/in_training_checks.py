@@ -9,6 +9,9 @@ rules, run at the step's events.
   optimizer is about to step and act before the update; an EVAL or PREDICT step's loss when it
   ends. Their spikes are written as they are found.
 
+At an update both read one summary of it (``update_summary``): one pass over the gradients,
+whatever is armed, one copy to the host, read a step late on a GPU.
+
 Given an optimizer closure (Lightning's, L-BFGS's), the step's forward and backward run inside the
 optimizer's step: both act once the closure ran. A failure of either turns that one off for the
 rest of the run (logged once) unless the hook is strict; the training goes on.
@@ -28,6 +31,7 @@ from trainprobe.capture.pytorch.spike_guard import SpikeGuard, spike_rules
 from trainprobe.capture.pytorch.training_follower import StepListener
 from trainprobe.capture.pytorch.training_losses import LossSource
 from trainprobe.capture.pytorch.training_steps import with_closure
+from trainprobe.capture.pytorch.update_summary import UpdateSummary, gradients_of
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config.rules import Rule
 from trainprobe.config.training_rules import training_rules
@@ -228,18 +232,42 @@ class InTrainingChecks(StepListener):
         self._run(self._check_update_now, optimizer)
 
     def _check_update_now(self, optimizer: torch.optim.Optimizer) -> None:
-        self._check_nonfinite(NonFiniteGuard.check_update)
-        self._judge_update(optimizer)
+        """The update's summary, one pass for the guard and the spike rules; then each reads
+        it: the guard's flags, the spike rules' loss and gradient norm."""
+        taken: list[tuple[list[Any], list[torch.Tensor]]] = []
+        self._check_nonfinite(lambda guard: taken.append(guard.update_tensors()))
+        checked, flagged = taken[0] if taken else ([], [])
+        spikes, where = self.spikes, self._where()
+        judging = spikes is not None and where[1] in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+        wants_norm = judging and spikes is not None and spikes.wants_gradient_norm
+        try:
+            summary = UpdateSummary(
+                flagged,
+                gradients_of(optimizer) if wants_norm else None,
+                self._step_loss() if judging else None,
+            )
+        except Exception as error:
+            if flagged:
+                self._guard_failed(error)
+            if judging:
+                self._spikes_failed(error)
+            return
+        try:
+            if checked:
+                self._check_nonfinite(lambda guard: guard.check_update(checked, flagged, summary))
+            if judging:
+                self._judge_update(optimizer, summary, where)
+        finally:
+            summary.send()
 
-    def _judge_update(self, optimizer: torch.optim.Optimizer) -> None:
+    def _judge_update(
+        self, optimizer: torch.optim.Optimizer, summary: UpdateSummary, where: Where
+    ) -> None:
         spikes = self.spikes
         if spikes is None:
             return
-        where = self._where()
-        if where[1] not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
-            return
         try:
-            spikes.judge_update(optimizer, self._step_loss(), where)
+            spikes.judge_update(optimizer, summary, where)
         except TrainingStopRequested:
             raise  # the rule's StopTraining, before the spiking update
         except Exception as error:

@@ -25,7 +25,9 @@ judged too (each mode has its own window), with no action. Each spike becomes a 
 
 A rule's parameters and defaults are the catalogue's (``trainprobe.config.catalogue``), its
 actions are read by ``trainprobe.config.actions.parse_actions``: a value the configuration
-refuses is refused here with the same message. Actions are ``SpikeAction``s.
+refuses is refused here with the same message. Actions are ``SpikeAction``s. The values judged
+at an update come from its summary (``update_summary``): the one pass over the gradients that
+the non-finite guard reads too, and one copy to the host.
 
 Where reading a value on the host would wait for the device (a GPU), the clean path does not:
 when every rule's action is none, or SkipStep with a fused optimizer (``fused=True``), each rule
@@ -52,9 +54,9 @@ from typing import Any, cast
 
 import torch
 
-from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch.device_spike_window import VERDICT_FIELDS, DeviceSpikeWindow
-from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
+from trainprobe.capture.pytorch.host_copy import host_reads_are_free
+from trainprobe.capture.pytorch.update_summary import UpdateSummary
 from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
 from trainprobe.capture.stop_request import TrainingStopRequested
 from trainprobe.config import catalogue
@@ -231,26 +233,33 @@ class SpikeGuard:
 
     # ----- judging -----
 
+    @property
+    def wants_gradient_norm(self) -> bool:
+        """Whether a rule judges the gradients' global norm (the summary computes it)."""
+        return any(rule.rule == "GradientNormSpike" for rule in self.rules)
+
     def judge_update(
         self,
         optimizer: torch.optim.Optimizer,
-        loss: torch.Tensor | None,
+        summary: UpdateSummary,
         where: tuple[int, ModeKeys, int, str],
     ) -> None:
-        """Judge a TRAIN step in its optimizer's pre-hook and act before the update.
+        """Judge a TRAIN step in its optimizer's pre-hook and act before the update, from the
+        update's ``summary`` (its loss, its gradients' norm).
 
         ``where`` is (step, mode, mode step, worker). Raises TrainingStopRequested to stop.
         """
         update = self._updates
         self._updates += 1
         self.read_pending()
+        loss = summary.loss
         if self._judges_on_device(optimizer, loss):
-            self._judge_on_device(optimizer, loss, where, update)
+            self._judge_on_device(optimizer, summary, where, update)
             return
         step, mode, mode_step, worker = where
         found: list[tuple[SpikeRule, float, float | None, float | None, Any]] = []
         for rule in self.rules:
-            judged = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            judged = _value(rule, summary)
             if judged is None:
                 continue
             number = float(judged)
@@ -299,13 +308,13 @@ class SpikeGuard:
     def _judge_on_device(
         self,
         optimizer: torch.optim.Optimizer,
-        loss: torch.Tensor | None,
+        summary: UpdateSummary,
         where: tuple[int, ModeKeys, int, str],
         update: int,
     ) -> None:
         judged: list[tuple[SpikeRule, torch.Tensor]] = []
         for rule in self.rules:
-            value = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            value = _value(rule, summary)
             if value is not None:
                 judged.append((rule, rule.judge_on_device(where[1], value)))
         if not judged:
@@ -323,9 +332,9 @@ class SpikeGuard:
                 found = found.to(existing.device).reshape(existing.shape)
                 optimizer.found_inf = torch.maximum(existing, found)  # type: ignore[attr-defined]
         row = torch.cat([verdicts.flatten(), flag.reshape(1).double()])
-        copy, event = to_host_later(row)
+        offset = summary.add(row)  # sent to the host with the summary, in one copy
         rules = [rule for rule, _ in judged]
-        self._pending.append(_Pending(rules, copy, event, where, skipping, update))
+        self._pending.append(_Pending(rules, summary, offset, where, skipping, update))
 
     def after_update(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer stepped: take back the ``found_inf`` this guard gave it."""
@@ -339,14 +348,13 @@ class SpikeGuard:
         the host (``wait``: at the end, wait for them). May raise TrainingStopRequested."""
         while self._pending:
             pending = self._pending[0]
-            if not wait and pending.event is not None and not pending.event.query():
+            if not wait and not pending.summary.ready():
                 return
             self._pending.popleft()
-            if pending.event is not None:
-                wait_for_device(pending.event)
-            values = pending.copy.tolist()
-            flag = values[-1] > 0.5
             width = len(VERDICT_FIELDS)
+            end = pending.offset + len(pending.rules) * width + 1
+            values = pending.summary.read()[pending.offset : end]
+            flag = values[-1] > 0.5
             stopping: SpikeRule | None = None
             for index, rule in enumerate(pending.rules):
                 spike, value, mean, std, z, warm = values[index * width : (index + 1) * width]
@@ -504,8 +512,9 @@ class _Pending:
     """An update judged on the device, its verdicts on their way to the host."""
 
     rules: list[SpikeRule]
-    copy: torch.Tensor
-    event: Any
+    summary: UpdateSummary
+    offset: int
+    """Where the verdicts start in what the summary sends."""
     where: tuple[int, ModeKeys, int, str]
     skipping: bool
     update: int
@@ -521,15 +530,9 @@ def _any_rank_on_device(flag: torch.Tensor) -> torch.Tensor:
     return flag
 
 
-def _gradient_norm(optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
-    grads = [
-        p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None
-    ]
-    if not grads:
-        return None
-    norms = torch._foreach_norm(grads)
-    total = torch.linalg.vector_norm(torch.stack([norm.to(norms[0].device) for norm in norms]))
-    return total  # type: ignore[no-any-return]
+def _value(rule: SpikeRule, summary: UpdateSummary) -> torch.Tensor | None:
+    """What ``rule`` judges of an update: the gradients' global norm, or the step's loss."""
+    return summary.gradient_norm if rule.rule == "GradientNormSpike" else summary.loss
 
 
 def _drop_gradients(optimizer: torch.optim.Optimizer) -> None:
