@@ -48,7 +48,7 @@ from trainprobe.capture.pytorch.training_steps import (
 )
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["GuardedListener", "StepListener", "StepStart", "TrainingFollower"]
+__all__ = ["EVENTS", "GuardedListener", "StepListener", "StepStart", "TrainingFollower"]
 
 _R = TypeVar("_R")
 
@@ -69,9 +69,29 @@ class StepStart:
     model: torch.nn.Module
 
 
+EVENTS = (
+    "step_ended",
+    "step_started",
+    "step_continued",
+    "forward_starting",
+    "forward_ended",
+    "loss_heard",
+    "backward_ended",
+    "update_starting",
+    "closure_evaluated",
+    "update_ended",
+)
+"""The step events, by the name of the ``StepListener`` method that hears each."""
+
+
 class StepListener(UpdateListener):
     """What hears a training's step events (see the module docstring); each method does nothing
-    unless overridden. The updates' methods are ``UpdateListener``'s."""
+    unless overridden, and a listener hears only the events it overrides (``hears``). The
+    updates' methods are ``UpdateListener``'s."""
+
+    def hears(self, event: str) -> bool:
+        """Whether this listener does something at ``event`` (overrides its method)."""
+        return getattr(type(self), event) is not getattr(StepListener, event)
 
     def step_ended(self, *, at_update: bool) -> None:
         """The step in progress ends: a new one starts, or (``at_update``) the update that
@@ -109,6 +129,9 @@ class GuardedListener(StepListener):
     def __init__(self, run: Callable[..., Any], listener: StepListener) -> None:
         self._run = run
         self._listener = listener
+
+    def hears(self, event: str) -> bool:
+        return self._listener.hears(event)
 
     def step_started(self, start: StepStart) -> None:
         self._run(self._listener.step_started, start)
@@ -160,6 +183,7 @@ class TrainingFollower(UpdateListener):
         """Whether the forward in progress continues the TRAIN step (a micro-batch, a closure's
         evaluation): its modules' outputs are not saved again."""
         self.listeners: list[StepListener] = []
+        self._hearing: dict[str, list[StepListener]] = {event: [] for event in EVENTS}
         self._parameters = parameters
         self._listening = listening
         self._lightning = LightningLosses(self._step_result)
@@ -172,14 +196,23 @@ class TrainingFollower(UpdateListener):
         optimizer_steps().subscribe(self)
 
     def subscribe(self, listener: StepListener) -> None:
-        """Hand ``listener`` the step events from now on, after the listeners before it."""
+        """Hand ``listener`` the step events it hears from now on, after the listeners before
+        it."""
         if listener not in self.listeners:
             self.listeners.append(listener)
+            self._sort()
 
     def unsubscribe(self, listener: StepListener) -> None:
         """Stop handing ``listener`` the step events."""
         if listener in self.listeners:
             self.listeners.remove(listener)
+            self._sort()
+
+    def _sort(self) -> None:
+        self._hearing = {
+            event: [listener for listener in self.listeners if listener.hears(event)]
+            for event in EVENTS
+        }
 
     @property
     def mode_step(self) -> int:
@@ -206,7 +239,7 @@ class TrainingFollower(UpdateListener):
             self._lightning.follow(model)
         if self.following and self._continues_train_step(model):
             self.continuing = True
-            for listener in list(self.listeners):
+            for listener in self._hearing["step_continued"]:
                 listener.step_continued(model)
         else:
             self.continuing = False
@@ -214,7 +247,7 @@ class TrainingFollower(UpdateListener):
         if "num_items_in_batch" in kwargs:
             # A Hugging Face model divides each micro-batch's loss by the step's token count.
             self.losses.partial = True
-        for listener in list(self.listeners):
+        for listener in self._hearing["forward_starting"]:
             listener.forward_starting(model, args, kwargs)
 
     def _next_step(self, model: torch.nn.Module, *, at_update: bool = False) -> None:
@@ -222,13 +255,13 @@ class TrainingFollower(UpdateListener):
         self.step += 1
         self.mode_steps[self.mode] += 1
         start = StepStart(self.step, self.mode, self.mode_step, model)
-        for listener in list(self.listeners):
+        for listener in self._hearing["step_started"]:
             listener.step_started(start)
 
     def _end_step(self, *, at_update: bool) -> None:
         if self.step < 0:
             return
-        for listener in list(self.listeners):
+        for listener in self._hearing["step_ended"]:
             listener.step_ended(at_update=at_update)
 
     def _forward_ended(self, model: torch.nn.Module, inputs: Any, outputs: Any) -> None:
@@ -236,7 +269,7 @@ class TrainingFollower(UpdateListener):
             loss = output_loss(outputs)
             if loss is not None:
                 self._loss(LossSource.OUTPUT, LOSS_NAME, loss)
-        for listener in list(self.listeners):
+        for listener in self._hearing["forward_ended"]:
             listener.forward_ended(model, outputs)
 
     def close(self) -> None:
@@ -319,7 +352,7 @@ class TrainingFollower(UpdateListener):
             return
         if source is LossSource.BACKWARD:
             self._backward_in_step = True
-        for listener in list(self.listeners):
+        for listener in self._hearing["loss_heard"]:
             listener.loss_heard(source, name, loss, module)
         self.losses.add(source, name, loss, first_only=self.mode is not ModeKeys.TRAIN)
 
@@ -330,7 +363,7 @@ class TrainingFollower(UpdateListener):
     def _backward_ended(self) -> None:
         if not self._listening():
             return
-        for listener in list(self.listeners):
+        for listener in self._hearing["backward_ended"]:
             listener.backward_ended()
 
     def take_losses(self) -> list[tuple[str, torch.Tensor]]:
@@ -344,7 +377,7 @@ class TrainingFollower(UpdateListener):
         self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         changed = False
-        for listener in list(self.listeners):
+        for listener in self._hearing["update_starting"]:
             arguments = listener.update_starting(optimizer, args, kwargs)
             if arguments is not None:
                 args, kwargs = arguments
@@ -359,7 +392,7 @@ class TrainingFollower(UpdateListener):
 
     def update_ended(self, optimizer: Any) -> None:
         if optimizer is not None:
-            for listener in list(self.listeners):
+            for listener in self._hearing["update_ended"]:
                 listener.update_ended(optimizer)
         if self._open_train_step_of(optimizer):
             self._train_step_open = False  # the update ends the TRAIN step in progress
