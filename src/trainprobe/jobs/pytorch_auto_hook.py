@@ -25,6 +25,7 @@ import torch
 from trainprobe.capture.pytorch import Hook, get_hook
 from trainprobe.capture.pytorch.naming import unwrap
 from trainprobe.capture.pytorch.training_losses import loss_watch
+from trainprobe.capture.pytorch.training_steps import optimizer_steps
 from trainprobe.jobs.keras_auto_hook import is_keras_object
 
 __all__ = ["AutoHook", "install"]
@@ -41,8 +42,10 @@ class AutoHook:
         self._handle: Any = None
 
     def install(self) -> None:
-        """Start watching the training's module calls, and its losses for the hook to come."""
+        """Start watching the training's module calls, and its losses and optimizer steps for
+        the hook to come."""
         loss_watch()
+        optimizer_steps()
         self._handle = torch.nn.modules.module.register_module_forward_pre_hook(
             self._on_forward_pre
         )
