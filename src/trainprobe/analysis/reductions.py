@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from trainprobe.config.errors import ConfigError, closest
-from trainprobe.storage.reduction_names import NORMS, REDUCTIONS
+from trainprobe.storage.reduction_names import FINGERPRINT, NORMS, REDUCTIONS, fingerprint_of
 
 __all__ = ["canonical_reduction", "compute_reduction"]
 
@@ -27,6 +27,7 @@ _OPERATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "prod": lambda a: np.asarray(np.prod(a)),
     "l1": lambda a: np.asarray(np.linalg.norm(a.reshape(-1), ord=1)),
     "l2": lambda a: np.asarray(np.linalg.norm(a.reshape(-1), ord=2)),
+    FINGERPRINT: lambda a: np.asarray(fingerprint_of(a)),
 }
 
 

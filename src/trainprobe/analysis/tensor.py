@@ -3,6 +3,13 @@
 Steps are global steps unless a ``mode`` is given, in which case they are that mode's own
 step numbers (``value(3, mode=ModeKeys.EVAL)`` is the fourth EVAL step). Values are read from
 disk when asked for, one record each; nothing is decoded before it is needed.
+
+A tensor of a sharded training (FSDP, tensor parallelism) was saved by each worker as the piece
+it held, with where the piece lies (the index's ``shard_payload``): ``value(step)`` puts the
+pieces together into the full tensor, in its own shape (summing them where the full tensor is
+their sum), and ``shape(step)`` is the full tensor's; ``value(step, worker=...)`` is that
+worker's piece as it saved it. Its saved reductions are the full tensor's, the same on every
+worker.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from trainprobe.analysis.exceptions import (
 )
 from trainprobe.analysis.reductions import canonical_reduction, compute_reduction
 from trainprobe.analysis.steps import StepState
+from trainprobe.storage.index_file import ShardEntry
 from trainprobe.storage.modes import ModeKeys
 
 if TYPE_CHECKING:
@@ -49,6 +57,8 @@ class _Saved:
     value: RecordRef | None = None
     shape: tuple[int, ...] | None = None
     reductions: dict[tuple[str, bool], RecordRef] = field(default_factory=dict)
+    shard: ShardEntry | None = None
+    """Where the saved value lies in the full tensor, when it is one piece of it."""
 
 
 class Tensor:
@@ -74,8 +84,16 @@ class Tensor:
             saved = workers[worker] = _Saved()
         return saved
 
-    def _add_value(self, step: int, worker: str, ref: RecordRef) -> None:
-        self._saved(step, worker).value = ref
+    def _add_value(
+        self, step: int, worker: str, ref: RecordRef, shard: ShardEntry | None = None
+    ) -> None:
+        saved = self._saved(step, worker)
+        saved.value, saved.shard = ref, shard
+
+    def _add_place(self, step: int, worker: str, shard: ShardEntry) -> None:
+        saved = self._saved(step, worker)
+        if saved.shard is None:
+            saved.shard = shard
 
     def _add_shape(self, step: int, worker: str, shape: tuple[int, ...], original: str) -> None:
         self._saved(step, worker).shape = shape
@@ -152,6 +170,13 @@ class Tensor:
             raise InvalidWorker(worker, sorted(workers))
         return workers[worker]
 
+    def piece(
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+    ) -> ShardEntry | None:
+        """Where the piece ``worker`` held of this sharded tensor at ``step_num`` lies in the full
+        tensor; None when the worker held the whole tensor (it is not sharded)."""
+        return self._at(step_num, mode, worker).shard
+
     def workers(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
         """The workers that saved this tensor at ``step_num``, sorted."""
         return sorted(self._step_workers(step_num, mode))
@@ -168,7 +193,42 @@ class Tensor:
         saved = self._at(step_num, mode, worker)
         if saved.value is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, bool(saved.reductions))
+        if saved.shard is not None and worker is None:
+            return self._whole(step_num, mode)
         return self._trial._value(self.name, step_num, mode, saved.value)
+
+    def _whole(self, step: int, mode: ModeKeys) -> np.ndarray:
+        """The full tensor at ``step``, put together from the pieces the workers saved."""
+        workers = self._step_workers(step, mode)
+        pieces = [s for s in workers.values() if s.value is not None and s.shard is not None]
+        entry = pieces[0].shard
+        assert entry is not None
+        whole: np.ndarray | None = None
+        covered = 0
+        for saved in pieces:
+            assert saved.value is not None and saved.shard is not None
+            piece = self._trial._value(self.name, step, mode, saved.value)
+            if whole is None:
+                whole = np.zeros(entry.shape, dtype=piece.dtype)
+            covered += piece.size
+            place = saved.shard
+            if place.flat_offset is not None:
+                whole.reshape(-1)[place.flat_offset : place.flat_offset + piece.size] = (
+                    piece.reshape(-1)
+                )
+                continue
+            offsets = place.offsets or (0,) * piece.ndim
+            where = tuple(
+                slice(start, start + size) for start, size in zip(offsets, piece.shape, strict=True)
+            )
+            if place.summed:
+                whole[where] += piece
+            else:
+                whole[where] = piece
+        assert whole is not None
+        if not entry.summed and covered < whole.size:
+            raise TensorUnavailableForStep(self.name, step, mode)  # a worker's piece is missing
+        return whole
 
     def values(
         self, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
@@ -183,8 +243,11 @@ class Tensor:
             if saved.value is None:
                 continue
             try:
-                found[step] = self._trial._value(self.name, step, mode, saved.value)
-            except TensorRecordDamaged:
+                if saved.shard is not None and worker is None:
+                    found[step] = self._whole(step, mode)
+                else:
+                    found[step] = self._trial._value(self.name, step, mode, saved.value)
+            except (TensorRecordDamaged, TensorUnavailableForStep):
                 continue
         return found
 
@@ -201,10 +264,13 @@ class Tensor:
     def shape(
         self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
     ) -> tuple[int, ...]:
-        """The tensor's shape at ``step_num``: the saved shape, else that of its saved value."""
+        """The tensor's shape at ``step_num``: the saved shape, else that of its saved value
+        (a sharded tensor's: the full tensor's)."""
         saved = self._at(step_num, mode, worker)
         if saved.shape is not None:
             return saved.shape
+        if saved.shard is not None:
+            return saved.shard.shape
         if saved.value is None:
             raise ShapeUnavailableForStep(self.name, step_num, mode)
         return tuple(self._trial._read(self.name, step_num, mode, [saved.value])[0].shape)
@@ -229,8 +295,17 @@ class Tensor:
             return self._trial._value(self.name, step_num, mode, ref)
         if saved.value is None:
             raise TensorUnavailableForStep(self.name, step_num, mode, bool(saved.reductions))
-        raw = self._trial._value(self.name, step_num, mode, saved.value)
+        if saved.shard is not None and worker is None:
+            raw = self._whole(step_num, mode)
+        else:
+            raw = self._trial._value(self.name, step_num, mode, saved.value)
         return compute_reduction(op, raw, abs)
+
+    def saved_reductions(
+        self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None
+    ) -> list[tuple[str, bool]]:
+        """The (name, abs) of every reduction saved at ``step_num``, sorted (nothing is read)."""
+        return sorted(self._at(step_num, mode, worker).reductions)
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None

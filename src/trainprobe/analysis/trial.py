@@ -224,11 +224,13 @@ class Trial:
                 "trainprobe): they are read without verification",
                 level=logging.INFO,
             )
+        shards = {shard.name: shard for shard in index.shards}
         for location in index.tensors:
             ref = RecordRef(event_file, location.start, location.length, location.checksum)
             reduction = parse_reduction_tensor_name(location.name)
             if reduction is None:
-                self._tensor_for(location.name)._add_value(step, worker, ref)
+                shard = shards.get(location.name) if shards else None
+                self._tensor_for(location.name)._add_value(step, worker, ref, shard)
                 names.add(location.name)
             else:
                 tensor = self._tensor_for(reduction.tensor_name)
@@ -237,6 +239,9 @@ class Trial:
         for shape in index.shapes:
             self._tensor_for(shape.name)._add_shape(step, worker, shape.shape, shape.original_name)
             names.add(shape.name)
+        for shard in index.shards:  # a piece only fingerprinted, not saved, still has its place
+            if shard.name in self._tensors:
+                self._tensors[shard.name]._add_place(step, worker, shard)
         self._mode_tensors.setdefault(index.mode, set()).update(names)
 
     def _warn(self, key: str, message: str, *, level: int = logging.WARNING) -> None:

@@ -9,6 +9,18 @@ smdebug's JSON, written once when the step's writer closes::
 ``start_idx`` and ``length`` cover the whole record, framing included, so one ranged read
 fetches one tensor. A step that saved only shapes has no ``event_file_name``.
 
+A tensor of a sharded training (FSDP, tensor parallelism) is saved by each worker as the piece it
+holds; trainprobe adds a ``"shard_payload"`` that says where each piece lies in the full tensor::
+
+    "shard_payload": [{"tensorname": "Net_fc1.weight", "shape": [64, 20], "offsets": [32, 0]},
+                      {"tensorname": "Net_fc2.bias", "shape": [10], "offsets": [0], "sum": true},
+                      {"tensorname": "fc.weight", "shape": [64, 20], "flat_offset": 640}]
+
+``offsets`` place a piece of the full ``shape`` (its own shape is the record's); with ``"sum"``
+the full tensor is the sum of such pieces (a partial gradient of tensor parallelism), not their
+union; ``flat_offset`` places a 1-D piece in the full tensor laid out flat (FSDP's flat
+parameters). smdebug's reader ignores the key and sees each worker's piece.
+
 trainprobe adds ``"masked_crc32c"`` to each tensor entry: the masked CRC32C of the record's
 payload, which TensorFlow's framing would put in the record's footer (``tfrecord``). smdebug's
 reader ignores the key; trainprobe's checks the record against it. Entries without it (smdebug's
@@ -35,6 +47,7 @@ __all__ = [
     "CHECKSUM_KEY",
     "IndexFileError",
     "ShapeEntry",
+    "ShardEntry",
     "StepIndex",
     "TensorColumns",
     "TensorLocation",
@@ -121,6 +134,32 @@ class ShapeEntry:
     shape: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class ShardEntry:
+    """Where the piece of a sharded tensor that one worker saved lies in the full tensor."""
+
+    name: str
+    shape: tuple[int, ...]
+    """The full tensor's shape."""
+    offsets: tuple[int, ...] | None = None
+    """Where the piece starts along each dimension (a piece of the same rank)."""
+    flat_offset: int | None = None
+    """Where a 1-D piece starts in the full tensor laid out flat (instead of ``offsets``)."""
+    summed: bool = False
+    """Whether the full tensor is the sum of the pieces (not their union)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the index holds it."""
+        entry: dict[str, Any] = {"tensorname": self.name, "shape": list(self.shape)}
+        if self.offsets is not None:
+            entry["offsets"] = list(self.offsets)
+        if self.flat_offset is not None:
+            entry["flat_offset"] = self.flat_offset
+        if self.summed:
+            entry["sum"] = True
+        return entry
+
+
 @dataclass
 class StepIndex:
     """The content of one index file."""
@@ -132,6 +171,7 @@ class StepIndex:
     event_file: str | None
     tensors: Sequence[TensorLocation] = field(default_factory=list)
     shapes: list[ShapeEntry] = field(default_factory=list)
+    shards: list[ShardEntry] = field(default_factory=list)
 
 
 def encode_index(index: StepIndex) -> bytes:
@@ -143,9 +183,14 @@ def encode_index(index: StepIndex) -> bytes:
         {"tensorname": s.name, "originalname": s.original_name, "shape": list(s.shape)}
         for s in index.shapes
     ]
+    shards = (
+        f', "shard_payload": {json.dumps([s.to_json() for s in index.shards])}'
+        if index.shards
+        else ""
+    )
     return (
         f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{_entries(index.tensors)}], '
-        f'"shape_payload": {json.dumps(shapes)}}}'
+        f'"shape_payload": {json.dumps(shapes)}{shards}}}'
     ).encode()
 
 
@@ -279,6 +324,27 @@ def _shape(entry: object) -> ShapeEntry:
     )
 
 
+def _shard(entry: object) -> ShardEntry:
+    if not isinstance(entry, dict):
+        raise IndexFileError(f"a shard_payload entry must be an object, found {entry!r}")
+    shape = entry["shape"]
+    offsets = entry.get("offsets")
+    flat_offset = entry.get("flat_offset")
+    if not isinstance(shape, list) or not (offsets is None or isinstance(offsets, list)):
+        raise IndexFileError(f"a shard's shape and offsets must be lists, found {entry!r}")
+    if (offsets is None) == (flat_offset is None):
+        raise IndexFileError(f"a shard needs either offsets or flat_offset, found {entry!r}")
+    if offsets is not None and len(offsets) != len(shape):
+        raise IndexFileError(f"a shard's offsets must match its shape's rank, found {entry!r}")
+    return ShardEntry(
+        _text(entry["tensorname"], "tensorname"),
+        tuple(_whole_number(size, "a shape's size") for size in shape),
+        None if offsets is None else tuple(_whole_number(o, "an offset") for o in offsets),
+        None if flat_offset is None else _whole_number(flat_offset, "flat_offset"),
+        entry.get("sum") is True,
+    )
+
+
 def decode_index(data: bytes, step: int, worker: str) -> StepIndex:
     """An index file's content; ``step`` and ``worker`` come from its file name.
 
@@ -301,8 +367,9 @@ def decode_index(data: bytes, step: int, worker: str) -> StepIndex:
         event_file = meta.get("event_file_name")
         tensors = document.get("tensor_payload") or []
         shapes = document.get("shape_payload") or []
-        if not isinstance(tensors, list) or not isinstance(shapes, list):
-            raise IndexFileError("tensor_payload and shape_payload must be lists")
+        shards = document.get("shard_payload") or []
+        if not all(isinstance(part, list) for part in (tensors, shapes, shards)):
+            raise IndexFileError("tensor_payload, shape_payload and shard_payload must be lists")
         return StepIndex(
             step=step,
             worker=worker,
@@ -311,6 +378,7 @@ def decode_index(data: bytes, step: int, worker: str) -> StepIndex:
             event_file=None if event_file is None else check_relative_path(event_file),
             tensors=[_location(entry) for entry in tensors],
             shapes=[_shape(entry) for entry in shapes],
+            shards=[_shard(entry) for entry in shards],
         )
     except KeyError as error:
         raise IndexFileError(f"not an index file: {error} is missing or unknown") from None

@@ -15,14 +15,21 @@ backward order, when the forward was finite; ``module`` is then the parameter).
 ``inputs_finite`` is whether that module's inputs were finite (None when not checked);
 ``loss_step`` the first step whose loss was not finite (None while it is finite); ``what`` and
 ``loss_what`` say "NaN" or "infinity";
-``saved_in_full`` whether that step's tensors were saved raw. smdebug ignores this directory.
+``saved_in_full`` whether that step's tensors were saved raw; ``replayed`` (absent: true)
+whether the step's forward was run again to find the first module (a sharded model's is not: a
+"loss" then says only that the forward broke). smdebug ignores this directory.
+
+In a training of several processes each worker records its own first origin; the training's is
+the earliest, and at the same step the one closest to the cause (an output, a parameter, a loss,
+before a gradient: a NaN of one rank reaches the others' gradients through their reduction),
+named with its worker.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from trainprobe.storage import files
 from trainprobe.storage.modes import ModeKeys, step_in_words
@@ -51,6 +58,10 @@ class NonFiniteOrigin:
     loss_step: int | None = None
     loss_what: str = "NaN"
     saved_in_full: bool = False
+    replayed: bool = True
+    worker: str | None = None
+    """The worker that recorded it, when several did (read back from a training of several
+    processes; None otherwise)."""
 
     def describe(self) -> str:
         """In words: ``step 7: first NaN in the output of `body.2` (its inputs were finite);
@@ -58,7 +69,12 @@ class NonFiniteOrigin:
         count differs from the global one)."""
         where = {
             "output": f"the output of `{self.module}`",
-            "loss": f"the loss `{self.module}` (every module output was finite)",
+            "loss": f"the loss `{self.module}`"
+            + (
+                " (every module output was finite)"
+                if self.replayed
+                else " (the sharded model's forward was not run again to find its module)"
+            ),
             "gradient": f"the gradient of `{self.module}` (the forward pass was finite)",
             "parameter": (
                 f"the parameter `{self.module}`, before the step's forward (the previous "
@@ -67,6 +83,8 @@ class NonFiniteOrigin:
         }.get(self.kind, f"`{self.tensor}`")
         when = step_in_words(self.step, self.mode, self.mode_step)
         text = f"{when}: first {self.what} in {where}"
+        if self.worker is not None:
+            text += f" on {self.worker}"
         if self.kind == "output" and self.inputs_finite is not None:
             text += " (its inputs were finite)" if self.inputs_finite else " (so were its inputs)"
         if self.kind != "loss":
@@ -80,6 +98,7 @@ class NonFiniteOrigin:
         """The record as the file holds it."""
         data = asdict(self)
         data["mode"] = self.mode.name
+        data.pop("worker")  # the file's own key says it
         return data
 
 
@@ -114,8 +133,23 @@ def read_nonfinite_origin(out_dir: str) -> NonFiniteOrigin | None:
                     loss_step=None if loss_step is None else int(loss_step),
                     loss_what=str(data.get("loss_what", "NaN")),
                     saved_in_full=bool(data.get("saved_in_full", False)),
+                    replayed=bool(data.get("replayed", True)),
+                    worker=str(data.get("worker", name.removesuffix(_SUFFIX))),
                 )
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
             log.warning("trainprobe: skipping %s, not a non-finite record: %s", path, error)
-    return min(found, key=lambda origin: origin.step) if found else None
+    if not found:
+        return None
+    first = min(found, key=_earliest_cause)
+    return first if len(found) > 1 else replace(first, worker=None)
+
+
+_CAUSES = ("output", "parameter", "loss", "gradient")
+
+
+def _earliest_cause(origin: NonFiniteOrigin) -> tuple[int, int, str]:
+    """The order in which workers' records name the training's origin (see the module
+    docstring)."""
+    cause = _CAUSES.index(origin.kind) if origin.kind in _CAUSES else len(_CAUSES)
+    return origin.step, cause, origin.worker or ""

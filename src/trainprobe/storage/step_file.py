@@ -28,6 +28,7 @@ from trainprobe.storage import files, locations
 from trainprobe.storage.collections_file import write_collections_file
 from trainprobe.storage.index_file import (
     ShapeEntry,
+    ShardEntry,
     StepIndex,
     TensorColumns,
     TensorLocation,
@@ -98,6 +99,7 @@ class StepWriter:
         self._events: files.AtomicFile | None = None
         self._tensors = TensorColumns()
         self._shapes: list[ShapeEntry] = []
+        self._shards: list[ShardEntry] = []
         self._mode: ModeKeys | None = None
         self._mode_step = step
         self._closed = False
@@ -130,15 +132,22 @@ class StepWriter:
         mode_step: int,
         wall_time: float | None = None,
         original_dtype: str | None = None,
+        shard: ShardEntry | None = None,
     ) -> None:
         """Append tensor ``name`` to the step's event file.
 
         ``mode`` and ``mode_step`` say which phase the step belongs to; ``wall_time`` defaults
         to now. ``original_dtype`` names the dtype a tensor had before it was converted for
         numpy (``"bfloat16"`` saved as float32); smdebug ignores it, trainprobe reports it.
+        ``shard`` says where ``array``, a piece of a sharded tensor, lies in the full tensor.
         Raises TypeError for a dtype that cannot be saved.
         """
-        if isinstance(array, np.ndarray) and array.ndim == 0 and array.dtype.name in DTYPE_CODES:
+        if (
+            shard is None
+            and isinstance(array, np.ndarray)
+            and array.ndim == 0
+            and array.dtype.name in DTYPE_CODES
+        ):
             self.add_scalars(
                 [name],
                 [array.dtype.name],
@@ -158,17 +167,26 @@ class StepWriter:
             wall_time=time.time() if wall_time is None else wall_time,
             original_dtype=original_dtype,
         )
-        self.add_encoded(name, encoded, mode=mode, mode_step=mode_step)
+        self.add_encoded(name, encoded, mode=mode, mode_step=mode_step, shard=shard)
 
     def add_encoded(
-        self, name: str, encoded: EncodedTensor, *, mode: ModeKeys, mode_step: int
+        self,
+        name: str,
+        encoded: EncodedTensor,
+        *,
+        mode: ModeKeys,
+        mode_step: int,
+        shard: ShardEntry | None = None,
     ) -> None:
-        """Append tensor ``name``'s record, encoded for this step by ``encode_tensor``."""
+        """Append tensor ``name``'s record, encoded for this step by ``encode_tensor`` (a piece
+        of a sharded tensor placed by ``shard``)."""
         with self._lock:
             events = self._open_events()
             start = events.size
             events.writelines(encoded.record)
             self._tensors.append(TensorLocation(name, start, events.size - start, encoded.checksum))
+            if shard is not None:
+                self._shards.append(shard)
             self._first_mode(mode, mode_step)
 
     def add_scalars(
@@ -205,6 +223,13 @@ class StepWriter:
             self._tensors.extend(names, starts, records.lengths, records.checksums)
             events.write(records.data)
             self._first_mode(mode, mode_step)
+
+    def add_shards(self, shards: Sequence[ShardEntry]) -> None:
+        """Say where pieces of sharded tensors lie that the step holds values of (their
+        fingerprints) without the pieces themselves."""
+        if shards:
+            with self._lock:
+                self._shards.extend(shards)
 
     def _open_events(self) -> files.AtomicFile:
         # The event file appears (under its temporary name) with the step's first tensor.
@@ -263,6 +288,7 @@ class StepWriter:
                 event_file=event_file,
                 tensors=self._tensors,
                 shapes=self._shapes,
+                shards=self._shards,
             )
             path = locations.join(self.out_dir, locations.index_file(self.step, self.worker))
             written += files.write_atomic(path, encode_index(index))
@@ -277,3 +303,4 @@ class StepWriter:
                 self._events = None
             self._tensors = TensorColumns()
             self._shapes.clear()
+            self._shards.clear()
