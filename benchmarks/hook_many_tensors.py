@@ -8,7 +8,7 @@ per tensor on the training thread and the writer thread's per scalar, which hold
 training thread needs. This benchmark makes that cost visible without a GPU: ``--layers``
 Linear(16, 16) layers (80 by default: 320 tensors), so small that the data costs nothing, their
 reductions (mean, max, min, abs l2) every step, with the segment reductions a GPU runs
-(``device_reductions.BATCHED_DEVICES`` takes in the CPU) or the CPU's own per-tensor ones.
+(``device_passes.BATCHED_DEVICES`` takes in the CPU) or the CPU's own per-tensor ones.
 
 The configurations run interleaved in one process, a chunk of steps each in turn. Printed for
 each: steps/s, the ratio to no hook, the hook's own time a step, the training thread's CPU time
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import trainprobe.pytorch as smd
 from trainprobe.capture import writer_thread
-from trainprobe.capture.pytorch import device_reductions
+from trainprobe.capture.pytorch import device_passes
 
 CONFIGS = ["no hook", "reductions, batched as on a GPU", "reductions, per tensor (CPU)"]
 
@@ -59,7 +59,7 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     inputs = torch.randn(4, 16)
-    batched = device_reductions.BATCHED_DEVICES
+    batched = device_passes.BATCHED_DEVICES
     with tempfile.TemporaryDirectory() as root:
         runs: dict[str, dict[str, Any]] = {}
         for name in CONFIGS:
@@ -82,7 +82,7 @@ def main() -> None:
 
         def train(name: str, steps: int) -> None:
             run = runs[name]
-            device_reductions.BATCHED_DEVICES = batched | {"cpu"} if name == CONFIGS[1] else batched
+            device_passes.BATCHED_DEVICES = batched | {"cpu"} if name == CONFIGS[1] else batched
             writer_before = _writer_cpu[0]
             started, cpu = time.perf_counter(), time.thread_time()
             for _ in range(steps):
@@ -120,7 +120,7 @@ def main() -> None:
             )
             if hook is not None:
                 hook.close()
-        device_reductions.BATCHED_DEVICES = batched
+        device_passes.BATCHED_DEVICES = batched
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import trainprobe.pytorch as smd
-from trainprobe.capture.pytorch import device_reductions, host_copy
+from trainprobe.capture.pytorch import device_passes, host_copy
 from trainprobe.trials import create_trial
 
 READ_BACK = "aten._local_scalar_dense.default"
@@ -206,7 +206,7 @@ def test_a_step_that_saves_reductions_dispatches_a_few_operations_per_collection
 ) -> None:
     # The CUDA boundary: reduce as on a device that launches a kernel per operation, and whose
     # values the host reads only through a copy.
-    monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
+    monkeypatch.setattr(device_passes, "BATCHED_DEVICES", {"cpu"})
     monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
     options = reductions_every_step()
     small = added_per_step(2, out=tmp_path / "small", **options)

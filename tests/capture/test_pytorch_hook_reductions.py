@@ -16,7 +16,7 @@ import torch
 from hook_training import Net, run
 
 import trainprobe.pytorch as smd
-from trainprobe.capture.pytorch import device_reductions
+from trainprobe.capture.pytorch import device_passes
 from trainprobe.trials import create_trial
 
 ALL = ["min", "max", "mean", "std", "variance", "sum", "prod"]
@@ -52,9 +52,9 @@ def test_every_reduction_matches_numpy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, rtol: float, how: str
 ) -> None:
     if how.startswith("batched"):  # the CUDA boundary: segment reductions over a flat buffer
-        monkeypatch.setattr(device_reductions, "BATCHED_DEVICES", {"cpu"})
+        monkeypatch.setattr(device_passes, "BATCHED_DEVICES", {"cpu"})
     if how == "batched, tensors cut in pieces":  # each weight is longer than a piece
-        monkeypatch.setattr(device_reductions, "PIECE_ELEMENTS", 4)
+        monkeypatch.setattr(device_passes, "PIECE_ELEMENTS", 4)
     device = "cuda" if how == "on a GPU" else "cpu"
     torch.manual_seed(0)
     model = Net(width=5).to(device, dtype)

@@ -189,7 +189,8 @@ def test_the_catalogue_holds_every_built_in_rule_once() -> None:
     debugging = [spec.name for spec in catalogue.debugging_rules()]
     profiler = [spec.name for spec in catalogue.profiler_rules()]
     in_training = ["LossSpike", "GradientNormSpike"]  # trainprobe's, judged inside the training
-    assert sorted(debugging) == sorted([*SPEC_DEFAULTS, "CreateXgboostReport", *in_training])
+    ours = [*in_training, "ReplicaDivergence"]
+    assert sorted(debugging) == sorted([*SPEC_DEFAULTS, "CreateXgboostReport", *ours])
     assert [spec.name for spec in catalogue.debugging_rules() if spec.in_training] == in_training
     assert sorted(profiler) == sorted(
         [*PROFILER_DEFAULTS, "OverallFrameworkMetrics", "ProfilerReport"]

@@ -18,7 +18,8 @@ DEBUGGING = [spec.name for spec in catalogue.debugging_rules()]
 
 
 def test_the_registry_holds_the_debugging_rules_of_the_catalogue() -> None:
-    assert len(DEBUGGING) == 23  # the spec's 20, CreateXgboostReport, LossSpike, GradientNormSpike
+    # the spec's 20, CreateXgboostReport, LossSpike, GradientNormSpike, ReplicaDivergence
+    assert len(DEBUGGING) == 24
     assert list(BUILTIN_RULES) == DEBUGGING
     for name, rule in BUILTIN_RULES.items():
         assert rule.__name__ == name

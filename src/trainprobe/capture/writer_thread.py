@@ -48,6 +48,7 @@ import numpy as np
 
 from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.storage.collections_file import encode_collections
+from trainprobe.storage.index_file import ShardEntry
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.step_file import (
     EncodedTensor,
@@ -114,6 +115,7 @@ class TensorRecord:
 
     ``summary`` says what the TensorBoard export gets of it (None: nothing); ``save_raw`` False
     means the value travels only for its histogram and is not written to the step file.
+    ``shard`` places the value, one worker's piece of a sharded tensor, in the full tensor.
     """
 
     step: int
@@ -125,6 +127,7 @@ class TensorRecord:
     original_dtype: str | None = None
     summary: Summary | None = None
     save_raw: bool = True
+    shard: ShardEntry | None = None
 
 
 @dataclass
@@ -133,7 +136,8 @@ class ScalarBatch:
 
     ``names[i]`` is written with value ``values[i]`` as a 0-d array of ``dtypes[i]``, the whole
     batch in one write (``StepWriter.add_scalars``); with ``export`` each also becomes a
-    TensorBoard scalar tagged ``names[i]``.
+    TensorBoard scalar tagged ``names[i]``. ``shards`` place the pieces of sharded tensors that
+    some of them (fingerprints) were taken of.
     """
 
     step: int
@@ -144,6 +148,7 @@ class ScalarBatch:
     mode_step: int
     wall_time: float
     export: bool = False
+    shards: Sequence[ShardEntry] = ()
 
 
 @dataclass
@@ -471,7 +476,11 @@ class WriterThread:
                 step = self._step(message.step)
                 if encoded is not None:
                     step.add_encoded(
-                        message.name, encoded, mode=message.mode, mode_step=message.mode_step
+                        message.name,
+                        encoded,
+                        mode=message.mode,
+                        mode_step=message.mode_step,
+                        shard=message.shard,
                     )
                 else:
                     step.add(
@@ -481,8 +490,10 @@ class WriterThread:
                         mode_step=message.mode_step,
                         wall_time=message.wall_time,
                         original_dtype=message.original_dtype,
+                        shard=message.shard,
                     )
-                self._scalars.add(message.step, message.mode.name, message.name, array)
+                if message.shard is None:
+                    self._scalars.add(message.step, message.mode.name, message.name, array)
             summary = message.summary
             if summary is not None and self.tensorboard is not None:
                 self.tensorboard.add(
@@ -497,7 +508,8 @@ class WriterThread:
             _release(message.value)
         elif isinstance(message, ScalarBatch):
             values = (_resolve(message.values) if ahead is None else ahead.result()[0]).reshape(-1)
-            self._step(message.step).add_scalars(
+            step = self._step(message.step)
+            step.add_scalars(
                 message.names,
                 message.dtypes,
                 values,
@@ -505,6 +517,7 @@ class WriterThread:
                 mode_step=message.mode_step,
                 wall_time=message.wall_time,
             )
+            step.add_shards(message.shards)
             self._scalars.add_scalars(
                 message.step, message.mode.name, message.names, message.dtypes, values
             )

@@ -13,6 +13,7 @@ addition (smdebug-rulesconfig has no class for it).
 
 ``loss_spike()`` and ``gradient_norm_spike()`` are trainprobe's in-training rules (the hook judges
 every step); with them go the actions ``SkipStep()`` and ``Rollback(steps, lr_factor)``.
+``replica_divergence()`` is trainprobe's too: data-parallel replicas that drifted apart.
 
 Everything comes from ``trainprobe.config.catalogue``; the actions are importable from here too.
 """
@@ -76,6 +77,7 @@ __all__ = [
     "overfit",
     "overtraining",
     "poor_weight_initialization",
+    "replica_divergence",
     "saturated_activation",
     "similar_across_runs",
     "stalled_training_rule",
@@ -213,6 +215,12 @@ def gradient_norm_spike() -> dict[str, Any]:
     """GradientNormSpike (trainprobe's), for ``Rule.sagemaker``: the norm of a step's gradients
     against its recent ones, judged inside the training, as LossSpike."""
     return base_config("GradientNormSpike")
+
+
+def replica_divergence() -> dict[str, Any]:
+    """ReplicaDivergence (trainprobe's), for ``Rule.sagemaker``: the data-parallel replicas of
+    each saved parameter compared, step by step, by their fingerprints."""
+    return base_config("ReplicaDivergence")
 
 
 def _known_collections() -> dict[str, catalogue.CollectionNeed]:

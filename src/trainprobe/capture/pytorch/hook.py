@@ -428,20 +428,22 @@ class Hook(SmdebugSurface, StepListener):
         if id(model) in self.modules.registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
-        top = type(model).__name__
+        top = naming.model_class(model).__name__
         self.modules.top_names[id(model)] = top
         self._models.append(model)
         # Following the training, the step's mode is decided before any other pre-hook runs.
         self.follower.watch(model, first=self.follow_training)
         parameters = [
-            (naming.parameter_name(top, name), parameter)
+            (naming.parameter_name(top, naming.clean_name(name)), parameter)
             for name, parameter in model.named_parameters()
         ]
         saved_names = {id(parameter): name for name, parameter in parameters}
         for qualified, submodule in model.named_modules():
             if id(submodule) in self.modules.names:
                 continue
-            name = qualified or top
+            if naming.is_wrapping_level(submodule):
+                continue  # its module, inside, carries the name
+            name = naming.clean_name(qualified) or top
             self.module_maps[submodule] = name
             setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
             self.module_types.add(name, submodule)
@@ -459,6 +461,15 @@ class Hook(SmdebugSurface, StepListener):
                 self._handles.append(attach_forward_hook(submodule, self.forward_hook))
             self.modules.add_module(submodule, name, hooked=not overridden)
         self.modules.add_parameters(model, parameters)
+        if self.modules.sharded and not self._capture.sharded:
+            self._capture.sharded = True
+            if self.include_workers != "all":
+                log.info(
+                    "trainprobe: %s is sharded: every rank saves the pieces it holds "
+                    "(include_workers %r acts as 'all')",
+                    top,
+                    self.include_workers,
+                )
 
     register_hook = register_module
 
@@ -543,7 +554,7 @@ class Hook(SmdebugSurface, StepListener):
         if due:
             self.modules.hook_for(due, gradients=not self.follow_training)
             self._save_pending()
-            self._capture.capture(self.modules.registered.get(id(start.model), []))
+            self._capture.capture(self.modules.registered.get(id(start.model), []), parameters=True)
             self.modules.watch_functions(id(start.model))
         else:
             self.modules.unhook()

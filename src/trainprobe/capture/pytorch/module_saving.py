@@ -25,6 +25,7 @@ from trainprobe.capture.pytorch.functional_activations import (
 )
 from trainprobe.capture.pytorch.module_hooks import ModuleHookHandle, attach_forward_hook
 from trainprobe.capture.pytorch.module_types import ModuleTypes
+from trainprobe.capture.pytorch.shards import has_pieces, is_sharded
 from trainprobe.capture.pytorch.step_capture import StepCapture
 from trainprobe.capture.pytorch.training_follower import StepListener, StepStart
 from trainprobe.capture.pytorch.training_losses import LossSource
@@ -90,6 +91,8 @@ class ModuleSaving(StepListener):
         """The parameters whose gradients are saved (those that require one)."""
         self.losses: set[str] = set()
         """The names of the loss modules."""
+        self.sharded = False
+        """Whether a registered model's parameters are sharded (``DTensor``s)."""
         self.functional = FunctionalActivations(hook._on_function)
         self.functional_owner: str | None = None
         """The model whose activation functions are watched now ("": never, compiled)."""
@@ -113,6 +116,7 @@ class ModuleSaving(StepListener):
         """A registered model's parameters, with their saved names."""
         self.registered[id(model)] = parameters
         self.parameters.extend(p for p in parameters if p[1].requires_grad)
+        self.sharded = self.sharded or has_pieces([p for _, p in parameters])
         self.unhook()  # hooked again, this model too, at the next saved step
 
     # ----- a saved step's hooks -----
@@ -136,8 +140,7 @@ class ModuleSaving(StepListener):
         if gradients:
             for name, parameter in self.parameters:
                 if holds(naming.gradient_name(name)):
-                    hook = self._gradient_hook(name, parameter)
-                    self._handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
+                    self._handles.append(self._hook_gradient(name, parameter))
         self._functions_saved = holds(
             *(
                 f"{top}.{kind}{suffix}0"
@@ -184,21 +187,23 @@ class ModuleSaving(StepListener):
 
         return module_hook
 
-    def _gradient_hook(
-        self, name: str, parameter: torch.nn.Parameter
-    ) -> Callable[[torch.Tensor], None]:
-        """A parameter's gradient hook in a saved step: the gradients the backward computed are
+    def _hook_gradient(self, name: str, parameter: torch.nn.Parameter) -> Any:
+        """Hook a parameter's gradient in a saved step: the gradients the backward computed are
         saved together from ``.grad`` when it ends (their reductions batched; holding the
-        tensor the hook sees would make autograd copy it into ``.grad``)."""
+        tensor the hook sees would make autograd copy it into ``.grad``). A sharded parameter's
+        gradient is heard once accumulated: FSDP2 computes it for the full parameter, then
+        hands each rank its piece."""
 
-        def gradient_hook(grad: torch.Tensor) -> None:
+        def computed(_: torch.Tensor) -> None:
             if not self._hook._active:
                 return
             if not self._backward_gradients:
                 when_backward_ends(self._backward_ended)
             self._backward_gradients.append((name, parameter))
 
-        return gradient_hook
+        if is_sharded(parameter):
+            return parameter.register_post_accumulate_grad_hook(computed)  # type: ignore[no-untyped-call]
+        return parameter.register_hook(computed)  # type: ignore[no-untyped-call]
 
     def _backward_ended(self) -> None:
         computed, self._backward_gradients = self._backward_gradients, []
@@ -225,7 +230,7 @@ class ModuleSaving(StepListener):
         self.capture.save_in_full()
         self.hook_for(SAVE_EVERYTHING, gradients=gradients)
         for parameters in self.registered.values():
-            self.capture.capture(parameters)
+            self.capture.capture(parameters, parameters=True)
 
     # ----- the step's events (StepListener) -----
 

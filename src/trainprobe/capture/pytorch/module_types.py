@@ -35,7 +35,7 @@ def _public_name(cls: type) -> str | None:
 
 def module_type(module: torch.nn.Module) -> ModuleType:
     """The class of ``module`` and the nearest ``torch.nn`` class it derives from."""
-    cls = type(module)
+    cls = naming.model_class(module)
     own = _public_name(cls) or f"{cls.__module__}.{cls.__qualname__}"
     nn = None
     for base in cls.__mro__:

@@ -37,6 +37,12 @@ is off (a log line says so) and the origin is named from the flags alone (the lo
 gradient). When the forward was finite, the origin is the first non-finite gradient in backward
 order (the modules' forward order, reversed).
 
+In a sharded training (FSDP, tensor parallelism) each rank checks the pieces of the gradients
+it holds, and names what it found as its own worker's: a rank's NaN spreads to every rank's
+gradient pieces through their reduction, but only the rank where it started finds its loss or
+outputs non-finite. The forward is not run again there (every rank would have to run it): a
+non-finite loss is the origin, else the first gradient.
+
 The first origin found (``NonFiniteOrigin``: step, the first module or gradient, whether its
 inputs were finite) goes to ``nonfinite/<worker>.json`` beside the tensors; it is written
 again once the loss turns non-finite, after which the guard turns itself off.
@@ -60,6 +66,7 @@ from trainprobe.capture.pytorch.nonfinite_replay import (
     replay,
     word_for,
 )
+from trainprobe.capture.pytorch.shards import has_pieces, piece_of
 from trainprobe.capture.pytorch.update_summary import UpdateSummary
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import NonFiniteOrigin
@@ -221,7 +228,7 @@ class NonFiniteGuard:
         self, name: str, module: torch.nn.Module, parameters: list[tuple[str, torch.Tensor]]
     ) -> None:
         """Note a registered module and its own ``parameters`` (saved name, tensor)."""
-        if _shards_parameters(module):
+        if _shards_parameters(module) or has_pieces([tensor for _, tensor in parameters]):
             self._replayable = False  # a forward run on one rank alone would wait forever
         if parameters:
             self._parameters[name] = parameters
@@ -318,7 +325,7 @@ class NonFiniteGuard:
             grad = parameter.grad
             if grad is not None and grad.is_floating_point():
                 checked.append(gradient)
-                tensors.append(grad)
+                tensors.append(piece_of(grad)[0])  # a sharded gradient: this rank's piece
         return checked, tensors
 
     def _top_name(self) -> str:
@@ -401,11 +408,16 @@ class NonFiniteGuard:
                 saved_in_full=found.now,
             )  # fmt: skip
         first, tensor = self._first_in_backward(found.values, self._order)
+        loss = next((entry for entry in found.values if entry[0].kind == _LOSS), None)
+        if loss is not None and not self._replayable:
+            # A sharded model's forward is not run again: a non-finite loss says the forward
+            # broke, before any gradient (which the other ranks' pieces may share).
+            first, tensor = loss
         return NonFiniteOrigin(
             step=step, mode=mode, mode_step=mode_step, kind=first.kind, module=first.name,
             tensor=first.tensor_name,
             what=word_for(tensor) if tensor is not None else "NaN or infinity",
-            saved_in_full=found.now,
+            saved_in_full=found.now, replayed=self._replayable,
         )  # fmt: skip
 
     def _replay(
@@ -492,5 +504,6 @@ class NonFiniteGuard:
 
 
 def _shards_parameters(module: torch.nn.Module) -> bool:
-    """Whether ``module`` gathers its parameters from other ranks in its forward (FSDP)."""
+    """Whether ``module`` gathers its parameters from other ranks in its forward (FSDP1; FSDP2
+    and tensor parallelism are told by their ``DTensor`` parameters)."""
     return "FullyShardedDataParallel" in type(module).__name__ or hasattr(module, "_fsdp_state")

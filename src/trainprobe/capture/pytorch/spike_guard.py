@@ -18,10 +18,11 @@ in ``optimizer.step()``'s pre-hook, so that its rule's action takes effect on th
 
 More than ``max_skips`` skips or rollbacks within ``max_skips_window`` updates stop the training
 instead: a threshold below the training's normal noise cannot silently skip all of it. In a
-distributed training every rank takes the same decision: the spike flag is all-reduced (max)
-once a step, and a rank records only the spikes of its own loss. EVAL and PREDICT losses are
-judged too (each mode has its own window), with no action. Each spike becomes a ``SpikeRecord``
-(``storage.spike_records``).
+distributed training every rank takes the same decision: when a rule acts, the spike flag is
+all-reduced (max) once a step, and a rank records only the spikes of its own loss. The gradient
+norm judged is the global one, also of sharded gradients (``update_summary``). EVAL and PREDICT
+losses are judged too (each mode has its own window), with no action. Each spike becomes a
+``SpikeRecord`` (``storage.spike_records``).
 
 A rule's parameters and defaults are the catalogue's (``trainprobe.config.catalogue``), its
 actions are read by ``trainprobe.config.actions.parse_actions``: a value the configuration
@@ -266,7 +267,10 @@ class SpikeGuard:
             spike, mean, std, z = rule.judge(mode, number)
             if spike:
                 found.append((rule, number, mean, std, z))
-        if not _any_rank(bool(found)):
+        # Acting on a spike needs every rank's agreement (one all-reduce of a flag); recording
+        # it does not: each rank records its own.
+        acting = any(rule.action is not SpikeAction.NONE for rule in self.rules)
+        if not (_any_rank(bool(found)) if acting else found):
             self._keep_snapshot(update, optimizer)
             return
         # Every rank acts on a spike of any rank; each records only its own.
@@ -320,8 +324,10 @@ class SpikeGuard:
         if not judged:
             return
         verdicts = torch.stack([verdict for _, verdict in judged])
-        flag = _any_rank_on_device(verdicts[:, 0].amax())
         skipping = any(rule.action is SpikeAction.SKIP for rule, _ in judged)
+        flag = verdicts[:, 0].amax()
+        if skipping:  # every rank skips together
+            flag = _any_rank_on_device(flag)
         if skipping:
             found = flag.to(torch.float32)
             existing = getattr(optimizer, "found_inf", None)

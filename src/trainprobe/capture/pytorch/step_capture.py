@@ -7,6 +7,14 @@ go to the writer thread; reductions are computed on the device and kept until th
 when they leave in one buffer. Shapes are recorded in the index. Nothing here writes a file or
 waits for the device.
 
+A sharded tensor (a ``DTensor``: FSDP2, tensor parallelism) is saved as the piece this rank
+holds (``shards``): its raw value by the first of the piece's replicas, with where it lies in
+the full tensor (the trial puts the pieces together), its shape as the full tensor's, and its
+reductions as the full tensor's, combined from every rank's piece (``shard_reductions``) through
+the one exchange of the step (``shard_exchange``), which the first such tensor makes. Every rank
+of a sharded training writes. In a training of several processes each parameter saved also gets
+its fingerprint (``device_passes.FINGERPRINT``), for the ReplicaDivergence rule.
+
 TensorBoard export (rank 0 only, when a ``tensorboard_dir`` is given) rides on the same records:
 each carries the summary the plan chose, the scalar batch is marked for export, and a tensor whose
 collection wants a histogram but saves only reductions gets one more host copy, for the histogram
@@ -27,9 +35,12 @@ import torch
 
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.batch_layout import BatchLayouts
+from trainprobe.capture.pytorch.device_passes import FINGERPRINT
 from trainprobe.capture.pytorch.device_reductions import ReductionBatch
 from trainprobe.capture.pytorch.distributed import Worker, this_worker
 from trainprobe.capture.pytorch.host_copy import original_dtype_of, start_copies
+from trainprobe.capture.pytorch.shard_exchange import ShardExchange
+from trainprobe.capture.pytorch.shards import Piece, has_pieces, piece_of
 from trainprobe.capture.save_plan import SavePlan, TensorPlan
 from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.capture.writer_thread import (
@@ -40,7 +51,9 @@ from trainprobe.capture.writer_thread import (
     TensorRecord,
     WriterThread,
 )
+from trainprobe.storage.index_file import ShardEntry
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.reduction_names import fingerprint_tensor_name
 
 __all__ = ["Step", "StepCapture"]
 
@@ -98,6 +111,14 @@ class StepCapture:
         self._collections_sent: tuple[dict[str, Any], int] | None = None
         self._skipped: set[str] = set()
         self._layouts = BatchLayouts(plan)
+        self.sharded = False
+        """Whether a registered model is sharded: then every rank writes (its pieces)."""
+        self.exchange: ShardExchange | None = None
+        # Names whose sharded reductions or fingerprint the step already has (a step saved in
+        # full captures its parameters twice; the ranks' exchanges must hold the same).
+        self._combined: set[str] = set()
+        self._fingerprinted: set[str] = set()
+        self._placed: list[ShardEntry] = []  # pieces fingerprinted, for the index
 
     # ----- who writes -----
 
@@ -111,7 +132,7 @@ class StepCapture:
     def writes(self) -> bool:
         """Whether this worker writes files (rank 0, or every rank with ``"all"``)."""
         worker = self.resolve_worker()
-        return self.include_workers == "all" or worker.is_chief
+        return self.include_workers == "all" or worker.is_chief or self.sharded
 
     def ensure_writer(self) -> WriterThread:
         """The writer thread, started on first use."""
@@ -130,6 +151,9 @@ class StepCapture:
         """Start step ``step``; ``due`` says which saved collections are due in it."""
         self.current = Step(step, mode, mode_step, due, time.time())
         self._counts = {}
+        self._combined.clear()
+        self._fingerprinted.clear()
+        self._placed = []
         return self.current
 
     def save_in_full(self) -> None:
@@ -146,7 +170,7 @@ class StepCapture:
             writer = self.writer
             if self._reductions and writer is not None:
                 batch, self._reductions = self._reductions, ReductionBatch()
-                names, dtypes, values = batch.finish()
+                names, dtypes, values = batch.finish(current.step, self.exchange)
                 writer.submit(
                     ScalarBatch(
                         current.step,
@@ -157,6 +181,7 @@ class StepCapture:
                         current.mode_step,
                         current.wall_time,
                         export=self.export is not None,
+                        shards=self._placed,
                     )
                 )
                 current.sent = True
@@ -170,7 +195,7 @@ class StepCapture:
     def write_collections(self) -> None:
         """Queue this worker's collections file, unless it would repeat the last one."""
         worker = self.resolve_worker()
-        count = worker.world_size if self.include_workers == "all" else 1
+        count = worker.world_size if self.include_workers == "all" or self.sharded else 1
         content = (self._collections(), count)
         if content == self._collections_sent:
             return
@@ -191,39 +216,127 @@ class StepCapture:
             self._counts[key] = index
         self.capture(items)
 
-    def capture(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Save what the plan says of each (name, tensor); reductions batched by request."""
+    def capture(
+        self, items: Iterable[tuple[str, torch.Tensor]], *, parameters: bool = False
+    ) -> None:
+        """Save what the plan says of each (name, tensor); reductions batched by request.
+        ``parameters``: the tensors are a model's parameters (fingerprinted in a training of
+        several processes)."""
         current = self.current
         if current is None or not (current.due or current.full):
             return
         batch = items if isinstance(items, list) else list(items)
         if not batch:
             return
+        pieces: dict[int, Piece] = {}
+        if has_pieces([tensor for _, tensor in batch]):
+            batch, pieces = self._local_pieces(batch)
         with self._lock:
             writer = self.ensure_writer()
             layout = self._layouts.of(tuple(name for name, _ in batch), current.due, current.full)
             left_out, unreduced = self._check(batch, layout.wanted)
             stored = layout.stored if self.export is None else layout.summarised
             saved = [
-                (batch[i][0], batch[i][1], layout.plans[i]) for i in stored if i not in left_out
+                (batch[i][0], batch[i][1], layout.plans[i], pieces.get(i))
+                for i in stored
+                if i not in left_out and (i not in pieces or pieces[i].writes)
             ]
             if saved:
                 self._save(writer, current, saved)
             skipped = left_out | unreduced
             for ops, (indices, names) in layout.reduced.items():
-                if skipped:
-                    kept = [k for k, i in enumerate(indices) if i not in skipped]
-                    indices = tuple(indices[k] for k in kept)
-                    names = [names[k] for k in kept]
-                if indices:
-                    self._reductions.add(names, [batch[i][1] for i in indices], ops)
+                kept = [k for k, i in enumerate(indices) if i not in skipped or i in pieces]
+                plain = [k for k in kept if indices[k] not in pieces]
+                if plain:
+                    self._reductions.add(
+                        [names[k] for k in plain], [batch[indices[k]][1] for k in plain], ops
+                    )
                     current.sent = True
+                if pieces:
+                    self._reduce_pieces(batch, pieces, indices, names, kept, ops, unreduced)
+            if parameters and self.resolve_worker().world_size > 1:
+                self._fingerprint(batch, layout.wanted, left_out, pieces)
+
+    def _local_pieces(
+        self, batch: list[tuple[str, torch.Tensor]]
+    ) -> tuple[list[tuple[str, torch.Tensor]], dict[int, Piece]]:
+        """``batch`` with each sharded tensor's local piece in its place, and the pieces by
+        position. Without an exchange to combine them (a training of one process, or one whose
+        model was registered before it was sharded) pieces are saved as ordinary tensors."""
+        if self.exchange is None and self.sharded and self.resolve_worker().world_size > 1:
+            self.exchange = ShardExchange.create(self.flush)  # every rank is here, at this step
+        local: list[tuple[str, torch.Tensor]] = []
+        pieces: dict[int, Piece] = {}
+        combinable = self.exchange is not None or self.resolve_worker().world_size == 1
+        for index, (name, tensor) in enumerate(batch):
+            value, piece = piece_of(tensor)
+            local.append((name, value))
+            if piece is not None and combinable:
+                pieces[index] = piece
+        return local, pieces
+
+    def _reduce_pieces(
+        self,
+        batch: list[tuple[str, torch.Tensor]],
+        pieces: dict[int, Piece],
+        indices: tuple[int, ...],
+        names: list[tuple[str, ...]],
+        kept: list[int],
+        ops: tuple[tuple[str, bool], ...],
+        unreduced: set[int],
+    ) -> None:
+        """Add the sharded tensors among ``indices`` to the step's exchange (once a name)."""
+        chosen = [
+            k
+            for k in kept
+            if indices[k] in pieces
+            and indices[k] not in unreduced
+            and batch[indices[k]][0] not in self._combined
+        ]
+        if not chosen:
+            return
+        self._combined.update(batch[indices[k]][0] for k in chosen)
+        self._reductions.add_sharded(
+            [names[k] for k in chosen],
+            [batch[indices[k]][1] for k in chosen],
+            [pieces[indices[k]] for k in chosen],
+            ops,
+        )
+        assert self.current is not None
+        self.current.sent = True
+
+    def _fingerprint(
+        self,
+        batch: list[tuple[str, torch.Tensor]],
+        wanted: tuple[int, ...],
+        left_out: set[int],
+        pieces: dict[int, Piece],
+    ) -> None:
+        """Add the fingerprints of the parameters saved (once a name a step), and where the
+        pieces of sharded ones lie (replicas of a piece are compared with each other)."""
+        chosen = [
+            i
+            for i in wanted
+            if i not in left_out
+            and batch[i][0] not in self._fingerprinted
+            and batch[i][1].is_floating_point()
+        ]
+        if not chosen:
+            return
+        self._fingerprinted.update(batch[i][0] for i in chosen)
+        self._placed += [pieces[i].entry(batch[i][0]) for i in chosen if i in pieces]
+        self._reductions.add(
+            [(fingerprint_tensor_name(batch[i][0]),) for i in chosen],
+            [batch[i][1] for i in chosen],
+            (FINGERPRINT,),
+        )
 
     def _check(
         self, batch: list[tuple[str, torch.Tensor]], wanted: tuple[int, ...]
     ) -> tuple[set[int], set[int]]:
         """Of the ``wanted`` tensors: those left out (empty, not dense) and those saved but
-        not reduced (complex)."""
+        not reduced (complex). An empty piece of a sharded tensor is left out of what is
+        written, but still takes part in the full tensor's reductions (with no values)."""
         left_out: set[int] = set()
         unreduced: set[int] = set()
         for index in wanted:
@@ -245,19 +358,22 @@ class StepCapture:
         return False
 
     def _save(
-        self, writer: WriterThread, current: Step, saved: list[tuple[str, torch.Tensor, TensorPlan]]
+        self,
+        writer: WriterThread,
+        current: Step,
+        saved: list[tuple[str, torch.Tensor, TensorPlan, Piece | None]],
     ) -> None:
         """Send the raw values (their host copies started together) and the shapes of
-        ``saved`` to the writer."""
+        ``saved`` (a sharded tensor's: the full tensor's) to the writer."""
         export = self.export is not None
         copied = [
             tensor
-            for _, tensor, plan in saved
-            if _copies(plan, plan.summary if export else None, tensor)
+            for _, tensor, plan, piece in saved
+            if _copies(plan, plan.summary if export and piece is None else None, tensor)
         ]
         copies = iter(start_copies(copied))
-        for name, tensor, plan in saved:
-            summary = plan.summary if export else None
+        for name, tensor, plan, piece in saved:
+            summary = plan.summary if export and piece is None else None
             if _copies(plan, summary, tensor):
                 writer.submit(
                     TensorRecord(
@@ -270,11 +386,13 @@ class StepCapture:
                         original_dtype_of(tensor),
                         summary=summary,
                         save_raw=plan.raw,
+                        shard=None if piece is None else piece.entry(name),
                     )
                 )
                 current.sent = True
             if plan.shape:
-                shape = tuple(int(size) for size in tensor.shape)
+                full = tensor.shape if piece is None else piece.shape
+                shape = tuple(int(size) for size in full)
                 writer.submit(
                     ShapeRecord(current.step, name, shape, current.mode, current.mode_step)
                 )

@@ -22,11 +22,15 @@ late (``read``), where reading it now would wait for the device. On the CPU it i
 What a rule needs beyond the summary (locating a NaN, a rollback's snapshot) happens only after
 a detection.
 
-Seams, for what is to come: a capability that keeps every TRAIN step's loss and global gradient
-norm reads ``loss`` and ``gradient_norm`` from the summary (and adds them to the vector sent),
-without a pass of its own. Sharded (DTensor) gradients' norms are their local shard's: combining
-them across ranks (each group's sum of squares all-reduced once, before the square root) goes
-where ``gradient_norm`` sums the groups' squares.
+Sharded gradients (``DTensor``s: FSDP2, tensor parallelism) are checked and measured by the piece
+each rank holds (``shards``). Their global norm is the full gradients': each piece's square
+counts once over its replicas (an ordinary gradient beside them, the same on every rank, once
+over all), and the sum goes through one all-reduce before the square root, with the values of
+the gradients that are sums of the ranks' terms (a sequence-parallel norm's, small), whose
+squares follow only from the sum. A training without sharded gradients reduces nothing.
+
+A capability that keeps every TRAIN step's loss and global gradient norm reads ``loss`` and
+``gradient_norm`` from the summary (and adds them to the vector sent), without a pass of its own.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
+import torch.distributed as dist
 
 from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
+from trainprobe.capture.pytorch.shards import Piece, has_pieces, piece_of
 
 __all__ = ["UpdateSummary", "gradients_of"]
 
@@ -53,11 +59,13 @@ def gradients_of(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 @dataclass
 class _Group:
-    """The tensors of one device and dtype in the pass: flagged ones first, then gradients."""
+    """The tensors of one device and dtype in the pass: flagged ones first, then gradients
+    (with the share of each one's square in the global norm's, when they are sharded)."""
 
     tensors: list[torch.Tensor] = field(default_factory=list)
     flagged: list[int | None] = field(default_factory=list)
     gradients: int = 0
+    shares: list[float] = field(default_factory=list)
 
 
 class UpdateSummary:
@@ -88,17 +96,19 @@ class UpdateSummary:
         self._event: Any = None
         self._values: list[float] | None = None
         with torch.no_grad():
+            flagged = [piece_of(tensor)[0] for tensor in flagged]
             if gradients:
-                self._norms_of_all(list(flagged), list(gradients))
+                self._norms_of_all(flagged, _Gradients(list(gradients)))
             elif flagged:
-                self._flags_only(list(flagged))
+                self._flags_only(flagged)
 
     # ----- the pass -----
 
-    def _norms_of_all(self, flagged: list[torch.Tensor], gradients: list[torch.Tensor]) -> None:
+    def _norms_of_all(self, flagged: list[torch.Tensor], summed: _Gradients) -> None:
         """Each tensor's l2 norm in float64, flagged ones and gradients together, one fused
         kernel per device and dtype; the gradients' global norm from them."""
         groups: dict[tuple[torch.device, torch.dtype], _Group] = {}
+        gradients = summed.local
         wanted = {id(gradient) for gradient in gradients}
         for index, tensor in enumerate(flagged):
             if id(tensor) not in wanted:
@@ -106,11 +116,12 @@ class UpdateSummary:
                 group.tensors.append(tensor)
                 group.flagged.append(index)
         position = {id(tensor): index for index, tensor in enumerate(flagged)}
-        for gradient in gradients:
+        for gradient, share in zip(gradients, summed.shares, strict=True):
             group = groups.setdefault((gradient.device, gradient.dtype), _Group())
             group.tensors.append(gradient)
             group.flagged.append(position.get(id(gradient)))
             group.gradients += 1
+            group.shares.append(share)
         device = gradients[0].device
         parts, squares = [], []
         for group in groups.values():
@@ -119,10 +130,13 @@ class UpdateSummary:
             parts.append(part)
             self.flag_order.extend(group.flagged)
             if group.gradients:
-                # A sharded gradient's norm is its shard's: here its square would join the
-                # other ranks' (one all-reduce of the groups' sums) before the square root.
-                squares.append(part[len(part) - group.gradients :].square().sum())
+                square = part[len(part) - group.gradients :].square()
+                if summed.sharded:  # each piece once over its replicas
+                    square = square * _shares(tuple(group.shares), device)
+                squares.append(square.sum())
         total = squares[0] if len(squares) == 1 else torch.stack(squares).sum()
+        if summed.sharded:
+            total = summed.all_reduced(total)
         self.gradient_norm = total.sqrt()
         if not flagged:
             return  # nobody reads the tensors' own norms
@@ -177,6 +191,57 @@ class UpdateSummary:
                 wait_for_device(self._event)
             self._values = cast(list[float], self._host.tolist())
         return self._values
+
+
+class _Gradients:
+    """The gradients whose global norm is wanted, as this rank holds them (see the module
+    docstring): the local pieces, each one's share of its square in the global norm's (0 for
+    a gradient that is a sum of the ranks' terms: it joins the all-reduce itself)."""
+
+    def __init__(self, gradients: list[torch.Tensor]) -> None:
+        self.sharded = has_pieces(gradients)
+        self.local: list[torch.Tensor] = []
+        self.shares: list[float] = []
+        self.terms: list[tuple[torch.Tensor, Piece]] = []
+        world = dist.get_world_size() if self.sharded else 1
+        for gradient in gradients:
+            local, piece = piece_of(gradient)
+            self.local.append(local)
+            if piece is None:
+                self.shares.append(1.0 / world)  # the same on every rank
+            elif piece.summed and piece.combinable:
+                self.shares.append(0.0)
+                self.terms.append((local, piece))
+            else:
+                self.shares.append(1.0 / piece.copies)
+
+    def all_reduced(self, square: torch.Tensor) -> torch.Tensor:
+        """The global sum of squares from this rank's share of it, ``square``: one all-reduce
+        (on the gradients' device), with the terms of summed gradients beside it."""
+        parts = [square.reshape(1)] + [t.reshape(-1).to(square) for t, _ in self.terms]
+        buffer = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+        dist.all_reduce(buffer)
+        total = buffer[0]
+        start = 1
+        for local, piece in self.terms:
+            whole = buffer[start : start + local.numel()] / piece.copies  # summed over replicas
+            total = total + whole.square().sum()
+            start += local.numel()
+        return total
+
+
+_shares_made: dict[tuple[tuple[float, ...], torch.device], torch.Tensor] = {}
+
+
+def _shares(shares: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    """``shares`` as a tensor on ``device``, made once (no copy to the device a step)."""
+    key = (shares, device)
+    found = _shares_made.get(key)
+    if found is None:
+        if len(_shares_made) >= 64:
+            _shares_made.clear()
+        found = _shares_made[key] = torch.tensor(shares, dtype=torch.float64, device=device)
+    return found
 
 
 def _norms(tensors: list[torch.Tensor]) -> tuple[list[int], torch.Tensor]:

@@ -23,6 +23,7 @@ from trainprobe.config.catalogue.model import (
     raise_if_any,
 )
 from trainprobe.config.catalogue.profiler import PROFILER_REPORT, PROFILER_RULES
+from trainprobe.config.catalogue.replicas import REPLICA_RULES
 from trainprobe.config.catalogue.spikes import SPIKE_RULES
 from trainprobe.config.errors import ConfigError, closest
 
@@ -41,7 +42,7 @@ __all__ = [
     "raise_if_any",
 ]
 
-_DEBUGGING = (*DEBUGGING_RULES, *SPIKE_RULES)
+_DEBUGGING = (*DEBUGGING_RULES, *SPIKE_RULES, *REPLICA_RULES)
 _ALL = (*_DEBUGGING, *PROFILER_RULES, PROFILER_REPORT)
 _BY_NAME = {spec.name: spec for spec in _ALL}
 _BY_LOWER = {spec.name.lower(): spec for spec in _ALL}
@@ -70,7 +71,8 @@ def get(name: str, *, field: str = "rule_to_invoke") -> RuleSpec:
 
 def debugging_rules() -> tuple[RuleSpec, ...]:
     """SageMaker's 20 debugging rules and CreateXgboostReport, in the catalogue's order, then
-    trainprobe's in-training rules, LossSpike and GradientNormSpike."""
+    trainprobe's: the in-training rules LossSpike and GradientNormSpike, and
+    ReplicaDivergence."""
     return _DEBUGGING
 
 

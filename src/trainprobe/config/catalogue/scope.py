@@ -224,6 +224,14 @@ _SCOPES = {
         "Anything after the training (the norms are judged inside it and not saved); a "
         "gradient that grows slowly; one layer's spike hidden in a large model's total norm.",
     ),
+    "ReplicaDivergence": RuleScope(
+        "A saved parameter whose data-parallel replicas (DDP's processes; the ranks holding the "
+        "same piece under HSDP, or along a replicated dimension of a tensor-parallel mesh) hold "
+        "different values at a saved step, by any amount (beyond tolerance).",
+        "Steps between saves (a replica that drifts and comes back); parameters the job does "
+        "not save; FSDP's shards, which have no replica; jobs where one worker wrote "
+        "(include_workers='one') or of one process (it does not judge).",
+    ),
     "ProfilerReport": RuleScope(
         "What the profiler rules it runs catch; it fires if any of them does.",
         "What those rules miss: see `trainprobe rules show` for each.",

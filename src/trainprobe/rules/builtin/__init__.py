@@ -1,5 +1,6 @@
 """The 20 built-in debugging rules of SageMaker Debugger, CreateXgboostReport, and trainprobe's
-in-training rules LossSpike and GradientNormSpike, on the trial API.
+own: the in-training rules LossSpike and GradientNormSpike, and ReplicaDivergence, on the trial
+API.
 
 ``BUILTIN_RULES`` maps each rule's catalogue name to its class; the engine looks rules up
 there. Every constructor takes the trial, then the catalogue's parameters with the catalogue's
@@ -26,6 +27,7 @@ from trainprobe.rules.builtin.gradients import (
 from trainprobe.rules.builtin.inputs import CheckInputImages, NLPSequenceRatio
 from trainprobe.rules.builtin.losses import LossNotDecreasing, Overfit, Overtraining
 from trainprobe.rules.builtin.predictions import ClassImbalance, Confusion
+from trainprobe.rules.builtin.replicas import ReplicaDivergence
 from trainprobe.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from trainprobe.rules.builtin.spikes import GradientNormSpike, LossSpike
 from trainprobe.rules.builtin.stalled_training import StalledTrainingRule
@@ -59,6 +61,7 @@ __all__ = [
     "Overfit",
     "Overtraining",
     "PoorWeightInitialization",
+    "ReplicaDivergence",
     "SaturatedActivation",
     "SimilarAcrossRuns",
     "StalledTrainingRule",
@@ -95,6 +98,7 @@ BUILTIN_RULES: dict[str, type[BuiltinRule]] = {
         CreateXgboostReport,
         LossSpike,
         GradientNormSpike,
+        ReplicaDivergence,
     )
 }
 """Each built-in debugging rule's class, by its catalogue name (the spec's order, then
