@@ -39,7 +39,7 @@ once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as t
 
 from __future__ import annotations
 
-import json
+import copy
 import os
 import sys
 import time
@@ -53,18 +53,23 @@ from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputC
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.config.sdk_request import (
+    SdkScript,
+    TrainingJobSettings,
+    create_training_job_request,
+    job_name_from_base,
+    split_rules,
+)
 from trainprobe.errors import JobError
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
     default_output_root,
     describe_training_job,
-    job_name_from_base,
     stop_training_job,
     update_training_job,
 )
 from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY_HYPERPARAMETER
 from trainprobe.jobs.progress import LogTail
 from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
@@ -227,33 +232,16 @@ class Estimator:
 
     def hyperparameters(self) -> dict[str, str]:
         """The hyperparameters as sent: JSON-encoded, with the script and its directory."""
-        values: dict[str, Any] = {
-            **self._hyperparameters,
-            PROGRAM_HYPERPARAMETER: self._program(),
-            SUBMIT_DIRECTORY_HYPERPARAMETER: os.path.abspath(self._script_directory()),
-        }
-        return {key: json.dumps(value) for key, value in values.items()}
+        return self._script().encoded_hyperparameters()
 
-    def _program(self) -> str:
+    def _script(self) -> SdkScript:
         """The script, relative to its directory (``source_dir`` when given, as in the SDK)."""
         if self.source_dir is not None:
-            return self.entry_point
-        return os.path.basename(self.entry_point)
-
-    def _script_directory(self) -> str:
-        if self.source_dir is not None:
-            return self.source_dir
-        return os.path.dirname(os.path.abspath(self.entry_point))
-
-    def _split_rules(self) -> None:
-        self.debugger_rules, self.profiler_rules = [], []
-        for rule in self.rules or []:
-            if isinstance(rule, Rule):
-                self.debugger_rules.append(rule)
-            elif isinstance(rule, ProfilerRule):
-                self.profiler_rules.append(rule)
-            else:
-                raise ConfigError("rules", rule, "a list of Rule and ProfilerRule objects")
+            program, directory = self.entry_point, self.source_dir
+        else:
+            program = os.path.basename(self.entry_point)
+            directory = os.path.dirname(os.path.abspath(self.entry_point))
+        return SdkScript(program, os.path.abspath(directory), self._hyperparameters)
 
     def _hook_config(self) -> DebuggerHookConfig | None:
         if self.debugger_hook_config is False:
@@ -268,67 +256,43 @@ class Estimator:
         if not hook.s3_output_path:
             hook.s3_output_path = self.output_path
         self.debugger_hook_config = hook
-        return hook
+        # The SDK always sends the collections, an empty list when neither the hook nor a rule
+        # has one.
+        sent = copy.copy(hook)
+        sent.collection_configs = list(hook.collection_configs or [])
+        return sent
 
-    def _collections(self, hook: DebuggerHookConfig) -> list[dict[str, Any]]:
-        """The rules' collections, then the hook's, one per name (the hook's own wins: a request
-        configures each collection once)."""
-        by_name: dict[str, Any] = {}
-        for rule in self.debugger_rules:
-            by_name.update(
-                {c.name: c for c in rule.collection_configs or [] if c.name not in by_name}
-            )
-        by_name.update({c.name: c for c in hook.collection_configs or []})
-        return [collection.to_request_dict() for collection in by_name.values()]
-
-    def _profiler_request(self) -> dict[str, Any]:
+    def _profiler_config(self) -> ProfilerConfig:
         if self.disable_profiler:
             if self.profiler_rules:
                 raise ConfigError("rules", "ProfilerRule", "none when disable_profiler is True")
-            return ProfilerConfig._to_profiler_disabled_request_dict()
+            return ProfilerConfig(disable_profiler=True)
         if self.profiler_config is None:
             self.profiler_config = ProfilerConfig(s3_output_path=self.output_path)
         if not self.profiler_config.s3_output_path:
             self.profiler_config.s3_output_path = self.output_path
-        return self.profiler_config._to_request_dict()
+        return self.profiler_config
+
+    def _settings(self) -> TrainingJobSettings:
+        """The job ``fit`` creates, as the SDK's objects say it."""
+        self.debugger_rules, self.profiler_rules = split_rules(self.rules or [])
+        return TrainingJobSettings(
+            script=self._script(),
+            rules=[*self.debugger_rules, *self.profiler_rules],
+            debugger_hook_config=self._hook_config(),
+            profiler_config=self._profiler_config(),
+            tensorboard_output_config=self.tensorboard_output_config,
+            output_path=self.output_path,
+            instance_count=self.instance_count,
+            instance_type=self.instance_type,
+            max_run=self.max_run,
+            environment=self.environment,
+            input_channels=self._inputs,
+        )
 
     def _request(self, job_name: str) -> dict[str, Any]:
         """The CreateTrainingJob request ``fit`` sends for a job named ``job_name``."""
-        self._split_rules()
-        request: dict[str, Any] = {
-            "TrainingJobName": job_name,
-            "AlgorithmSpecification": {"TrainingInputMode": "File"},
-            "HyperParameters": self.hyperparameters(),
-            "OutputDataConfig": {"S3OutputPath": self.output_path},
-            "ResourceConfig": {
-                "InstanceCount": self.instance_count,
-                "InstanceType": self.instance_type,
-            },
-            "StoppingCondition": {"MaxRuntimeInSeconds": self.max_run},
-        }
-        if self.environment:
-            request["Environment"] = dict(self.environment)
-        if self._inputs:
-            request["InputDataConfig"] = list(self._inputs)
-        debugging = []
-        for rule in self.debugger_rules:
-            rule.prepare_actions(job_name)
-            debugging.append(rule.to_debugger_rule_config_dict())
-        if debugging:
-            request["DebugRuleConfigurations"] = debugging
-        hook = self._hook_config()
-        if hook is not None:
-            hook_request = hook._to_request_dict()
-            # The SDK always sends the list, empty when neither the hook nor a rule has one.
-            hook_request["CollectionConfigurations"] = self._collections(hook)
-            request["DebugHookConfig"] = hook_request
-        if self.tensorboard_output_config is not None:
-            request["TensorBoardOutputConfig"] = self.tensorboard_output_config._to_request_dict()
-        profiler = [rule.to_profiler_rule_config_dict() for rule in self.profiler_rules]
-        if profiler:
-            request["ProfilerRuleConfigurations"] = profiler
-        request["ProfilerConfig"] = self._profiler_request()
-        return request
+        return create_training_job_request(job_name, self._settings())
 
     # ----- running -----
 

@@ -22,10 +22,12 @@ machine's XGBoost, and the hook goes into its ``xgb.train``/``fit`` as the conta
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.sdk_request import TrainingJobSettings
 from trainprobe.estimator import Estimator
 
 __all__ = ["XGBoost"]
@@ -72,10 +74,5 @@ class XGBoost(Estimator):
         """The container the SDK would train in (here, the framework hint of the request)."""
         return self.image_uri
 
-    def _request(self, job_name: str) -> dict[str, Any]:
-        request = super()._request(job_name)
-        request["AlgorithmSpecification"] = {
-            **request["AlgorithmSpecification"],
-            "TrainingImage": self.training_image_uri(),
-        }
-        return request
+    def _settings(self) -> TrainingJobSettings:
+        return dataclasses.replace(super()._settings(), training_image=self.training_image_uri())

@@ -28,6 +28,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from trainprobe.config.sdk_request import (
+        job_name_from_base,
+        with_default_profiler_rule,
+        with_rule_collections,
+    )
     from trainprobe.jobs.control import (
         profile_training_job,
         stop_training_job,
@@ -42,11 +47,6 @@ if TYPE_CHECKING:
     )
     from trainprobe.jobs.launcher import create_training_job, default_output_root
     from trainprobe.jobs.listing import list_training_jobs
-    from trainprobe.jobs.sdk_defaults import (
-        job_name_from_base,
-        with_default_profiler_rule,
-        with_rule_collections,
-    )
     from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
     from trainprobe.storage.job_layout import JobLayout
 
@@ -65,9 +65,9 @@ _MODULES = {
     "create_training_job": "trainprobe.jobs.launcher",
     "default_output_root": "trainprobe.jobs.launcher",
     "list_training_jobs": "trainprobe.jobs.listing",
-    "job_name_from_base": "trainprobe.jobs.sdk_defaults",
-    "with_default_profiler_rule": "trainprobe.jobs.sdk_defaults",
-    "with_rule_collections": "trainprobe.jobs.sdk_defaults",
+    "job_name_from_base": "trainprobe.config.sdk_request",
+    "with_default_profiler_rule": "trainprobe.config.sdk_request",
+    "with_rule_collections": "trainprobe.config.sdk_request",
     "JobRecord": "trainprobe.jobs.store",
     "JobStore": "trainprobe.jobs.store",
     "trainprobe_home": "trainprobe.jobs.store",

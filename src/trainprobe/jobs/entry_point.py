@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.sdk_request import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY_HYPERPARAMETER
 
 __all__ = [
     "PROGRAM_HYPERPARAMETER",
@@ -40,8 +41,6 @@ __all__ = [
     "script_arguments",
 ]
 
-PROGRAM_HYPERPARAMETER = "sagemaker_program"
-SUBMIT_DIRECTORY_HYPERPARAMETER = "sagemaker_submit_directory"
 _SAGEMAKER_PREFIX = "sagemaker_"
 _PYTHONS = ("python", "python3")
 TRAINING_ENTRY_MODULE = "trainprobe.jobs.training_entry"
