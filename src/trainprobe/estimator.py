@@ -28,11 +28,11 @@ on this machine (``trainprobe.jobs``).
 Every argument the SDK's estimators accept is accepted: those that mean nothing on one machine
 (``role``, ``image_uri``, ``volume_size``, ``subnets``, ...) are kept as attributes and logged
 once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as that many hosts
-(``algo-1`` ...), each a torchrun node with its own system monitor (``trainprobe.jobs.hosts``).
-``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
-``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``. ``rule_executor``
-(trainprobe's own: ``"dask://HOST:PORT"``) runs the rules on a Dask cluster, as
-``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
+(``algo-1`` ...), each a torchrun node with its own system monitor
+(``trainprobe.jobs.runner.hosts``). ``fit(inputs)`` maps input channels (a path, or a dict of
+channel name to path or to a ``TrainingInput``-like object with a ``config``) to
+``SM_CHANNEL_<NAME>``. ``rule_executor`` (trainprobe's own: ``"dask://HOST:PORT"``) runs the rules
+on a Dask cluster, as ``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
 ``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
 (``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
 """
@@ -69,9 +69,9 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.progress import LogTail
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
+from trainprobe.jobs.operations.describe import layout_of
+from trainprobe.jobs.operations.progress import LogTail
+from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.local_session import LocalSession
 from trainprobe.sdk_arguments import accept_sdk_arguments

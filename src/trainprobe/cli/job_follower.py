@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
-from trainprobe.jobs.progress import (
+from trainprobe.jobs.operations.progress import (
     LogTail,
     latest_saved_step,
     latest_system_usage,

@@ -22,9 +22,9 @@ from trainprobe.cli.job_follower import (
 )
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs import JobStore, describe_training_job, stop_training_job
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.progress import rule_verdict
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
+from trainprobe.jobs.operations.describe import layout_of
+from trainprobe.jobs.operations.progress import rule_verdict
+from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import files

@@ -9,7 +9,7 @@ IMMEDIATE``), so two updates of one job never interleave.
 A job row also says who runs the job (``runner_pid`` on ``runner_host``, started at
 ``runner_started``, told apart from a later process of the same id by ``runner_identity``) and
 when that runner last said it was alive (``heartbeat_time``), so that a job whose runner died is
-found out (``trainprobe.jobs.liveness``) instead of staying InProgress forever.
+found out (``trainprobe.jobs.runner.liveness``) instead of staying InProgress forever.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class JobRecord:
     runner_done: bool = False
     runner_identity: str | None = None
     """What tells the runner's process apart from a later one given its id
-    (``trainprobe.jobs.liveness.process_identity``), where it can be read."""
+    (``trainprobe.jobs.runner.liveness.process_identity``), where it can be read."""
 
     @property
     def finished(self) -> bool:

@@ -5,8 +5,8 @@ at Ctrl-C, end them all in Error when the job's data cannot be read, and give th
 window by window) each bring their own ``_follow`` and say which failures end every rule.
 ``on_progress``, when set, is called each time the following goes round (at least every poll
 interval, and after each step or window): a job's runner learns from it that the rules are not
-stuck (``trainprobe.jobs.rule_heartbeat``). ``take_up`` continues the runs of rules that an earlier
-process left unfinished.
+stuck (``trainprobe.jobs.processes.rule_heartbeat``). ``take_up`` continues the runs of rules that
+an earlier process left unfinished.
 """
 
 from __future__ import annotations

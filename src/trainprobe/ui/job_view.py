@@ -32,8 +32,8 @@ from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.scalar_series import ScalarSeries
 from trainprobe.analysis.trial import Trial, create_trial
 from trainprobe.capture.collections import SCALAR_PREFIX, CollectionKeys
-from trainprobe.jobs.describe import describe_record, layout_of
-from trainprobe.jobs.progress import rule_verdict, training_step
+from trainprobe.jobs.operations.describe import describe_record, layout_of
+from trainprobe.jobs.operations.progress import rule_verdict, training_step
 from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
 from trainprobe.report.content import DEFAULT_STDDEV
 from trainprobe.report.job_files import JobFiles

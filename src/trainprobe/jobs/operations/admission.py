@@ -11,8 +11,8 @@ and the Estimator run before a job exists, so they accept and refuse the same re
    point exists (a source archive holds the script), input channels are local directories, the
    rule executor (``TRAINPROBE_RULE_EXECUTOR``) is local or a Dask cluster that answers.
 
-It reads the disk and the job store but writes nothing; ``trainprobe.jobs.launcher`` creates the
-job from its answer.
+It reads the disk and the job store but writes nothing; ``trainprobe.jobs.operations.create``
+creates the job from its answer.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
-from trainprobe.jobs.rule_executor import check_rule_executor
+from trainprobe.jobs.runner.rule_executor import check_rule_executor
 from trainprobe.jobs.store import JobStore, trainprobe_home
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, check_output_root
@@ -106,7 +106,7 @@ def admit_training_job(
     """The checked request and its plan, or ConfigErrors (JobNameInUse for a name in use).
 
     With ``fresh`` (the default) outputs that already hold files are refused; a host joining a
-    job another machine started (``trainprobe.jobs.host_runner``) writes beside them.
+    job another machine started (``python -m trainprobe.jobs.host_runner``) writes beside them.
 
     Relative paths are taken from ``cwd`` (default: the current directory); outputs go under
     OutputDataConfig's S3OutputPath, else ``output_root``, else ``$TRAINPROBE_HOME/output``.

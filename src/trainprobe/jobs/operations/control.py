@@ -32,10 +32,10 @@ from trainprobe.config.training_job import (
     UpdateTrainingJobRequest,
     training_job_name_of,
 )
-from trainprobe.jobs.describe import find_job, layout_of
 from trainprobe.jobs.errors import JobStateError
 from trainprobe.jobs.launch_plan import write_profiler_config
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.operations.describe import find_job, layout_of
+from trainprobe.jobs.processes.runner_watch import WAKE_SIGNAL
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.flight_captures import check_capture_steps, write_profile_request
 

@@ -1,13 +1,13 @@
 """CreateTrainingJob: check the request, lay out the job's files, record it, start its runner.
 
 Everything that can be wrong with a request is found before anything is written
-(``trainprobe.jobs.admission``: the request's content, the name already taken, the outputs,
-the entry point). Then creation is one transaction: the job's row is inserted holding the job
-store's write lock, its directories and config files are made, and only then is the row
+(``trainprobe.jobs.operations.admission``: the request's content, the name already taken, the
+outputs, the entry point). Then creation is one transaction: the job's row is inserted holding the
+job store's write lock, its directories and config files are made, and only then is the row
 committed (InProgress, Starting); if making them fails, nothing is left behind, neither the row
 nor a directory. Its runner is then started as a process of its own
-(``trainprobe.jobs.supervisor``), which outlives the caller: ``create_training_job`` returns at
-once, as SageMaker's does. If the runner cannot be started, the job is taken back whole too, so a
+(``trainprobe.jobs.runner.job_runner``), which outlives the caller: ``create_training_job`` returns
+at once, as SageMaker's does. If the runner cannot be started, the job is taken back whole too, so a
 client's retry of the same name is a new creation, never ResourceInUse.
 """
 
@@ -21,12 +21,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from trainprobe.jobs.admission import Admission, admit_training_job, default_output_root
-from trainprobe.jobs.arns import training_job_arn
 from trainprobe.jobs.errors import JobStartError
 from trainprobe.jobs.launch_plan import plan_launch, write_config_files
-from trainprobe.jobs.liveness import process_identity, process_start_time
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.operations.admission import Admission, admit_training_job, default_output_root
+from trainprobe.jobs.operations.arns import training_job_arn
+from trainprobe.jobs.processes.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.runner.liveness import process_identity, process_start_time
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 
@@ -125,7 +125,7 @@ def _start_runner(store: JobStore, name: str, layout: JobLayout) -> subprocess.P
     # kill it with the signal's default action.
     command = [
         *("/bin/sh", "-c", f"trap '' {WAKE_SIGNAL.name.removeprefix('SIG')}; exec \"$@\"", "sh"),
-        *(sys.executable, "-m", "trainprobe.jobs.supervisor"),
+        *(sys.executable, "-m", "trainprobe.jobs.runner.job_runner"),
     ]
     with open(layout.runner_log, "ab") as log:
         runner = subprocess.Popen(

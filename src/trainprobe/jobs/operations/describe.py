@@ -4,7 +4,7 @@ Times are timezone-aware ``datetime`` objects, as boto3 returns them. The reques
 that SageMaker echoes are echoed; the output configurations are shown as the job uses them:
 each with its ``S3OutputPath`` (the root; the job writes ``<root>/<job>/debug-output`` and so on,
 as on SageMaker) and its ``LocalPath``, the directory the job's files are in. Reading a job
-whose runner has died settles it first (``trainprobe.jobs.liveness``), so the answer says
+whose runner has died settles it first (``trainprobe.jobs.runner.liveness``), so the answer says
 what happened.
 """
 
@@ -19,8 +19,8 @@ from trainprobe.config.errors import closest
 from trainprobe.config.training_job import training_job_name_of, validate_training_job_name
 from trainprobe.jobs.errors import JobNotFound
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.liveness import settle
-from trainprobe.jobs.rule_statuses import evaluation_statuses
+from trainprobe.jobs.operations.rule_statuses import evaluation_statuses
+from trainprobe.jobs.runner.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 

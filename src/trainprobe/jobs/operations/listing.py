@@ -22,8 +22,8 @@ from typing import Any
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.json_bounds import embedded_json
 from trainprobe.config.request_shapes import Text
-from trainprobe.jobs.describe import timestamp
-from trainprobe.jobs.liveness import settle
+from trainprobe.jobs.operations.describe import timestamp
+from trainprobe.jobs.runner.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
 
 __all__ = ["list_training_jobs"]

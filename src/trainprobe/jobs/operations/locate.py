@@ -8,7 +8,7 @@ store.
 from __future__ import annotations
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.describe import find_job, layout_at, layout_of
+from trainprobe.jobs.operations.describe import find_job, layout_at, layout_of
 from trainprobe.jobs.store import JobStore
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, job_dir_of

@@ -6,7 +6,7 @@ UpdateTrainingJob, the job's runner starts one within a tick). A rule whose eval
 be started, or ended (killed, out of memory, stuck) before the rule's status was final, is
 recorded as Error by the runner, with the reason (``record_unfinished_rules``), unless the
 evaluator held other rules too: then the runner takes each up in a process of its own
-(``trainprobe.jobs.job_rules``) and says so meanwhile. A rule whose
+(``trainprobe.jobs.runner.job_rules``) and says so meanwhile. A rule whose
 status is not final when its job's runner is gone will never finish: it is reported as Error,
 saying so.
 """
@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainprobe.jobs.arns import rule_evaluation_job_arn
+from trainprobe.jobs.operations.arns import rule_evaluation_job_arn
 from trainprobe.rules.verdict import ERROR, IN_PROGRESS, STOPPING
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_status

@@ -1,4 +1,5 @@
-"""``python -m trainprobe.jobs.local_torchrun ARGS``: torchrun, with every store on 127.0.0.1.
+"""``python -m trainprobe.jobs.processes.local_torchrun ARGS``: torchrun, with every store on
+127.0.0.1.
 
 A job with ``ResourceConfig.InstanceCount`` > 1 runs its hosts on this one machine, so
 nothing it opens needs to be reached from elsewhere. torchrun's key-value stores (the rendezvous

@@ -1,15 +1,16 @@
-"""``python -m trainprobe.jobs.profiler_rules_process``: a job's profiler rules, in a process.
+"""``python -m trainprobe.jobs.processes.profiler_rules_process``: a job's profiler rules, in a
+process.
 
 ::
 
-    python -m trainprobe.jobs.profiler_rules_process --runner-pid PID --heartbeat FILE
+    python -m trainprobe.jobs.processes.profiler_rules_process --runner-pid PID --heartbeat FILE
         [--resume] -- PROFILER_RULES_ARGUMENTS...
 
 The job runner starts one for the profiler rules given at creation, and one more for those each
 UpdateTrainingJob adds. It runs ``python -m trainprobe.rules.profiler_rules`` with the
 arguments after ``--``, the way a job's rule process runs
-(``trainprobe.jobs.rule_process.follow_for_runner``): its rules stop (Stopped) on SIGTERM and
-when the runner is gone, it beats its heartbeat, and a rule that ran out of memory ends in Error
+(``trainprobe.jobs.processes.rule_process.follow_for_runner``): its rules stop (Stopped) on SIGTERM
+and when the runner is gone, it beats its heartbeat, and a rule that ran out of memory ends in Error
 saying so. With ``--resume`` its rules take up their runs where a process that held them (with
 other rules) left them when it ended: windows it evaluated are evaluated again, not written again.
 """
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.rule_process import StopWatch, follow_for_runner
+from trainprobe.jobs.processes.rule_process import StopWatch, follow_for_runner
 from trainprobe.rules.profiler_rules.__main__ import conclude, runner_from_arguments
 
 __all__ = ["main"]
@@ -31,7 +32,9 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> int:
     """Run the profiler rules from the command line (stopped by ``watch`` when given, as in a
     Dask task); returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.profiler_rules_process")
+    parser = argparse.ArgumentParser(
+        prog="python -m trainprobe.jobs.processes.profiler_rules_process"
+    )
     parser.add_argument("--runner-pid", type=int, help="the job runner's process id")
     parser.add_argument("--heartbeat", help="the file to touch while the rules make progress")
     parser.add_argument(

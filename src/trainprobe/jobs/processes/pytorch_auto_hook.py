@@ -11,8 +11,8 @@ training, losses are found wherever they are computed), the model is registered 
 step that call starts is counted as step 0. The global pre-hook then removes itself, so the
 training pays nothing for it. Should installing the hook fail, the failure is logged and the
 training goes on without it. A Keras model on the PyTorch backend is a module too: it belongs to
-the Keras hook (``trainprobe.jobs.keras_auto_hook``), so at its first call this one stands aside
-for good, and stops watching the losses.
+the Keras hook (``trainprobe.jobs.processes.keras_auto_hook``), so at its first call this one stands
+aside for good, and stops watching the losses.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from trainprobe.capture.pytorch import Hook, get_hook
 from trainprobe.capture.pytorch.naming import unwrap
 from trainprobe.capture.pytorch.training_losses import loss_watch
-from trainprobe.jobs.keras_auto_hook import is_keras_object
+from trainprobe.jobs.processes.keras_auto_hook import is_keras_object
 
 __all__ = ["AutoHook", "install"]
 

@@ -1,8 +1,9 @@
-"""``python -m trainprobe.jobs.rule_process``: a rule evaluator of a job, in its own process.
+"""``python -m trainprobe.jobs.processes.rule_process``: a rule evaluator of a job, in its own
+process.
 
 It evaluates the debugging rules ``--index`` names (one or several, each given once) from the
 job's launch plan: the job runner starts one for the job's built-in rules together and one for
-each custom rule (``trainprobe.jobs.job_rules``). It follows the job's tensors with the rule
+each custom rule (``trainprobe.jobs.runner.job_rules``). It follows the job's tensors with the rule
 engine, reading each new step once for all its rules, and writes
 ``rule-output/<RuleConfigurationName>/`` for each (its status included). A rule that cannot even
 be built, or that fails, ends in Error there, with the reason, while the others go on.
@@ -20,9 +21,9 @@ when the hook stopped saving (a full disk), each rule's final status says up to 
 data.
 
 ``follow_for_runner`` is shared with the profiler rules' process
-(``trainprobe.jobs.profiler_rules_process``). Both ``main`` functions also run inside a Dask task
-(``trainprobe.jobs.dask_rule_executor``), where no signal reaches them: a ``StopWatch`` then
-takes the place of SIGTERM and of the runner's watch.
+(``trainprobe.jobs.processes.profiler_rules_process``). Both ``main`` functions also run inside a
+Dask task (``trainprobe.jobs.runner.dask_rule_executor``), where no signal reaches them: a
+``StopWatch`` then takes the place of SIGTERM and of the runner's watch.
 """
 
 from __future__ import annotations
@@ -44,11 +45,16 @@ from trainprobe.config.actions import after_the_step
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.progress import latest_saved_step
-from trainprobe.jobs.rule_heartbeat import Heartbeat
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL, end_within, process_exists, watch_runner
-from trainprobe.jobs.signal_relay import relay_signals
+from trainprobe.jobs.operations.progress import latest_saved_step
+from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
+from trainprobe.jobs.processes.rule_heartbeat import Heartbeat
+from trainprobe.jobs.processes.runner_watch import (
+    WAKE_SIGNAL,
+    end_within,
+    process_exists,
+    watch_runner,
+)
+from trainprobe.jobs.processes.signal_relay import relay_signals
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
@@ -240,7 +246,7 @@ def run(
 def main(argv: Sequence[str] | None = None, watch: StopWatch | None = None) -> int:
     """Run one rule evaluator from the command line (stopped by ``watch`` when given); returns
     the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.rule_process")
+    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.processes.rule_process")
     parser.add_argument("--launch-file", required=True, help="the job's launch.json")
     parser.add_argument(
         "--index",

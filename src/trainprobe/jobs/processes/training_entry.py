@@ -1,14 +1,15 @@
-"""``python -m trainprobe.jobs.training_entry SCRIPT [ARGS...]``: run a training script as a job.
+"""``python -m trainprobe.jobs.processes.training_entry SCRIPT [ARGS...]``: run a training script as
+a job.
 
 The job runner starts every Python training through this module (under torchrun too, once per
 process), the way SageMaker's framework containers start the user's script:
 
 - when the job has a hook configuration (``$TRAINPROBE_AUTO_HOOK`` is 1) and PyTorch is
-  installed, the hook is installed automatically (``trainprobe.jobs.pytorch_auto_hook``), so a
-  plain PyTorch script saves the default collections without importing trainprobe; a script that
-  creates its own hook keeps it. XGBoost and Keras trainings get theirs the same way, once the
-  script imports xgboost or keras (``trainprobe.jobs.xgboost_auto_hook``,
-  ``trainprobe.jobs.keras_auto_hook``);
+  installed, the hook is installed automatically (``trainprobe.jobs.processes.pytorch_auto_hook``),
+  so a plain PyTorch script saves the default collections without importing trainprobe; a script
+  that creates its own hook keeps it. XGBoost and Keras trainings get theirs the same way, once the
+  script imports xgboost or keras (``trainprobe.jobs.processes.xgboost_auto_hook``,
+  ``trainprobe.jobs.processes.keras_auto_hook``);
 - when the job's runner goes away (``$TRAINPROBE_RUNNER_PID``), the training is interrupted as
   by Ctrl-C, so its hook closes its files, rather than running on unsupervised; so is a
   torchrun worker whose torchrun went away (killed with its host), though the runner is still
@@ -38,7 +39,7 @@ from collections.abc import Sequence
 
 from trainprobe import settings
 from trainprobe.jobs.child_process import end_with_parent
-from trainprobe.jobs.runner_watch import end_within, watch_runner
+from trainprobe.jobs.processes.runner_watch import end_within, watch_runner
 from trainprobe.smdebug_names import install as install_smdebug_names
 
 __all__ = ["main"]
@@ -83,13 +84,13 @@ def _install_auto_hook() -> None:
     if not settings.AUTO_HOOK.get() or not settings.USE_SMDEBUG.get():
         return
     try:
-        from trainprobe.jobs import keras_auto_hook, xgboost_auto_hook
+        from trainprobe.jobs.processes import keras_auto_hook, xgboost_auto_hook
 
         xgboost_auto_hook.install()
         keras_auto_hook.install()
         if importlib.util.find_spec("torch") is None:
             return
-        from trainprobe.jobs import pytorch_auto_hook
+        from trainprobe.jobs.processes import pytorch_auto_hook
 
         pytorch_auto_hook.install()
     except Exception as error:  # the training must run even when the hook cannot
@@ -105,7 +106,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the script ``argv[0]`` with arguments ``argv[1:]`` (default: this process's)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments:
-        print("usage: python -m trainprobe.jobs.training_entry SCRIPT [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m trainprobe.jobs.processes.training_entry SCRIPT [ARGS...]",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     script = os.path.abspath(arguments[0])
     sys.argv = [script, *arguments[1:]]

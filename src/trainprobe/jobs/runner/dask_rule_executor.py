@@ -1,11 +1,11 @@
 """Rules on a Dask cluster: each rule evaluator a long-running task (``dask://HOST:PORT``).
 
-``DaskRuleExecutor`` takes ``LocalRuleExecutor``'s place (``trainprobe.jobs.rule_executor``) when
-a job's ``TRAINPROBE_RULE_EXECUTOR`` names a Dask distributed scheduler. The job's runner connects
-to it and submits one task per evaluator. The task (``evaluate_rules``) runs the ``main`` of the
-module the local process would run (``trainprobe.jobs.rule_process``, one debugging rule;
-``trainprobe.jobs.profiler_rules_process``, the profiler rules) with the same arguments, in a
-worker: it reads the job's storage, writes the rules' statuses and output there
+``DaskRuleExecutor`` takes ``LocalRuleExecutor``'s place (``trainprobe.jobs.runner.rule_executor``)
+when a job's ``TRAINPROBE_RULE_EXECUTOR`` names a Dask distributed scheduler. The job's runner
+connects to it and submits one task per evaluator. The task (``evaluate_rules``) runs the ``main``
+of the module the local process would run (``trainprobe.jobs.processes.rule_process``, one debugging
+rule; ``trainprobe.jobs.processes.profiler_rules_process``, the profiler rules) with the same
+arguments, in a worker: it reads the job's storage, writes the rules' statuses and output there
 (``rule-output/<rule>/``) and beats the evaluator's heartbeat, so a worker must see the job's
 storage, and a custom rule's source, where the runner does (the same disk, or the same bucket).
 The local rule limits (niceness, memory, cores) do not apply there: the workers' own do.
@@ -27,8 +27,8 @@ scheduler and the job's storage:
 A rule that shows no progress for the progress timeout is asked to stop, as a local one is ended.
 Evaluators spread over the workers: each task is asked of the worker running the fewest of the
 job's evaluators (any other may take it), so the rules that a lost worker's evaluator held,
-taken up apart (``trainprobe.jobs.job_rules``), go to the workers that remain, a rule each where
-there are enough.
+taken up apart (``trainprobe.jobs.runner.job_rules``), go to the workers that remain, a rule each
+where there are enough.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 
 import distributed
 
-from trainprobe.jobs import profiler_rules_process, rule_process
-from trainprobe.jobs.rule_executor import ProgressWatch, RuleLaunch
+from trainprobe.jobs.processes import profiler_rules_process, rule_process
+from trainprobe.jobs.runner.rule_executor import ProgressWatch, RuleLaunch
 
 __all__ = [
     "RUNNER_GONE_SECONDS",
@@ -64,8 +64,8 @@ WATCH_SECONDS = 0.5
 """How often a task reads the runner's word."""
 
 _EVALUATORS: dict[str, Callable[[Sequence[str], rule_process.StopWatch], int]] = {
-    "trainprobe.jobs.rule_process": rule_process.main,
-    "trainprobe.jobs.profiler_rules_process": profiler_rules_process.main,
+    "trainprobe.jobs.processes.rule_process": rule_process.main,
+    "trainprobe.jobs.processes.profiler_rules_process": profiler_rules_process.main,
 }
 _RUNNER_ONLY = "--runner-pid"
 """An argument of the local process that means nothing on a worker: the runner's process id."""

@@ -11,8 +11,8 @@ and the address of ``algo-1``'s machine, where torchrun's rendezvous listens::
 The request is checked and the job's directory laid out on this machine as CreateTrainingJob
 does (a directory a host of the same job laid out already, on a shared file system, is used as
 it is: start ``algo-1`` first there); then the host starts the same two processes the job
-runner starts for it (``trainprobe.jobs.hosts``): the training, a torchrun node, and the system
-monitor with ``--node-id`` the host's name. It ends when the training ends, with its exit
+runner starts for it (``trainprobe.jobs.runner.hosts``): the training, a torchrun node, and the
+system monitor with ``--node-id`` the host's name. It ends when the training ends, with its exit
 status; SIGTERM or Ctrl-C stops the training first. The rules and the report are not run here:
 run them on the job's outputs (``trainprobe rules run``, ``trainprobe report``).
 """
@@ -29,18 +29,18 @@ from types import FrameType
 
 from trainprobe import settings
 from trainprobe.config.training_job import TrainingJobRequest
-from trainprobe.jobs.admission import admit_training_job, default_output_root
 from trainprobe.jobs.child_process import describe_exit
-from trainprobe.jobs.hosts import (
+from trainprobe.jobs.launch_plan import LaunchPlan, output_roots
+from trainprobe.jobs.operations.admission import admit_training_job, default_output_root
+from trainprobe.jobs.operations.create import lay_out_job
+from trainprobe.jobs.runner.hosts import (
     MONITOR_GRACE_SECONDS,
     Rendezvous,
     host_launch,
     host_names,
     start_monitor,
 )
-from trainprobe.jobs.launch_plan import LaunchPlan, output_roots
-from trainprobe.jobs.launcher import lay_out_job
-from trainprobe.jobs.training_process import TrainingProcess
+from trainprobe.jobs.runner.training_process import TrainingProcess
 from trainprobe.storage.job_layout import JobLayout, launch_file_of
 
 __all__ = ["main"]

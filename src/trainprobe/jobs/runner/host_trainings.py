@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from trainprobe.jobs.child_process import stop_together
-from trainprobe.jobs.hosts import HostLaunch
-from trainprobe.jobs.training_process import TrainingProcess
+from trainprobe.jobs.runner.hosts import HostLaunch
+from trainprobe.jobs.runner.training_process import TrainingProcess
 
 __all__ = ["HostTrainings"]
 

@@ -9,7 +9,7 @@ one on the first host (``--master-addr``/``--master-port``); each host has its o
 process, without torchrun.
 
 The job runner starts every host on this machine, with the rendezvous on 127.0.0.1
-(``trainprobe.jobs.local_torchrun``, the loopback interface only);
+(``trainprobe.jobs.processes.local_torchrun``, the loopback interface only);
 ``python -m trainprobe.jobs.host_runner`` starts one host of the same job on a machine of its
 own, with the same commands built here.
 """
@@ -104,7 +104,9 @@ def host_launch(plan: LaunchPlan, rank: int, rendezvous: Rendezvous | None) -> H
         *("--nnodes", str(count), "--node-rank", str(rank), "--nproc-per-node", "1"),
         *("--rdzv-backend", "static"),
         *("--master-addr", rendezvous.address, "--master-port", str(rendezvous.port)),
-        *plan.command[1:],  # the script as a module: -m trainprobe.jobs.training_entry ...
+        *plan.command[
+            1:
+        ],  # the script as a module: -m trainprobe.jobs.processes.training_entry ...
     ]
     return HostLaunch(names[rank], rank, command, environment)
 

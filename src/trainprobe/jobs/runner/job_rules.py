@@ -1,12 +1,12 @@
 """The rule evaluators of one job, as its runner keeps them: started, watched, stopped.
 
 One evaluator for the built-in debugging rules together and one per custom rule
-(``trainprobe.jobs.rule_process``, ``debugging_evaluators``), and one for the profiler rules given
-at creation, plus one per UpdateTrainingJob that adds some
-(``trainprobe.jobs.profiler_rules_process``; each reads the profiler data from the job's
+(``trainprobe.jobs.processes.rule_process``, ``debugging_evaluators``), and one for the profiler
+rules given at creation, plus one per UpdateTrainingJob that adds some
+(``trainprobe.jobs.processes.profiler_rules_process``; each reads the profiler data from the job's
 beginning, so the rules judge the whole job). They run through a ``RuleExecutor``
-(``trainprobe.jobs.rule_executor``). ``check()``, called every tick, finds an evaluator that has
-ended (killed, out of memory, crashed, or stuck and ended for it) with rules unfinished:
+(``trainprobe.jobs.runner.rule_executor``). ``check()``, called every tick, finds an evaluator that
+has ended (killed, out of memory, crashed, or stuck and ended for it) with rules unfinished:
 
 - an evaluator of several rules (the built-in ones, the profiler rules) takes one rule's fault
   down with the others, so each rule it left unfinished is taken up at once in an evaluator of
@@ -30,8 +30,12 @@ from typing import Any
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.rule_executor import RuleExecution, RuleExecutor, RuleLaunch
-from trainprobe.jobs.rule_statuses import record_unfinished_rules, rule_names, unfinished_rules
+from trainprobe.jobs.operations.rule_statuses import (
+    record_unfinished_rules,
+    rule_names,
+    unfinished_rules,
+)
+from trainprobe.jobs.runner.rule_executor import RuleExecution, RuleExecutor, RuleLaunch
 from trainprobe.rules.verdict import IN_PROGRESS
 
 __all__ = ["BUILTIN_RULES_EVALUATOR", "JobRules", "debugging_evaluators", "rule_log"]
@@ -91,7 +95,7 @@ class JobRules:
         command = [
             self.plan.python,
             "-m",
-            "trainprobe.jobs.rule_process",
+            "trainprobe.jobs.processes.rule_process",
             "--launch-file",
             self.layout.launch_file,
             "--runner-pid",
@@ -176,7 +180,7 @@ class JobRules:
         command = [
             self.plan.python,
             "-m",
-            "trainprobe.jobs.profiler_rules_process",
+            "trainprobe.jobs.processes.profiler_rules_process",
             "--runner-pid",
             str(self.runner_pid),
             "--heartbeat",

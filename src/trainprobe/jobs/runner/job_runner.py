@@ -1,15 +1,15 @@
-"""``python -m trainprobe.jobs.supervisor``: the runner of one job, in its own process.
+"""``python -m trainprobe.jobs.runner.job_runner``: the runner of one job, in its own process.
 
 The launcher starts one per job. It follows the job's launch plan:
 
-1. starts the training of each of the job's hosts (``trainprobe.jobs.host_trainings``: one
-   host, or ``algo-1`` ... ``algo-N`` as torchrun nodes, ``trainprobe.jobs.hosts``) and a system
-   monitor watching each, and says the job is Training; a host whose training ends badly ends
+1. starts the training of each of the job's hosts (``trainprobe.jobs.runner.host_trainings``: one
+   host, or ``algo-1`` ... ``algo-N`` as torchrun nodes, ``trainprobe.jobs.runner.hosts``) and a
+   system monitor watching each, and says the job is Training; a host whose training ends badly ends
    the training of every host;
-2. starts the rule evaluators (``trainprobe.jobs.job_rules``): the built-in debugging rules in
-   one process, each custom rule in one, the profiler rules in one, at a lower CPU priority,
-   with a memory limit and a share of the cores (``trainprobe.jobs.process_settings``). They come
-   second, and the runner imports what they need only then, so that nothing stands between
+2. starts the rule evaluators (``trainprobe.jobs.runner.job_rules``): the built-in debugging rules
+   in one process, each custom rule in one, the profiler rules in one, at a lower CPU priority,
+   with a memory limit and a share of the cores (``trainprobe.jobs.runner.process_settings``). They
+   come second, and the runner imports what they need only then, so that nothing stands between
    the command and the training's start (the rules wait for the training's data anyway);
 3. until the training ends, looks every ``TICK_SECONDS`` (and at once when woken by SIGUSR1)
    at the job store: for profiler rules added by UpdateTrainingJob, which it starts in one more
@@ -31,8 +31,8 @@ The launcher starts one per job. It follows the job's launch plan:
    runs) and the XGBoost report of each CreateXgboostReport rule (``trainprobe.report.xgboost``),
    and says it is done.
 
-All along it beats in the job store (``trainprobe.jobs.liveness``). Every process it starts is a
-``trainprobe.jobs.child_process.ChildProcess``: in a group of its own, ended the one way, and
+All along it beats in the job store (``trainprobe.jobs.runner.liveness``). Every process it starts
+is a ``trainprobe.jobs.child_process.ChildProcess``: in a group of its own, ended the one way, and
 ended with the runner if the runner is killed.
 """
 
@@ -51,21 +51,21 @@ from typing import TYPE_CHECKING
 
 from trainprobe import settings
 from trainprobe.jobs.child_process import ChildProcess, describe_exit, stop_together
-from trainprobe.jobs.host_trainings import HostTrainings
-from trainprobe.jobs.hosts import Rendezvous, host_launch, start_monitor
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.liveness import HEARTBEAT_SECONDS, process_identity, process_start_time
-from trainprobe.jobs.process_settings import ProcessSettings, process_settings
-from trainprobe.jobs.runner_watch import WAKE_SIGNAL
-from trainprobe.jobs.saving_watch import SavingWatch
-from trainprobe.jobs.signal_relay import relay_signals
+from trainprobe.jobs.processes.runner_watch import WAKE_SIGNAL
+from trainprobe.jobs.processes.signal_relay import relay_signals
+from trainprobe.jobs.runner.host_trainings import HostTrainings
+from trainprobe.jobs.runner.hosts import Rendezvous, host_launch, start_monitor
+from trainprobe.jobs.runner.liveness import HEARTBEAT_SECONDS, process_identity, process_start_time
+from trainprobe.jobs.runner.process_settings import ProcessSettings, process_settings
+from trainprobe.jobs.runner.saving_watch import SavingWatch
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.stop_request import read_stop_request
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
 if TYPE_CHECKING:
-    from trainprobe.jobs.job_rules import JobRules
+    from trainprobe.jobs.runner.job_rules import JobRules
 
 __all__ = ["JobRunner", "main"]
 
@@ -396,8 +396,8 @@ class JobRunner:
 
     def _job_rules(self) -> JobRules:
         """The job's rules, to start (imported here: see the module docstring)."""
-        from trainprobe.jobs.job_rules import JobRules
-        from trainprobe.jobs.rule_executor import rule_executor_for
+        from trainprobe.jobs.runner.job_rules import JobRules
+        from trainprobe.jobs.runner.rule_executor import rule_executor_for
 
         return JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
 
@@ -423,7 +423,7 @@ class JobRunner:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one job from the command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.supervisor")
+    parser = argparse.ArgumentParser(prog="python -m trainprobe.jobs.runner.job_runner")
     parser.add_argument("--store", required=True, help="the job store's SQLite file")
     parser.add_argument("--job", required=True, help="the training job's name")
     arguments = parser.parse_args(argv)

@@ -3,7 +3,8 @@
 The job runner sees rule evaluators only through ``RuleExecutor`` and ``RuleExecution``, so that
 another executor (a Dask cluster) can take the local one's place. ``LocalRuleExecutor`` runs each
 evaluator as a ``ChildProcess`` of the runner, under the rules' limits (lower CPU priority, a
-memory limit, a share of the cores), and watches its heartbeat (``trainprobe.jobs.rule_heartbeat``):
+memory limit, a share of the cores), and watches its heartbeat
+(``trainprobe.jobs.processes.rule_heartbeat``):
 
 - ``poll()`` is None while the evaluator runs and makes progress; once it has ended it says how,
   in the words a rule's status gives: "the rule process exited with status 0", "the rule process
@@ -16,7 +17,7 @@ The runner then records the rules the evaluator left unfinished as Error with th
 
 Which executor a job uses is ``TRAINPROBE_RULE_EXECUTOR`` (``trainprobe.settings``), read from the
 job request's Environment, else from the environment that creates the job: ``local`` (the
-default) or ``dask://HOST:PORT``, ``trainprobe.jobs.dask_rule_executor``, imported only then.
+default) or ``dask://HOST:PORT``, ``trainprobe.jobs.runner.dask_rule_executor``, imported only then.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from trainprobe import settings
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.process_settings import ProcessSettings
-from trainprobe.jobs.rule_heartbeat import create_heartbeat, seconds_since_beat
+from trainprobe.jobs.processes.rule_heartbeat import create_heartbeat, seconds_since_beat
+from trainprobe.jobs.runner.process_settings import ProcessSettings
 
 __all__ = [
     "LocalRuleExecution",
@@ -226,7 +227,7 @@ def rule_executor_for(plan: LaunchPlan, process: ProcessSettings) -> RuleExecuto
     runner's ``process`` settings."""
     address = dask_scheduler_address(settings.child_environment(plan.environment))
     if address is not None:
-        from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
+        from trainprobe.jobs.runner.dask_rule_executor import DaskRuleExecutor
 
         return DaskRuleExecutor(
             address,
@@ -260,7 +261,7 @@ def check_rule_executor(environment: Mapping[str, str], field: str) -> None:
         return
     value = settings.RULE_EXECUTOR.get(environment)
     try:
-        from trainprobe.jobs.dask_rule_executor import reach_cluster
+        from trainprobe.jobs.runner.dask_rule_executor import reach_cluster
     except ImportError:
         raise ConfigError(
             field, value, "local, as Dask is not installed here (pip install 'trainprobe[dask]')"

@@ -16,7 +16,7 @@ Every request, whatever it holds, gets SageMaker's error JSON or the operation's
 6. At most ``largest_queue`` requests are open at once (``400 ThrottlingException``, which boto3
    retries), and at most ``workers`` operations run at once; the others wait their turn.
 
-The operation itself runs in a worker thread (``trainprobe.jobs.http_api.handle_call``).
+The operation itself runs in a worker thread (``trainprobe.jobs.server.http_api.handle_call``).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from trainprobe.config.request_json import MAX_REQUEST_BYTES
-from trainprobe.jobs.access_key import AccessKey
-from trainprobe.jobs.http_api import CONTENT_TYPE, ApiAnswer, error_answer, handle_call
-from trainprobe.jobs.request_signature import SignatureRefused, verify_signature
+from trainprobe.jobs.server.access_key import AccessKey
+from trainprobe.jobs.server.http_api import CONTENT_TYPE, ApiAnswer, error_answer, handle_call
+from trainprobe.jobs.server.request_signature import SignatureRefused, verify_signature
 from trainprobe.jobs.store import JobStore
 
 __all__ = ["ApiLimits", "JobApi", "served_hosts"]

@@ -22,9 +22,9 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from trainprobe.jobs.access_key import AccessKey, load_or_create
-from trainprobe.jobs.api_app import ApiLimits, JobApi
-from trainprobe.jobs.http_api import CONTENT_TYPE
+from trainprobe.jobs.server.access_key import AccessKey, load_or_create
+from trainprobe.jobs.server.api_app import ApiLimits, JobApi
+from trainprobe.jobs.server.http_api import CONTENT_TYPE
 from trainprobe.jobs.store import JobStore
 
 __all__ = [

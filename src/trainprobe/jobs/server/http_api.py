@@ -10,7 +10,7 @@ client turns into its error code (``ValidationException``, ``ResourceInUse``).
 Every input gets such an answer: an unknown target, a body that
 ``trainprobe.config.request_json.parse_request`` refuses (empty, not UTF-8, not JSON, nested too
 deep, not an object: a SerializationException), and whatever an operation raises. The transport
-(authentication, ``Host``, limits) is ``trainprobe.jobs.api_app``'s.
+(authentication, ``Host``, limits) is ``trainprobe.jobs.server.api_app``'s.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.request_json import parse_request
 from trainprobe.errors import TrainprobeError
-from trainprobe.jobs.control import stop_training_job, update_training_job
-from trainprobe.jobs.describe import describe_training_job
-from trainprobe.jobs.launcher import create_training_job
-from trainprobe.jobs.listing import list_training_jobs
+from trainprobe.jobs.operations.control import stop_training_job, update_training_job
+from trainprobe.jobs.operations.create import create_training_job
+from trainprobe.jobs.operations.describe import describe_training_job
+from trainprobe.jobs.operations.listing import list_training_jobs
 from trainprobe.jobs.store import JobStore
 
 __all__ = [

@@ -21,7 +21,7 @@ from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from botocore.credentials import Credentials  # type: ignore[import-untyped]
 
 from trainprobe.errors import TrainprobeError
-from trainprobe.jobs.access_key import AccessKey
+from trainprobe.jobs.server.access_key import AccessKey
 
 __all__ = ["ALGORITHM", "LARGEST_CLOCK_SKEW", "SERVICE", "SignatureRefused", "verify_signature"]
 
