@@ -27,7 +27,7 @@ from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.training_job import TrainingJobRequest
 from trainprobe.jobs.errors import JobNameInUse
 from trainprobe.jobs.launch_plan import LaunchPlan, output_roots, plan_launch
-from trainprobe.jobs.runner.rule_executor import check_rule_executor
+from trainprobe.jobs.runner.rule_executor_choice import check_rule_executor
 from trainprobe.jobs.store import JobStore, trainprobe_home
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import JobLayout, check_output_root

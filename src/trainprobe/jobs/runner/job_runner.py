@@ -397,7 +397,7 @@ class JobRunner:
     def _job_rules(self) -> JobRules:
         """The job's rules, to start (imported here: see the module docstring)."""
         from trainprobe.jobs.runner.job_rules import JobRules
-        from trainprobe.jobs.runner.rule_executor import rule_executor_for
+        from trainprobe.jobs.runner.rule_executor_choice import rule_executor_for
 
         return JobRules(self.plan, rule_executor_for(self.plan, self.settings), os.getpid())
 
