@@ -34,17 +34,21 @@ channel name to path or to a ``TrainingInput``-like object with a ``config``) to
 ``SM_CHANNEL_<NAME>``. ``rule_executor`` (trainprobe's own: ``"dask://HOST:PORT"``) runs the rules
 on a Dask cluster, as ``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
 ``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
-(``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
+(``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``
+and ``sagemaker.xgboost.XGBoost`` is ``trainprobe.estimator.XGBoost``, both ``Estimator`` with
+their framework's arguments.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from trainprobe import settings
 from trainprobe.config.errors import ConfigError
@@ -69,6 +73,7 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
+from trainprobe.jobs.entry_point import XGBOOST_IMAGE
 from trainprobe.jobs.operations.describe import layout_of
 from trainprobe.jobs.operations.progress import LogTail
 from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
@@ -77,14 +82,12 @@ from trainprobe.local_session import LocalSession
 from trainprobe.sdk_arguments import accept_sdk_arguments
 from trainprobe.storage.job_layout import JobLayout
 
-if TYPE_CHECKING:
-    from trainprobe.pytorch_estimator import PyTorch
-    from trainprobe.xgboost_estimator import XGBoost
-
 __all__ = ["Estimator", "PyTorch", "TrainingJob", "UnexpectedStatusException", "XGBoost"]
 
 MAX_RUN_DEFAULT = 24 * 60 * 60
 """The SDK's default ``max_run``: one day."""
+
+_XGBOOST_VERSION = re.compile(r"^\d+\.\d+(-\d+)?$")
 
 _POLL_SECONDS = 0.5
 
@@ -459,14 +462,98 @@ def input_channels(inputs: str | Mapping[str, Any] | Any | None) -> list[dict[st
     return [_channel("training", inputs)]
 
 
-def __getattr__(name: str) -> Any:
-    # PyTorch and XGBoost subclass Estimator in modules of their own; imported on first use.
-    if name == "PyTorch":
-        from trainprobe.pytorch_estimator import PyTorch
+class PyTorch(Estimator):
+    """``sagemaker.pytorch.PyTorch``: an ``Estimator`` with the SDK's PyTorch arguments::
 
-        return PyTorch
-    if name == "XGBoost":
-        from trainprobe.xgboost_estimator import XGBoost
+        estimator = PyTorch(
+            entry_point="train.py", framework_version="2.1", py_version="py310",
+            role=role, instance_count=1, instance_type="ml.g4dn.xlarge",
+            rules=[Rule.sagemaker(rule_configs.vanishing_gradient())],
+        )
+        estimator.fit({"training": "data/"})
 
-        return XGBoost
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    ``framework_version``, ``py_version``, ``image_uri`` and ``distribution`` name an image and
+    a cluster that do not exist here: the installed PyTorch runs the script, and
+    ``instance_count`` hosts are started with torchrun. They are accepted and logged once
+    (``trainprobe.sdk_arguments``).
+    """
+
+    def __init__(
+        self,
+        entry_point: str,
+        framework_version: str | None = None,
+        py_version: str | None = None,
+        source_dir: str | None = None,
+        hyperparameters: Mapping[str, Any] | None = None,
+        image_uri: str | None = None,
+        distribution: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """As the SDK's; see ``Estimator`` for the other arguments."""
+        super().__init__(
+            entry_point,
+            source_dir=source_dir,
+            hyperparameters=hyperparameters,
+            framework_version=framework_version,
+            py_version=py_version,
+            image_uri=image_uri,
+            distribution=distribution,
+            **kwargs,
+        )
+
+
+class XGBoost(Estimator):
+    """A training script using XGBoost, run as a local job (``sagemaker.xgboost.XGBoost``)::
+
+        estimator = XGBoost(
+            entry_point="train.py",
+            framework_version="1.7-1",
+            hyperparameters={"num_round": 50},
+            rules=[Rule.sagemaker(rule_configs.create_xgboost_report())],
+        )
+        estimator.fit()
+
+    It is ``Estimator`` (the script, its hyperparameters, the Debugger arguments) plus the
+    framework: ``framework_version`` (required, as in the SDK) and ``py_version`` name the
+    SageMaker XGBoost container the SDK would use, sent as ``AlgorithmSpecification.TrainingImage``
+    (``sagemaker-xgboost:<version>``, or ``image_uri`` when given). The script runs on this
+    machine's XGBoost, and the hook goes into its ``xgb.train``/``fit`` as the container puts it.
+    """
+
+    def __init__(
+        self,
+        entry_point: str,
+        framework_version: str | None = None,
+        source_dir: str | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        py_version: str = "py3",
+        image_uri: str | None = None,
+        image_uri_region: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """As the SDK's (``image_uri_region``, the region of the SDK's image URI, is kept and
+        changes nothing); the other keyword arguments are ``Estimator``'s."""
+        if framework_version is None:
+            raise ConfigError(
+                "framework_version", None, "the XGBoost container's version, e.g. '1.7-1'"
+            )
+        if not isinstance(framework_version, str) or not _XGBOOST_VERSION.match(framework_version):
+            raise ConfigError(
+                "framework_version", framework_version, "a version like '1.7-1' or '1.5-1'"
+            )
+        if py_version != "py3":
+            raise ConfigError("py_version", py_version, "'py3' (the XGBoost containers' only one)")
+        super().__init__(
+            entry_point, source_dir=source_dir, hyperparameters=hyperparameters, **kwargs
+        )
+        self.framework_version = framework_version
+        self.py_version = py_version
+        self.image_uri = image_uri or f"{XGBOOST_IMAGE}:{framework_version}"
+        self.image_uri_region = image_uri_region
+
+    def training_image_uri(self) -> str:
+        """The container the SDK would train in (here, the framework hint of the request)."""
+        return self.image_uri
+
+    def _settings(self) -> TrainingJobSettings:
+        return dataclasses.replace(super()._settings(), training_image=self.training_image_uri())
