@@ -64,6 +64,11 @@ from trainprobe.config.sdk_request import (
     job_name_from_base,
     split_rules,
 )
+from trainprobe.config.statuses import (
+    TERMINAL_JOB_STATUSES,
+    UNFINISHED_RULE_STATUSES,
+    TrainingJobStatus,
+)
 from trainprobe.errors import JobError
 from trainprobe.jobs import (
     JobStore,
@@ -76,8 +81,6 @@ from trainprobe.jobs import (
 from trainprobe.jobs.entry_point import XGBOOST_IMAGE
 from trainprobe.jobs.operations.describe import layout_of
 from trainprobe.jobs.operations.progress import LogTail
-from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
 from trainprobe.local_session import LocalSession
 from trainprobe.sdk_arguments import accept_sdk_arguments
 from trainprobe.storage.job_layout import JobLayout
@@ -140,12 +143,12 @@ class TrainingJob:
             if _finished(description):
                 break
             time.sleep(_POLL_SECONDS)
-        if description["TrainingJobStatus"] == "Failed":
+        if description["TrainingJobStatus"] == TrainingJobStatus.FAILED:
             raise UnexpectedStatusException(
                 f"Error for Training job {self.name}: Failed. Reason: "
                 f"{description.get('FailureReason', '')}",
-                allowed_statuses=["Completed", "Stopped"],
-                actual_status="Failed",
+                allowed_statuses=[TrainingJobStatus.COMPLETED, TrainingJobStatus.STOPPED],
+                actual_status=TrainingJobStatus.FAILED,
             )
         return description
 
@@ -155,8 +158,8 @@ def _finished(description: Mapping[str, Any]) -> bool:
         *(description.get("DebugRuleEvaluationStatuses") or []),
         *(description.get("ProfilerRuleEvaluationStatuses") or []),
     ]
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES for rule in rules
+    return description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES and all(
+        rule["RuleEvaluationStatus"] not in UNFINISHED_RULE_STATUSES for rule in rules
     )
 
 

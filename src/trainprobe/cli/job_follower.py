@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
+from trainprobe.config.statuses import TERMINAL_JOB_STATUSES, RuleEvaluationStatus
 from trainprobe.jobs.operations.progress import (
     LogTail,
     latest_saved_step,
@@ -23,8 +24,6 @@ from trainprobe.jobs.operations.progress import (
     saved_loss,
     training_step,
 )
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import read_status
@@ -79,7 +78,11 @@ class PlainFollower:
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value:
                 self.rules[name] = value
-                details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
+                details = (
+                    f": {rule['StatusDetails']}"
+                    if value == RuleEvaluationStatus.ISSUES_FOUND
+                    else ""
+                )
                 say(f"rule {name}: {value}{details}")
 
     def finish(self, summary: list[str]) -> None:
@@ -129,7 +132,7 @@ class JobProgress:
         now = self._clock()
         step = _or_blank(lambda: training_step(self.layout), "the step")
         rate = self._steps_per_second(now, step)
-        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
+        if description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES:
             rate = None
         saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
         if saved is not None:
@@ -158,7 +161,16 @@ class JobProgress:
     def _rule(self, rule: dict[str, Any], counted: bool) -> RuleStatus:
         """A rule's row; a debugging rule's counts come from its own ``status.json``."""
         name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-        details = rule["StatusDetails"] if value in (ISSUES_FOUND, ERROR, NO_ISSUES_FOUND) else ""
+        details = (
+            rule["StatusDetails"]
+            if value
+            in (
+                RuleEvaluationStatus.ISSUES_FOUND,
+                RuleEvaluationStatus.ERROR,
+                RuleEvaluationStatus.NO_ISSUES_FOUND,
+            )
+            else ""
+        )
         if not counted:
             return RuleStatus(name, value, details)
         directory = self.layout.rule_output_dir(name)
@@ -210,7 +222,10 @@ class LiveFollower:
             self.view.print_output(self.training_log.new_lines())
         for rule in rule_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-            if self.rules.get(name) != value and value in (ISSUES_FOUND, ERROR):
+            if self.rules.get(name) != value and value in (
+                RuleEvaluationStatus.ISSUES_FOUND,
+                RuleEvaluationStatus.ERROR,
+            ):
                 self.view.print_message(f"{PREFIX} rule {name}: {value}: {rule['StatusDetails']}")
             self.rules[name] = value
         self.view.show(self.progress.snapshot(description, final=final))

@@ -21,12 +21,15 @@ from trainprobe.cli.job_follower import (
     say,
 )
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.statuses import (
+    TERMINAL_JOB_STATUSES,
+    UNFINISHED_RULE_STATUSES,
+    RuleEvaluationStatus,
+    TrainingJobStatus,
+)
 from trainprobe.jobs import JobStore, describe_training_job, stop_training_job
 from trainprobe.jobs.operations.describe import layout_of
 from trainprobe.jobs.operations.progress import rule_verdict
-from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ISSUES_FOUND
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
 from trainprobe.ui.address_file import running_ui
@@ -68,7 +71,7 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
                         follower.finish(_verdicts(description, layout))
                 if verdicts is not None and _runner_done(store, name):
                     break
-                ended = description["TrainingJobStatus"] in TERMINAL_STATUSES
+                ended = description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES
                 time.sleep(_END_POLL_SECONDS if ended else POLL_SECONDS)
             except KeyboardInterrupt:
                 if interrupted:
@@ -85,8 +88,8 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
 
 
 def _finished(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
+    return description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES and all(
+        rule["RuleEvaluationStatus"] not in UNFINISHED_RULE_STATUSES
         for rule in rule_statuses(description)
     )
 
@@ -153,9 +156,10 @@ def _outputs(description: dict[str, Any], layout: JobLayout) -> list[str]:
 def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: bool) -> int:
     if interrupted:
         return 130
-    if description["TrainingJobStatus"] == "Failed":
+    if description["TrainingJobStatus"] == TrainingJobStatus.FAILED:
         return 1
     issues = any(
-        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in rule_statuses(description)
+        rule["RuleEvaluationStatus"] == RuleEvaluationStatus.ISSUES_FOUND
+        for rule in rule_statuses(description)
     )
     return 1 if fail_on_issue and issues else 0

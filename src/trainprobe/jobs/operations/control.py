@@ -27,6 +27,7 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError, ConfigErrors
 from trainprobe.config.profiler_config import ProfilerConfig
+from trainprobe.config.statuses import SecondaryStatus, TrainingJobStatus
 from trainprobe.config.training_job import (
     MAX_PROFILER_RULES,
     UpdateTrainingJobRequest,
@@ -80,22 +81,22 @@ def stop_training_job(
     store = store if store is not None else JobStore()
     request = {"TrainingJobName": training_job_name_of(request)}
     record = find_job(store, request)
-    if record.status == "Stopping":
+    if record.status == TrainingJobStatus.STOPPING:
         return {}
-    if record.status != "InProgress":
+    if record.status != TrainingJobStatus.IN_PROGRESS:
         raise _refuse(record, "StopTrainingJob")
     why = reason or STOPPED_BY_REQUEST
     moved = store.transition(
         record.name,
-        "Stopping",
-        "Stopping",
+        TrainingJobStatus.STOPPING,
+        SecondaryStatus.STOPPING,
         f"Stopping the training job: {why}",
-        only_if_status=("InProgress",),
+        only_if_status=(TrainingJobStatus.IN_PROGRESS,),
         stop_reason=why,
     )
     if not moved:
         latest = find_job(store, request)
-        if latest.status != "Stopping":
+        if latest.status != TrainingJobStatus.STOPPING:
             raise _refuse(latest, "StopTrainingJob")
     _wake_runner(record)
     return {}
@@ -164,7 +165,7 @@ def update_training_job(
         )
     store = store if store is not None else JobStore()
     record = find_job(store, request)
-    if record.status != "InProgress":
+    if record.status != TrainingJobStatus.IN_PROGRESS:
         raise _refuse(record, "UpdateTrainingJob")
     layout = layout_of(record)
     changes: dict[str, Any] = {}
@@ -176,7 +177,7 @@ def update_training_job(
     new_rules = [rule.to_profiler_rule_config_dict() for rule in update.profiler_rules]
     if new_rules:
         changes["profiler_rules"] = _added_profiler_rules(record, new_rules)
-    if not store.update(record.name, only_if_status=("InProgress",), **changes):
+    if not store.update(record.name, only_if_status=(TrainingJobStatus.IN_PROGRESS,), **changes):
         raise _refuse(find_job(store, request), "UpdateTrainingJob")
     if "profiler_config" in changes:
         write_profiler_config(changes["profiler_config"], layout)
@@ -220,7 +221,7 @@ def profile_training_job(
     steps = check_capture_steps(request.get("Steps"), "Steps")
     store = store if store is not None else JobStore()
     record = find_job(store, request)
-    if record.status != "InProgress":
+    if record.status != TrainingJobStatus.IN_PROGRESS:
         raise _refuse(record, "a profile request")
     config = ProfilerConfig.from_request_dict(record.profiler_config or {})
     if config.disable_profiler or config.framework_profile_params is None:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from trainprobe.config.statuses import SecondaryStatus, TrainingJobStatus
 from trainprobe.jobs.errors import JobStartError
 from trainprobe.jobs.launch_plan import plan_launch, write_config_files
 from trainprobe.jobs.operations.admission import Admission, admit_training_job, default_output_root
@@ -60,11 +61,17 @@ def create_training_job(
         arn=arn,
         request=dict(request),
         job_dir=layout.job_dir,
-        status="InProgress",
-        secondary_status="Starting",
+        status=TrainingJobStatus.IN_PROGRESS,
+        secondary_status=SecondaryStatus.STARTING,
         creation_time=now,
         last_modified_time=now,
-        transitions=[{"Status": "Starting", "StartTime": now, "StatusMessage": "Starting the job"}],
+        transitions=[
+            {
+                "Status": SecondaryStatus.STARTING,
+                "StartTime": now,
+                "StatusMessage": "Starting the job",
+            }
+        ],
         profiler_config=request.get("ProfilerConfig"),
         profiler_rules=list(request.get("ProfilerRuleConfigurations") or []),
     )

@@ -22,13 +22,14 @@ from typing import Any
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.json_bounds import embedded_json
 from trainprobe.config.request_shapes import Text
+from trainprobe.config.statuses import TrainingJobStatus
 from trainprobe.jobs.operations.describe import timestamp
 from trainprobe.jobs.runner.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
 
 __all__ = ["list_training_jobs"]
 
-STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped", "Deleting")
+STATUSES = tuple(TrainingJobStatus)
 _SORT_COLUMNS = {"CreationTime": "creation_time", "Name": "name", "Status": "status"}
 _SORT_ORDERS = ("Ascending", "Descending")
 _MEMBERS = (

@@ -20,13 +20,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainprobe.config.statuses import UNFINISHED_RULE_STATUSES, RuleEvaluationStatus
 from trainprobe.jobs.operations.arns import rule_evaluation_job_arn
-from trainprobe.rules.verdict import ERROR, IN_PROGRESS, STOPPING
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_status
 
 __all__ = [
-    "UNFINISHED_STATUSES",
     "evaluation_statuses",
     "record_unfinished_rules",
     "rule_names",
@@ -34,8 +33,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-UNFINISHED_STATUSES = frozenset({IN_PROGRESS, STOPPING})
 
 
 def rule_names(rules: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -56,14 +53,17 @@ def _finished(layout: JobLayout, name: str) -> bool:
 
 
 def record_unfinished_rules(
-    layout: JobLayout, names: Iterable[str], reason: str, status: str = ERROR
+    layout: JobLayout,
+    names: Iterable[str],
+    reason: str,
+    status: RuleEvaluationStatus = RuleEvaluationStatus.ERROR,
 ) -> list[str]:
     """Record each rule of ``names`` whose status is not final as ``status`` (Error: its
     evaluator could not start, or ended before the rule did; InProgress: it is being taken up
     by another), with ``reason``, so that it does not look as it did until the job's end. The
     names recorded; a status that cannot be written (a full disk) is logged and left."""
     recorded = []
-    finished = status not in UNFINISHED_STATUSES
+    finished = status not in UNFINISHED_RULE_STATUSES
     for name in names:
         directory = layout.rule_output_dir(name)
         try:
@@ -103,15 +103,16 @@ def _status(
 ) -> dict[str, Any]:
     status = read_status(layout.rule_output_dir(name))
     if status is None:
-        value, details, modified = IN_PROGRESS, "the rule evaluator is starting", since
+        value = RuleEvaluationStatus.IN_PROGRESS
+        details, modified = "the rule evaluator is starting", since
     else:
         value = status.rule_evaluation_status
         details, modified = status.status_details, status.last_modified_time
-    if value in UNFINISHED_STATUSES and runner_lost is not None:
+    if value in UNFINISHED_RULE_STATUSES and runner_lost is not None:
         details = f"the rule did not finish: {runner_lost}" + (
             f" (its last status: {value}: {details})" if details else ""
         )
-        value = ERROR
+        value = RuleEvaluationStatus.ERROR
     return {
         "RuleConfigurationName": name,
         "RuleEvaluationJobArn": rule_evaluation_job_arn(job_name, name),

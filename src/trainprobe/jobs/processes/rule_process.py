@@ -44,9 +44,9 @@ from typing import Any
 from trainprobe.config.actions import after_the_step
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
+from trainprobe.config.statuses import UNFINISHED_RULE_STATUSES, RuleEvaluationStatus
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.operations.progress import latest_saved_step
-from trainprobe.jobs.operations.rule_statuses import UNFINISHED_STATUSES
 from trainprobe.jobs.processes.rule_heartbeat import Heartbeat
 from trainprobe.jobs.processes.runner_watch import (
     WAKE_SIGNAL,
@@ -58,7 +58,7 @@ from trainprobe.jobs.processes.signal_relay import relay_signals
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.following import RuleFollowing
 from trainprobe.rules.runner import RuleRunner
-from trainprobe.rules.verdict import ERROR, Verdict
+from trainprobe.rules.verdict import Verdict
 from trainprobe.smdebug_names import install as install_smdebug_names
 from trainprobe.storage.hook_overhead import read_hook_overhead, saving_stopped_message
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
@@ -80,7 +80,9 @@ _NO_DATA_TIMEOUT = 10.0**9
 
 def _record_error(directory: str, name: str, details: str) -> None:
     writer = RuleOutputWriter(directory)
-    writer.write_status(RuleStatus(name, ERROR, details, time.time(), finished=True))
+    writer.write_status(
+        RuleStatus(name, RuleEvaluationStatus.ERROR, details, time.time(), finished=True)
+    )
     writer.close()
 
 
@@ -104,7 +106,7 @@ def _memory_limit_reason(limit: int) -> Callable[[str, str], str]:
     memory limit (``RLIMIT_DATA``, which the job's runner sets)."""
 
     def amend(status: str, details: str) -> str:
-        if status == ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
+        if status == RuleEvaluationStatus.ERROR and any(sign in details for sign in _OUT_OF_MEMORY):
             return f"the rule process exceeded its memory limit of {limit} MB ({details})"
         return details
 
@@ -115,7 +117,7 @@ def _data_until(debug_output: str) -> Callable[[str, str], str]:
     """Say up to which step a rule had data when the hook stopped saving (a full disk)."""
 
     def amend(status: str, details: str) -> str:
-        if status in UNFINISHED_STATUSES:
+        if status in UNFINISHED_RULE_STATUSES:
             return details
         try:
             stopped = saving_stopped_message(read_hook_overhead(debug_output))
@@ -172,7 +174,7 @@ def follow_for_runner(
         return runner.run()
     except MemoryError as error:
         for evaluator in runner.evaluators:
-            evaluator.finish(ERROR, f"MemoryError: {error}")
+            evaluator.finish(RuleEvaluationStatus.ERROR, f"MemoryError: {error}")
         return [evaluator.verdict for evaluator in runner.evaluators]
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.operations.rule_statuses import (
     record_unfinished_rules,
@@ -36,7 +37,6 @@ from trainprobe.jobs.operations.rule_statuses import (
     unfinished_rules,
 )
 from trainprobe.jobs.runner.rule_executor import RuleExecution, RuleExecutor, RuleLaunch
-from trainprobe.rules.verdict import IN_PROGRESS
 
 __all__ = ["BUILTIN_RULES_EVALUATOR", "JobRules", "debugging_evaluators", "rule_log"]
 
@@ -283,7 +283,7 @@ class JobRules:
             names,
             f"taken up in a process of its own: the process it shared with other rules ended "
             f"({ending})",
-            status=IN_PROGRESS,
+            status=RuleEvaluationStatus.IN_PROGRESS,
         )
         for name in names:
             execution = self._start(apart(name))

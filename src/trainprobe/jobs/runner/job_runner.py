@@ -47,9 +47,11 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainprobe import settings
+from trainprobe.config.statuses import SecondaryStatus, TrainingJobStatus
 from trainprobe.jobs.child_process import ChildProcess, describe_exit, stop_together
 from trainprobe.jobs.launch_plan import LaunchPlan
 from trainprobe.jobs.processes.runner_watch import WAKE_SIGNAL
@@ -79,12 +81,12 @@ XGBOOST_REPORT = "CreateXgboostReport"
 _FAILURE_REASON_LIMIT = 1024
 
 
+@dataclass(frozen=True)
 class _Stop:
     """Why the training is being stopped: the job's final secondary status and the reason."""
 
-    def __init__(self, secondary_status: str, reason: str) -> None:
-        self.secondary_status = secondary_status
-        self.reason = reason
+    secondary_status: SecondaryStatus
+    reason: str
 
 
 class JobRunner:
@@ -133,10 +135,10 @@ class JobRunner:
                 self.training.stop(self.settings.stop_grace_seconds)
             self.store.transition(
                 self.name,
-                "Failed",
-                "Failed",
+                TrainingJobStatus.FAILED,
+                SecondaryStatus.FAILED,
                 "The job runner failed",
-                only_if_status=("InProgress", "Stopping"),
+                only_if_status=(TrainingJobStatus.IN_PROGRESS, TrainingJobStatus.STOPPING),
                 failure_reason=f"InternalServerError: the job runner failed: {error!r}",
                 training_end_time=time.time(),
             )
@@ -169,15 +171,15 @@ class JobRunner:
             )
         except OSError as error:
             reason = f"AlgorithmError: the training could not start: {error}"
-            self._finish_training("Failed", "Failed", reason)
+            self._finish_training(TrainingJobStatus.FAILED, SecondaryStatus.FAILED, reason)
             self._job_rules().record_not_started(record.profiler_rules, reason)
             return
         self.store.transition(
             self.name,
-            "InProgress",
-            "Training",
+            TrainingJobStatus.IN_PROGRESS,
+            SecondaryStatus.TRAINING,
             "Training in progress",
-            only_if_status=("InProgress",),
+            only_if_status=(TrainingJobStatus.IN_PROGRESS,),
             training_start_time=self.training.started,
         )
         for host, pid in self.training.pids().items():
@@ -189,7 +191,11 @@ class JobRunner:
         returncode = self.training.poll()
         if stop is not None:
             self.store.transition(
-                self.name, "Stopping", "Stopping", stop.reason, only_if_status=("InProgress",)
+                self.name,
+                TrainingJobStatus.STOPPING,
+                SecondaryStatus.STOPPING,
+                stop.reason,
+                only_if_status=(TrainingJobStatus.IN_PROGRESS,),
             )
             log.info("stopping the training: %s", stop.reason)
             returncode = self.training.stop(self.settings.stop_grace_seconds)
@@ -200,11 +206,15 @@ class JobRunner:
             stop = self._rule_stop()  # the hook may have stopped the training itself
         self.saving.check(now=True)
         if stop is not None:
-            self._finish_training("Stopped", stop.secondary_status, stop.reason)
+            self._finish_training(TrainingJobStatus.STOPPED, stop.secondary_status, stop.reason)
         elif returncode == 0:
-            self._finish_training("Completed", "Completed", "Training job completed")
+            self._finish_training(
+                TrainingJobStatus.COMPLETED, SecondaryStatus.COMPLETED, "Training job completed"
+            )
         else:
-            self._finish_training("Failed", "Failed", self._failure_reason(returncode))
+            self._finish_training(
+                TrainingJobStatus.FAILED, SecondaryStatus.FAILED, self._failure_reason(returncode)
+            )
         self._wind_down()
 
     def _follow(self, training: HostTrainings) -> _Stop | None:
@@ -223,7 +233,7 @@ class JobRunner:
             if stop is None and deadline is not None and time.monotonic() >= deadline:
                 seconds = self.plan.max_runtime_seconds
                 stop = _Stop(
-                    "MaxRuntimeExceeded",
+                    SecondaryStatus.MAX_RUNTIME_EXCEEDED,
                     f"Training job reached its MaxRuntimeInSeconds of {seconds} s and was stopped",
                 )
             if stop is not None:
@@ -240,19 +250,21 @@ class JobRunner:
             return None
         where = f" at step {request.step}" if request.step is not None else ""
         reason = f"Stopped by rule {request.rule}'s StopTraining action: issue found{where}"
-        return _Stop("Stopped", f"{reason}: {request.message}" if request.message else reason)
+        return _Stop(
+            SecondaryStatus.STOPPED, f"{reason}: {request.message}" if request.message else reason
+        )
 
     def _requested_stop(self, record: JobRecord | None) -> _Stop | None:
         if record is None or not record.stop_reason:
             return None
-        return _Stop("Stopped", record.stop_reason)
+        return _Stop(SecondaryStatus.STOPPED, record.stop_reason)
 
     def on_signal(self, signum: int) -> None:
         """SIGTERM to the runner: stop the training as StopTrainingJob would. SIGUSR1
         (``WAKE_SIGNAL``): something changed (a rule asked to stop); look now."""
         if signum == signal.SIGTERM:
             name = signal.Signals(signum).name
-            self._signalled = _Stop("Stopped", f"The job runner received {name}")
+            self._signalled = _Stop(SecondaryStatus.STOPPED, f"The job runner received {name}")
         self.wake.set()
 
     # ----- the end ----------------------------------------------------------------------
@@ -279,13 +291,15 @@ class JobRunner:
         log.warning("%s", news)
         self.store.transition(
             self.name,
-            "InProgress",
-            "Training",
+            TrainingJobStatus.IN_PROGRESS,
+            SecondaryStatus.TRAINING,
             f"Training in progress. {news}",
-            only_if_status=("InProgress",),
+            only_if_status=(TrainingJobStatus.IN_PROGRESS,),
         )
 
-    def _finish_training(self, status: str, secondary_status: str, reason: str) -> None:
+    def _finish_training(
+        self, status: TrainingJobStatus, secondary_status: SecondaryStatus, reason: str
+    ) -> None:
         message = reason
         if self.saving.message is not None:
             message = f"{reason}. {self.saving.message}"
@@ -294,8 +308,8 @@ class JobRunner:
             status,
             secondary_status,
             message,
-            only_if_status=("InProgress", "Stopping"),
-            failure_reason=None if status == "Completed" else reason,
+            only_if_status=(TrainingJobStatus.IN_PROGRESS, TrainingJobStatus.STOPPING),
+            failure_reason=None if status == TrainingJobStatus.COMPLETED else reason,
             training_end_time=time.time(),
         )
         log.info("the job is %s (%s): %s", status, secondary_status, reason)

@@ -26,6 +26,7 @@ import time
 
 import psutil
 
+from trainprobe.config.statuses import SecondaryStatus, TrainingJobStatus
 from trainprobe.jobs.store import JobRecord, JobStore
 
 __all__ = [
@@ -135,10 +136,10 @@ def settle(store: JobStore, record: JobRecord) -> JobRecord:
     if not record.finished:
         store.transition(
             record.name,
-            "Failed",
-            "Failed",
+            TrainingJobStatus.FAILED,
+            SecondaryStatus.FAILED,
             f"Job runner lost: {reason}",
-            only_if_status=("InProgress", "Stopping"),
+            only_if_status=(TrainingJobStatus.IN_PROGRESS, TrainingJobStatus.STOPPING),
             failure_reason=(
                 f"InternalServerError: {reason}; the training and the rules it ran were stopped. "
                 f"What they wrote until then is in {record.job_dir}."

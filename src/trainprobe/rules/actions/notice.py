@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.rule import Evidence
 
 __all__ = ["Notice"]
@@ -25,7 +26,7 @@ class Notice:
     trial_path: str
     step: int | None
     evidence: tuple[Evidence, ...] = field(default_factory=tuple)
-    status: str = "IssuesFound"
+    status: RuleEvaluationStatus = RuleEvaluationStatus.ISSUES_FOUND
 
     @property
     def subject(self) -> str:
