@@ -65,8 +65,6 @@ from trainprobe.config.sdk_request import (
     split_rules,
 )
 from trainprobe.config.statuses import (
-    TERMINAL_JOB_STATUSES,
-    UNFINISHED_RULE_STATUSES,
     TrainingJobStatus,
 )
 from trainprobe.errors import JobError
@@ -79,7 +77,7 @@ from trainprobe.jobs import (
     update_training_job,
 )
 from trainprobe.jobs.entry_point import XGBOOST_IMAGE
-from trainprobe.jobs.operations.describe import layout_of
+from trainprobe.jobs.operations.describe import is_final, layout_of, rule_evaluation_statuses
 from trainprobe.jobs.operations.progress import LogTail
 from trainprobe.local_session import LocalSession
 from trainprobe.sdk_arguments import accept_sdk_arguments
@@ -118,11 +116,7 @@ class TrainingJob:
 
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """The debugging rules' evaluation statuses, then the profiler rules'."""
-        description = self.describe()
-        return [
-            *(description.get("DebugRuleEvaluationStatuses") or []),
-            *(description.get("ProfilerRuleEvaluationStatuses") or []),
-        ]
+        return rule_evaluation_statuses(self.describe())
 
     def stop(self) -> None:
         """Stop the job (StopTrainingJob)."""
@@ -140,7 +134,7 @@ class TrainingJob:
             if tail is not None:
                 for line in tail.new_lines():
                     print(line, file=out, flush=True)
-            if _finished(description):
+            if is_final(description):
                 break
             time.sleep(_POLL_SECONDS)
         if description["TrainingJobStatus"] == TrainingJobStatus.FAILED:
@@ -151,16 +145,6 @@ class TrainingJob:
                 actual_status=TrainingJobStatus.FAILED,
             )
         return description
-
-
-def _finished(description: Mapping[str, Any]) -> bool:
-    rules = [
-        *(description.get("DebugRuleEvaluationStatuses") or []),
-        *(description.get("ProfilerRuleEvaluationStatuses") or []),
-    ]
-    return description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_RULE_STATUSES for rule in rules
-    )
 
 
 class Estimator:

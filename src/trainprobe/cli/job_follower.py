@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
 from trainprobe.config.statuses import TERMINAL_JOB_STATUSES, RuleEvaluationStatus
+from trainprobe.jobs.operations.describe import rule_evaluation_statuses
 from trainprobe.jobs.operations.progress import (
     LogTail,
     latest_saved_step,
@@ -35,7 +36,6 @@ __all__ = [
     "JobProgress",
     "LiveFollower",
     "PlainFollower",
-    "rule_statuses",
     "saving_stopped",
     "say",
 ]
@@ -74,7 +74,7 @@ class PlainFollower:
         if step is not None and step != self.step and now - self._step_shown >= _STEP_EVERY_SECONDS:
             self.step, self._step_shown = step, now
             say(f"step {step}")
-        for rule in rule_statuses(description):
+        for rule in rule_evaluation_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value:
                 self.rules[name] = value
@@ -153,7 +153,7 @@ class JobProgress:
             gpu_percent=None if usage is None else usage.gpu_percent,
             rules=tuple(
                 self._rule(rule, counted=rule["RuleConfigurationName"] in debugging)
-                for rule in rule_statuses(description)
+                for rule in rule_evaluation_statuses(description)
             ),
             saving=saving_stopped(description),
         )
@@ -220,7 +220,7 @@ class LiveFollower:
     def show(self, description: dict[str, Any], *, final: bool = False) -> None:
         if self.training_log is not None:
             self.view.print_output(self.training_log.new_lines())
-        for rule in rule_statuses(description):
+        for rule in rule_evaluation_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value and value in (
                 RuleEvaluationStatus.ISSUES_FOUND,
@@ -243,14 +243,6 @@ class Follower(Protocol):
     def show(self, description: dict[str, Any], *, final: bool = False) -> None: ...
     def finish(self, summary: list[str]) -> None: ...
     def close(self) -> None: ...
-
-
-def rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every rule's status in a DescribeTrainingJob response, debugging rules first."""
-    return [
-        *description.get("DebugRuleEvaluationStatuses", []),
-        *description.get("ProfilerRuleEvaluationStatuses", []),
-    ]
 
 
 def debugging_rule_names(description: dict[str, Any]) -> set[str]:

@@ -17,18 +17,16 @@ from trainprobe.cli.job_follower import (
     LiveFollower,
     PlainFollower,
     debugging_rule_names,
-    rule_statuses,
     say,
 )
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.statuses import (
     TERMINAL_JOB_STATUSES,
-    UNFINISHED_RULE_STATUSES,
     RuleEvaluationStatus,
     TrainingJobStatus,
 )
 from trainprobe.jobs import JobStore, describe_training_job, stop_training_job
-from trainprobe.jobs.operations.describe import layout_of
+from trainprobe.jobs.operations.describe import is_final, layout_of, rule_evaluation_statuses
 from trainprobe.jobs.operations.progress import rule_verdict
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
@@ -64,7 +62,7 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
                 if verdicts is None:
                     description = describe_training_job(asked, store=store)
                     follower.show(description)
-                    if _finished(description):
+                    if is_final(description):
                         # The verdicts as soon as they are known; the report comes after.
                         verdicts = description
                         follower.show(description, final=True)
@@ -85,13 +83,6 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
     finally:
         follower.close()
     return _exit_status(description, fail_on_issue, interrupted)
-
-
-def _finished(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_RULE_STATUSES
-        for rule in rule_statuses(description)
-    )
 
 
 def _runner_done(store: JobStore, name: str) -> bool:
@@ -116,7 +107,7 @@ def _verdicts(description: dict[str, Any], layout: JobLayout) -> list[str]:
         lines[-1] += f" ({description['SecondaryStatus']})"
     if description.get("FailureReason"):
         lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
-    statuses = rule_statuses(description)
+    statuses = rule_evaluation_statuses(description)
     debugging = debugging_rule_names(description)
     if statuses:
         lines += ["", "Rules:"]
@@ -160,6 +151,6 @@ def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: 
         return 1
     issues = any(
         rule["RuleEvaluationStatus"] == RuleEvaluationStatus.ISSUES_FOUND
-        for rule in rule_statuses(description)
+        for rule in rule_evaluation_statuses(description)
     )
     return 1 if fail_on_issue and issues else 0

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainprobe.config.errors import closest
+from trainprobe.config.statuses import TERMINAL_JOB_STATUSES, UNFINISHED_RULE_STATUSES
 from trainprobe.config.training_job import training_job_name_of, validate_training_job_name
 from trainprobe.jobs.errors import JobNotFound
 from trainprobe.jobs.launch_plan import LaunchPlan
@@ -28,8 +29,10 @@ __all__ = [
     "describe_record",
     "describe_training_job",
     "find_job",
+    "is_final",
     "layout_at",
     "layout_of",
+    "rule_evaluation_statuses",
     "timestamp",
 ]
 
@@ -192,3 +195,20 @@ def describe_training_job(
     store = store if store is not None else JobStore()
     name = training_job_name_of(request)
     return describe_record(find_job(store, {"TrainingJobName": name}))
+
+
+def rule_evaluation_statuses(description: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every rule's status in a DescribeTrainingJob response, debugging rules first."""
+    return [
+        *(description.get("DebugRuleEvaluationStatuses") or []),
+        *(description.get("ProfilerRuleEvaluationStatuses") or []),
+    ]
+
+
+def is_final(description: Mapping[str, Any]) -> bool:
+    """Whether a DescribeTrainingJob response says the job and every one of its rules have
+    reached their final status."""
+    return description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES and all(
+        rule["RuleEvaluationStatus"] not in UNFINISHED_RULE_STATUSES
+        for rule in rule_evaluation_statuses(description)
+    )

@@ -13,6 +13,7 @@ the evidence of its first issue.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,21 +104,32 @@ class SystemUsage:
 _RECENT_SECONDS = 60.0
 
 
+class _Series(NamedTuple):
+    """Which series a system metric reading belongs to: the host, and what it measures."""
+
+    host: str
+    type: str
+    name: str
+    dimension: str
+
+
 def latest_system_usage(reader: metrics.SystemMetricsReader) -> SystemUsage | None:
     """The newest CPU, memory and GPU utilisation the system monitor wrote, or None before its
     first reading. Keep one ``reader`` for a job: it reads only what its files gained."""
     newest = reader.last_timestamp()
     if newest is None:
         return None
-    latest: dict[tuple[str, str, str, str], float] = {}
+    latest: dict[_Series, float] = {}
     for event in reader.events(newest - _RECENT_SECONDS, newest + 1.0):
-        latest[(event.node_id, event.type, event.name, event.dimension)] = event.value
+        latest[_Series(event.node_id, event.type, event.name, event.dimension)] = event.value
 
     def mean(type_: str, dimension: str, name: str | None = None) -> float | None:
         values = [
             value
-            for (_, kind, named, measured), value in latest.items()
-            if kind == type_ and measured == dimension and (name is None or named == name)
+            for series, value in latest.items()
+            if series.type == type_
+            and series.dimension == dimension
+            and (name is None or series.name == name)
         ]
         return sum(values) / len(values) if values else None
 

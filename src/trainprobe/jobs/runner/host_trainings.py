@@ -11,12 +11,20 @@ wait for the lost host until their collectives time out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from trainprobe.jobs.child_process import stop_together
 from trainprobe.jobs.runner.hosts import HostLaunch
 from trainprobe.jobs.runner.training_process import TrainingProcess
 
-__all__ = ["HostTrainings"]
+__all__ = ["HostTraining", "HostTrainings"]
+
+
+class HostTraining(NamedTuple):
+    """One host's training: the host's name (``algo-1`` ...) and its process."""
+
+    host: str
+    training: TrainingProcess
 
 
 class HostTrainings:
@@ -34,7 +42,7 @@ class HostTrainings:
         environment: Mapping[str, str],
         log_path: str,
     ) -> None:
-        self.hosts: list[tuple[str, TrainingProcess]] = []
+        self.hosts: list[HostTraining] = []
         self.failed_host: str | None = None
         """The host whose training ended badly first, once one has."""
         self._failed_status: int | None = None
@@ -46,12 +54,12 @@ class HostTrainings:
                     environment={**environment, **launch.environment},
                     log_path=log_path,
                 )
-                self.hosts.append((launch.name, training))
+                self.hosts.append(HostTraining(launch.name, training))
         except BaseException:
             self.stop(0)
             self.finish()
             raise
-        self.pid = self.hosts[0][1].pid
+        self.pid = self.hosts[0].training.pid
         self.started = min(training.started for _, training in self.hosts)
 
     def poll(self) -> int | None:
@@ -88,7 +96,7 @@ class HostTrainings:
         for name, training in self.hosts:
             if name == self.failed_host:
                 return training.error_tail()
-        return self.hosts[0][1].error_tail() if self.hosts else []
+        return self.hosts[0].training.error_tail() if self.hosts else []
 
     def pids(self) -> dict[str, int]:
         """Each host's training process id, by host name."""

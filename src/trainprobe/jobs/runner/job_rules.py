@@ -25,7 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
@@ -38,7 +38,13 @@ from trainprobe.jobs.operations.rule_statuses import (
 )
 from trainprobe.jobs.runner.rule_executor import RuleExecution, RuleExecutor, RuleLaunch
 
-__all__ = ["BUILTIN_RULES_EVALUATOR", "JobRules", "debugging_evaluators", "rule_log"]
+__all__ = [
+    "BUILTIN_RULES_EVALUATOR",
+    "DebuggingEvaluator",
+    "JobRules",
+    "debugging_evaluators",
+    "rule_log",
+]
 
 BUILTIN_RULES_EVALUATOR = "builtin-rules"
 """The label (and log and heartbeat name) of the evaluator of a job's built-in debugging rules."""
@@ -320,10 +326,17 @@ def _framework_profiling(profiler_config: Mapping[str, Any] | None) -> bool:
     )
 
 
-def debugging_evaluators(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[int]]]:
+class DebuggingEvaluator(NamedTuple):
+    """One process evaluating debugging rules: its ``label`` (it names the process's log and
+    heartbeat) and the places of its rules in the job's DebugRuleConfigurations."""
+
+    label: str
+    rule_indexes: list[int]
+
+
+def debugging_evaluators(entries: Sequence[Mapping[str, Any]]) -> list[DebuggingEvaluator]:
     """How a job's debugging rules (its DebugRuleConfigurations ``entries``) are spread over
-    evaluator processes: (label, the rules' places in ``entries``) for each; the label names the
-    process's log and heartbeat.
+    evaluator processes.
 
     The built-in rules share one (``BUILTIN_RULES_EVALUATOR``, unless a rule has that name): they
     read the same tensors at the same steps, and one process reads each new step once for all
@@ -333,17 +346,17 @@ def debugging_evaluators(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str
     with its name, as has an entry that cannot be read (its process records why).
     """
     shared: list[int] = []
-    evaluators: list[tuple[str, list[int]]] = []
+    evaluators: list[DebuggingEvaluator] = []
     for index, entry in enumerate(entries):
         if _is_builtin(entry):
             shared.append(index)
         else:
-            evaluators.append((str(entry.get("RuleConfigurationName")), [index]))
+            evaluators.append(DebuggingEvaluator(str(entry.get("RuleConfigurationName")), [index]))
     if shared:
         label = BUILTIN_RULES_EVALUATOR
         while label in rule_names(entries):  # a custom rule of that name keeps its own files
             label += "-"
-        evaluators.insert(0, (label, shared))
+        evaluators.insert(0, DebuggingEvaluator(label, shared))
     return evaluators
 
 
