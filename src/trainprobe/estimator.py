@@ -15,7 +15,8 @@ Debugger runs here with its Debugger arguments unchanged::
     estimator.fit()
     estimator.latest_training_job.rule_job_summary()
 
-The CreateTrainingJob request is built as the SDK builds it (SageMaker Python SDK 2.x): the
+The CreateTrainingJob request is built as the SDK builds it (SageMaker Python SDK 2.x), by
+``trainprobe.config.sdk_request``, which ``trainprobe run`` builds its request with too: the
 rules split into debugging and profiler rules, a DebuggerHookConfig (with ``output_path`` as its
 S3OutputPath) whenever debugging is not turned off with ``debugger_hook_config=False``, the
 rules' collections added to it, a ProfilerConfig unless ``disable_profiler`` is set, and, as in
