@@ -22,7 +22,7 @@ from ui_process import UiProcess, environment, trainprobe_ui, wait_until
 
 from browser import CHROMIUM_FLAGS, chromium_path
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.describe import layout_of
+from trainprobe.jobs.operations.describe import layout_of
 from trainprobe.storage.flight_captures import list_captures
 
 pytestmark = pytest.mark.slow

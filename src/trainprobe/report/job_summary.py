@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainprobe.analysis.profiling_data.steps import StepSpan
+from trainprobe.config.statuses import TrainingJobStatus
 from trainprobe.storage.metric_series import MetricSeries
 
 __all__ = ["job_summary", "time_axis"]
@@ -47,7 +48,7 @@ def job_summary(
     steps = len({span.step for span in spans})
     return {
         "Name": name,
-        "Status": "Ended" if ended else "InProgress",
+        "Status": "Ended" if ended else TrainingJobStatus.IN_PROGRESS,
         "Start": start,
         "End": end,
         "StartTime": _iso(start),

@@ -25,9 +25,9 @@ from starlette.routing import Route
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.training_job import validate_training_job_name
-from trainprobe.jobs.control import profile_training_job, stop_training_job
 from trainprobe.jobs.errors import JobStateError
-from trainprobe.jobs.liveness import settle
+from trainprobe.jobs.operations.control import profile_training_job, stop_training_job
+from trainprobe.jobs.runner.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
 from trainprobe.ui.access import Access, RequireAccess
 from trainprobe.ui.event_stream import StreamRefused, event_stream, to_json

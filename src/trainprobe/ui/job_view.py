@@ -32,9 +32,10 @@ from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.scalar_series import ScalarSeries
 from trainprobe.analysis.trial import Trial, create_trial
 from trainprobe.capture.collections import SCALAR_PREFIX, CollectionKeys
-from trainprobe.jobs.describe import describe_record, layout_of
-from trainprobe.jobs.progress import rule_verdict, training_step
-from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
+from trainprobe.config.statuses import TERMINAL_JOB_STATUSES
+from trainprobe.jobs.operations.describe import describe_record, layout_of
+from trainprobe.jobs.operations.progress import rule_verdict, training_step
+from trainprobe.jobs.store import JobRecord
 from trainprobe.report.content import DEFAULT_STDDEV
 from trainprobe.report.job_files import JobFiles
 from trainprobe.report.series import BUCKETS, envelope, rounded
@@ -403,9 +404,9 @@ def job_row(
         "secondaryStatus": record.secondary_status,
         "created": record.creation_time,
         "started": record.training_start_time,
-        "ended": record.training_end_time if record.status in TERMINAL_STATUSES else None,
+        "ended": record.training_end_time if record.status in TERMINAL_JOB_STATUSES else None,
         "step": step,
         "stepsPerSecond": rate,
         "framework": framework,
-        "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
+        "issues": [card["name"] for card in cards if card["status"] == ISSUES_FOUND],
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.report.page import _asset, _embedded_json, _plotly_js
 from trainprobe.report.tables import number, table, text
 
@@ -184,8 +185,14 @@ def _rules(content: dict[str, Any]) -> str:
         return _section("rules", '<p class="muted">No other rule ran on this job.</p>')
     rows = []
     for rule in rules:
-        issue = rule["Status"] == "IssuesFound"
-        css = "issue" if issue else "ok" if rule["Status"] == "NoIssuesFound" else ""
+        issue = rule["Status"] == RuleEvaluationStatus.ISSUES_FOUND
+        css = (
+            "issue"
+            if issue
+            else "ok"
+            if rule["Status"] == RuleEvaluationStatus.NO_ISSUES_FOUND
+            else ""
+        )
         rows.append(
             (
                 text(rule["Rule"]),
