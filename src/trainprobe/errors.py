@@ -25,9 +25,11 @@ to handle one layer's errors. Each error is defined beside the code that raises 
     │   ├── RuleEvaluationConditionMet    rules/rule.py (smdebug's name)
     │   ├── InsufficientInformationForRuleInvocation
     │   └── CustomRuleError               rules/custom.py: a user's rule file cannot be used
-    └── JobError                        jobs/ and the estimator
-        ├── JobOperationError             (above)
-        └── UnexpectedStatusException     estimator.py (the SageMaker SDK's name; a ValueError)
+    ├── JobError                        jobs/ and the estimator
+    │   ├── JobOperationError             (above)
+    │   └── UnexpectedStatusException     estimator.py (the SageMaker SDK's name; a ValueError)
+    ├── Refused                         ui/pages/base.py: a web UI request answered with an error
+    └── StreamRefused                   ui/event_stream.py: a page's event stream can go no further
 
 ``trainprobe.exceptions`` re-exports the analysis errors where smdebug users import them.
 """
