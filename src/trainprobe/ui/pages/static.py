@@ -14,7 +14,14 @@ from trainprobe.ui.pages.base import Refused, in_thread, json_response
 
 __all__ = ["STATIC", "StaticFiles"]
 
-STATIC = {"ui.css": "text/css", "ui.js": "text/javascript", "plotly.js": "text/javascript"}
+STATIC = {
+    "ui.css": "text/css",
+    "plotly.js": "text/javascript",
+    **{
+        f"{script}.js": "text/javascript"
+        for script in ("common", "charts", "jobs", "job", "tensors", "compare")
+    },
+}
 """The files under ``/static/``, and their types: a name not here is not served."""
 
 
