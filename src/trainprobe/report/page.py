@@ -9,8 +9,6 @@ drawn the script sets ``data-plots-drawn`` on ``<body>``, which the tests wait f
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
 from trainprobe.report.tables import (
@@ -21,8 +19,12 @@ from trainprobe.report.tables import (
     table,
     text,
 )
+from trainprobe.report.web_assets import PLOTLY_JS, Assets, json_script
 
-__all__ = ["render_page"]
+__all__ = ["ASSETS", "render_page"]
+
+ASSETS = Assets("trainprobe.report")
+"""The report pages' scripts and style (``report/assets``), and plotly.js."""
 
 _SECTIONS = (
     ("job-summary", "Training job summary"),
@@ -36,24 +38,9 @@ _SECTIONS = (
 _PERCENTILE_HEADERS = ("mean", "min", "p5", "p25", "p50", "p75", "p95", "p99", "max")
 
 
-def _asset(name: str) -> str:
-    return resources.files("trainprobe.report").joinpath("assets", name).read_text("utf-8")
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs  # a large module: imported only to write a page
-
-    return str(get_plotlyjs())
-
-
 def _plot(kind: str, *indices: int, css_class: str = "plot") -> str:
     key = ":".join([kind, *map(str, indices)])
     return f'<div class="{css_class}" data-plot="{text(key)}"></div>'
-
-
-def _embedded_json(content: dict[str, Any]) -> str:
-    data = json.dumps(content, allow_nan=False, separators=(",", ":"))
-    return data.replace("<", "\\u003c")  # no text in the data can end or open a tag
 
 
 def render_page(content: dict[str, Any]) -> str:
@@ -76,16 +63,14 @@ def render_page(content: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>Profiler report: {text(job['Name'])}</title>"
-        f"<style>{_asset('report.css')}</style>"
-        f"<script>{_plotly_js()}</script>"
+        f"{ASSETS.inline('report.css')}{ASSETS.inline(PLOTLY_JS)}"
         "</head><body>"
         f"<header><h1>Profiler report: {text(job['Name'])}</h1>"
         f'<p class="muted">{text(content["JobDirectory"])} · generated '
         f"{text(content['GeneratedAt'])} by trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
-        f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
-        f"<script>{_asset('plots.js')}</script>"
-        f"<script>{_asset('report.js')}</script>"
+        f"{json_script('report-data', content)}"
+        f"{ASSETS.inline('plots.js')}{ASSETS.inline('report.js')}"
         "</body></html>\n"
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from importlib import resources
 from typing import Any, TypeVar
 
 import anyio
@@ -24,10 +23,12 @@ from trainprobe.config.training_job import validate_training_job_name
 from trainprobe.errors import TrainprobeError
 from trainprobe.jobs.liveness import settle
 from trainprobe.jobs.store import JobRecord, JobStore
+from trainprobe.report.web_assets import Assets
 from trainprobe.ui.event_stream import to_json
 from trainprobe.ui.job_view import JobView
 
 __all__ = [
+    "ASSETS",
     "PAGES",
     "SCALARS_DIR",
     "JobViews",
@@ -44,7 +45,9 @@ SCALARS_DIR = "ui-scalars"
 read once opens at once the next time (``analysis.scalar_series``)."""
 
 PAGES = frozenset({"jobs", "job", "tensors", "compare"})
-"""The pages: one HTML file, which the script fills according to its ``data-page``."""
+"""The pages: one HTML file, which loads the script of its ``data-page``."""
+ASSETS = Assets("trainprobe.ui")
+"""The UI's page, scripts and style (``ui/assets``), and plotly.js."""
 
 _LARGEST_BODY = 4096
 _T = TypeVar("_T")
@@ -104,8 +107,7 @@ def json_response(value: Any, status: int = 200) -> Response:
 def page_response(kind: str) -> Response:
     """The page ``kind`` (one of ``PAGES``): the one HTML file, told which page it is."""
     assert kind in PAGES
-    page = resources.files("trainprobe.ui").joinpath("assets", "page.html").read_text("utf-8")
-    html = page.replace("{page}", kind)  # a fixed word, never a request's
+    html = ASSETS.text("page.html").replace("{page}", kind)  # a fixed word, never a request's
     return Response(html, media_type="text/html; charset=utf-8")
 
 

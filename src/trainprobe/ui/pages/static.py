@@ -1,62 +1,46 @@
 """What every page loads besides its data: its scripts and style, plotly.js, and the CSRF token
-its actions carry (``GET /api/session``, which only the UI's own pages can read)."""
+its actions carry (``GET /api/session``, which only the UI's own pages can read).
+
+The files are the UI's assets (``trainprobe/ui/assets``), read as the report reads its own
+(``trainprobe.report.web_assets``); only scripts and styles are served.
+"""
 
 from __future__ import annotations
-
-from importlib import resources
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from trainprobe.report.web_assets import Assets
 from trainprobe.ui.access import Access
-from trainprobe.ui.pages.base import Refused, in_thread, json_response
+from trainprobe.ui.pages.base import ASSETS, Refused, in_thread, json_response
 
-__all__ = ["STATIC", "StaticFiles"]
+__all__ = ["SERVED", "StaticFiles"]
 
-STATIC = {
-    "ui.css": "text/css",
-    "plotly.js": "text/javascript",
-    **{
-        f"{script}.js": "text/javascript"
-        for script in ("common", "charts", "jobs", "job", "tensors", "compare")
-    },
-}
-"""The files under ``/static/``, and their types: a name not here is not served."""
-
-
-def _asset(name: str) -> str:
-    return resources.files("trainprobe.ui").joinpath("assets", name).read_text("utf-8")
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs  # large: read once, on the first page
-
-    return str(get_plotlyjs())
+SERVED = (".js", ".css")
+"""The kinds of asset under ``/static/``: a page is served at its own address only."""
 
 
 class StaticFiles:
-    """``/static/{file}`` and ``/api/session`` for the server let in by ``access``."""
+    """``/static/{file}`` (of ``assets``) and ``/api/session`` for the server let in by
+    ``access``."""
 
-    def __init__(self, access: Access) -> None:
+    def __init__(self, access: Access, assets: Assets = ASSETS) -> None:
         self.access = access
-        self._plotly: str | None = None
+        self.assets = assets
 
     def routes(self) -> list[Route]:
         return [Route("/static/{file}", self.static), Route("/api/session", self.session)]
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["file"]
-        if name not in STATIC:
+        if name not in self.assets.names or not name.endswith(SERVED):
             raise Refused(404, "no such file")
-        if name == "plotly.js":
-            if self._plotly is None:
-                self._plotly = await in_thread(_plotly_js)
-            text = self._plotly
-        else:
-            text = _asset(name)
+        text = await in_thread(lambda: self.assets.text(name))  # plotly.js: read once, at first
         return Response(
-            text, media_type=STATIC[name], headers={"Cache-Control": "private, max-age=3600"}
+            text,
+            media_type=self.assets.media_type(name),
+            headers={"Cache-Control": "private, max-age=3600"},
         )
 
     async def session(self, request: Request) -> Response:
