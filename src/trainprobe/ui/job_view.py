@@ -380,8 +380,8 @@ class JobView:
             picked = np.linspace(0, len(started) - 1, BUCKETS).round().astype(int)
             started = [started[index] for index in picked]
         return {
-            "stepDurations": step_durations(spans, DEFAULT_STDDEV),
-            "systemUsage": system_usage(series, record.creation_time, 1.0),
+            "stepDurations": step_durations(spans, DEFAULT_STDDEV).to_json(),
+            "systemUsage": system_usage(series, record.creation_time, 1.0).to_json(),
             "stepTimes": {
                 "steps": [step for step, _ in started],
                 "seconds": rounded([seconds for _, seconds in started], 7),
