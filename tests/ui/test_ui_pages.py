@@ -1,7 +1,8 @@
 """Each page of the web UI alone, without a server: its data methods over a real job store and
 job files written by trainprobe's own writers, and a handler called with a request as Starlette
 makes it. What a page refuses (a made-up job or tensor, a file that is not a script) it refuses
-by name, with the status the browser gets."""
+by name, with the status the browser gets. The job page marks what the flight recorder captured
+and the spikes the in-training rules saw, and counts slow steps as the recorder did."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from trainprobe.jobs import JobStore
+from trainprobe.storage.flight_captures import Capture, CapturedStep, capture_dir, write_capture
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.spike_records import SpikeRecord, write_spikes
 from trainprobe.storage.step_file import StepWriter, write_collections_file
 from trainprobe.ui.access import Access
 from trainprobe.ui.pages.base import JobViews, Refused, page_response
@@ -186,3 +189,54 @@ def test_a_page_is_the_one_html_file_naming_its_script() -> None:
     assert 'data-page="tensors"' in html and 'src="/static/tensors.js"' in html
     with pytest.raises(AssertionError):
         page_response("../../etc/passwd")
+
+
+def _captured(trigger: str, step: int, node: str, slow_s: float | None) -> Capture:
+    """A capture as the flight recorder writes one: of a slow step (``slow_s`` long, against a
+    median of 0.1 s) or of a request, the two steps after ``step``."""
+    start = 1.7e15 + step * 100_000
+
+    def at(number: int, seconds: float = 0.1) -> CapturedStep:
+        return CapturedStep(number, "train", start, start + seconds * 1e6)
+
+    capture = Capture(trigger, "planted", step, node, capture_dir(trigger, step), written_at=1.0)
+    capture.steps = [at(step + 1), at(step + 2)]
+    if slow_s is not None:
+        capture.slow_step, capture.median_s, capture.threshold_s = at(step, slow_s), 0.1, 0.3
+    return capture
+
+
+def test_the_job_page_marks_captures_and_spikes_and_counts_the_recorders_slow_steps(
+    jobs: JobViews,
+) -> None:
+    layout_dir = Path(jobs.record("with-accuracy").job_dir)
+    profiler_output = str(layout_dir / "profiler-output")
+    for capture in (
+        _captured("slow_step", 4, "1-algo-1", 1.5),
+        _captured("request", 9, "1-algo-1", None),
+    ):
+        write_capture(profiler_output, capture)
+    spike = SpikeRecord(
+        "LossSpike", "worker_0", 7, ModeKeys.TRAIN, 7, 9.5, 1.0, 0.1, 85.0, "skip", 1.0
+    )
+    write_spikes(str(layout_dir / "debug-output"), "worker_0", [spike])
+    page = JobPage(jobs, jobs.store, closing=lambda: False)
+
+    summary, _ = page.summary("with-accuracy")
+    assert [(mark["step"], mark["kind"], mark["label"]) for mark in summary["marks"]] == [
+        (4, "capture", "capture"),
+        (7, "spike", "LossSpike spike"),
+        (9, "capture", "capture"),
+    ]
+    assert summary["marks"][0]["text"] == "Capture (slow step) on 1-algo-1: planted"
+    assert "the update was skipped" in summary["marks"][1]["text"]
+    [slow] = page.profile("with-accuracy")["slowSteps"]  # a request is not a slow step
+    assert slow == {
+        "node": "1-algo-1",
+        "mode": "TRAIN",
+        "step": 4,
+        "durationMs": pytest.approx(1500.0),
+        "medianMs": pytest.approx(100.0),
+        "thresholdMs": pytest.approx(300.0),
+    }
+    assert page.summary("loss-only")[0]["marks"] == []

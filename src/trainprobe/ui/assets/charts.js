@@ -1,6 +1,6 @@
 // trainprobe ui: the charts every page draws with plotly. A chart box is drawn when it scrolls
 // into view (drawWhenSeen); a series bucketed by the server (a mean, and the minimum and maximum
-// of each bucket) is drawn as a band and a line (envelopeTraces); red dotted lines mark steps.
+// of each bucket) is drawn as a band and a line (envelopeTraces). Marks are marks.js's.
 
 import { el, plain } from "/static/common.js";
 
@@ -43,40 +43,6 @@ export function envelopeTraces(series, label, x) {
     { x: xs, y: series.min, name: plain(label + " min"), mode: "lines", line: { width: 0.5 }, fill: "tonexty", type: "scatter", showlegend: false },
     line,
   ];
-}
-
-export function markers(steps) {
-  return steps.map((step) => ({
-    type: "line", xref: "x", yref: "paper", x0: step, x1: step, y0: 0, y1: 1,
-    line: { color: "#d92d20", width: 1, dash: "dot" },
-  }));
-}
-
-// On a chart over time: when about ten steps began (grey, labelled) and when each rule's issue
-// step began (red), from the steps' start times the server sends.
-export function stepMarkers(stepTimes, issues) {
-  const { steps, seconds } = stepTimes;
-  const shapes = [];
-  const annotations = [];
-  if (!steps.length) return { shapes, annotations };
-  // Evenly spread in time, so that the labels never crowd where the steps ran fast.
-  const first = seconds[0];
-  const span = seconds[seconds.length - 1] - first;
-  const picked = new Set();
-  for (let mark = 0; mark < 8; mark += 1) {
-    const at = seconds.findIndex((time) => time >= first + (span * mark) / 8);
-    if (at >= 0) picked.add(at);
-  }
-  for (const index of picked) {
-    shapes.push({ type: "line", xref: "x", yref: "paper", x0: seconds[index], x1: seconds[index], y0: 0, y1: 1, line: { color: "#98a2b3", width: 1, dash: "dot" } });
-    annotations.push({ x: seconds[index], y: 1, xref: "x", yref: "paper", yanchor: "bottom", showarrow: false, text: "step " + steps[index], font: { size: 10, color: "#667085" } });
-  }
-  for (const step of issues) {
-    const at = steps.findIndex((found) => found >= step);
-    if (at < 0) continue;
-    shapes.push({ type: "line", xref: "x", yref: "paper", x0: seconds[at], x1: seconds[at], y0: 0, y1: 1, line: { color: "#d92d20", width: 1, dash: "dot" } });
-  }
-  return { shapes, annotations };
 }
 
 export function layout(title, xTitle, yTitle, shapes) {

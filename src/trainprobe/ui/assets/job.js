@@ -1,14 +1,17 @@
 // trainprobe ui, a job's page: its status and actions, its rules' cards, its scalars by step,
 // its step durations and system metrics, and its reports, kept live by the server's events.
+// Every chart marks the job's captures, spikes and rule findings (marks.js); the step-duration
+// chart counts the slow steps the flight recorder captured, as the recorder judged them.
 
-import { boxes, chartBox, config, drawWhenSeen, envelopeTraces, layout, markers, stepMarkers, watch } from "/static/charts.js";
+import { boxes, chartBox, config, drawWhenSeen, envelopeTraces, layout, watch } from "/static/charts.js";
 import { apiPath, el, elapsed, getJson, jobFromPath, jobPath, listen, main, markDrawn, postJson, rate, status } from "/static/common.js";
+import { byStep, byTime, extent, markLayout, plotWidth } from "/static/marks.js";
 
 const REPORTS = { profiler: "Profiler report", xgboost: "XGBoost report" };
 
 const name = jobFromPath();
 let job = null;
-let issueSteps = [];
+let marks = [];
 let fetching = false;
 let lastFetched = "";
 let lastProfile = 0;
@@ -45,7 +48,7 @@ function drawHeader() {
     fact("Status", status(job.status), "status"),
     fact("Secondary status", job.secondaryStatus, "secondary-status"),
     fact("Step", job.step === null ? "–" : String(job.step), "step"),
-    fact("Steps/s", rate(job.stepsPerSecond) || "–", "rate"),
+    fact(job.ended ? "Mean steps/s" : "Steps/s", rate(job.stepsPerSecond) || "–", "rate"),
     fact("Elapsed", elapsed(job), "elapsed"),
     fact("Framework", job.framework),
   );
@@ -76,7 +79,6 @@ function drawHeader() {
 
 function drawCards() {
   cards.replaceChildren(...job.rules.map((rule) => {
-    const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
     const counts = rule.kind !== "debugging" || rule.stepsEvaluated === null ? null : el("div", { class: "note" },
       `${plural(rule.stepsEvaluated, "step")} evaluated, ${rule.stepsSkipped} skipped, ${plural(rule.tensorsChecked, "tensor")} checked`);
     return el("div", { class: "card", "data-rule": rule.name },
@@ -91,7 +93,7 @@ function drawCards() {
         el("ul", {}, rule.evidence.map((item) => el("li", {}, item)))) : null,
     );
   }));
-  issueSteps = job.rules.filter((rule) => rule.issueStep !== null).map((rule) => rule.issueStep);
+  marks = job.marks;
 }
 
 async function stop() {
@@ -111,10 +113,21 @@ async function profile() {
   } catch (error) { message.textContent = String(error.message); }
 }
 
+// A chart by step, with the job's marks; ``range`` is the steps shown (all when null).
+function stepLayout(box, traces, title, yTitle, range) {
+  const plotted = layout(title, "step", yTitle);
+  const shown = byStep(marks);
+  const { shapes, annotations } = markLayout(shown, range || extent(traces, shown), plotWidth(box, plotted));
+  Object.assign(plotted, { shapes, annotations });
+  plotted.margin.t = 56;
+  if (range) plotted.xaxis = { ...plotted.xaxis, range, autorange: false };
+  return plotted;
+}
+
 function scalarChart(chart, box) {
   const traces = chart.series.flatMap((series) => envelopeTraces(series, series.mode));
   const points = chart.series.reduce((sum, series) => sum + series.points, 0);
-  const plotted = layout(`${chart.tensor} (${points} steps)`, "step", chart.tensor, markers(issueSteps));
+  const plotted = stepLayout(box, traces, `${chart.tensor} (${points} steps)`, chart.tensor, null);
   return Plotly.react(box, traces, plotted, config).then(() => markDrawn(box));
 }
 
@@ -122,8 +135,8 @@ async function rebucket(tensor, box, range) {
   const query = "?tensor=" + encodeURIComponent(tensor) + (range ? `&from=${range[0]}&to=${range[1]}` : "");
   const [chart] = await getJson(apiPath(name, "/scalars") + query);
   const traces = chart.series.flatMap((series) => envelopeTraces(series, series.mode));
-  const plotted = { ...box.layout, shapes: markers(issueSteps) };
-  if (range) plotted.xaxis = { ...plotted.xaxis, range, autorange: false };
+  const plotted = stepLayout(box, traces, box.layout.title.text, chart.tensor, range);
+  plotted.title = box.layout.title; // already made plain
   await Plotly.react(box, traces, plotted, config);
 }
 
@@ -161,36 +174,52 @@ function follow(box, tensor) {
   });
 }
 
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+// A process's step durations, with the slow steps the flight recorder captured (its own count).
+function stepsChart(process, slowSteps, box) {
+  const traces = envelopeTraces(process.Plot, "duration (ms)");
+  const slow = slowSteps.filter((found) => found.node === process.Node && found.mode === process.Mode);
+  traces.push({
+    x: slow.map((found) => found.step), y: slow.map((found) => found.durationMs),
+    text: slow.map((found) => found.medianMs ? `${(found.durationMs / found.medianMs).toFixed(1)} × the median of its mode's recent steps` : ""),
+    mode: "markers", type: "scatter", name: "slow steps (flight recorder)", marker: { color: "#d92d20", size: 8 },
+  });
+  const title = `${process.Node} ${process.Mode}: ${plural(process.Steps, "step")}, ${plural(slow.length, "slow step")} captured`;
+  box.dataset.slowSteps = String(slow.length);
+  return Plotly.react(box, traces, stepLayout(box, traces, title, "ms", null), config).then(() => markDrawn(box));
+}
+
+function systemChart(node, plot, stepTimes, box) {
+  const traces = plot.Series.flatMap((series) => envelopeTraces(series, series.Label));
+  const plotted = layout(`${node}: ${plot.Title}`, "seconds since the job was created", plot.Unit);
+  const range = extent(traces, []);
+  const width = plotWidth(box, plotted);
+  Object.assign(plotted, markLayout(byTime(marks, stepTimes, range, width), range, width));
+  plotted.margin.t = 56;
+  return Plotly.react(box, traces, plotted, config).then(() => markDrawn(box));
+}
+
 async function drawProfile() {
   const found = await getJson(apiPath(name, "/profile"));
   const processes = found.stepDurations.Processes;
   const stepBoxes = boxes(steps, "steps-", processes.length, "No step timeline yet.");
   await Promise.all(processes.map((process, index) => {
-    const traces = envelopeTraces(process.Plot, "duration (ms)");
-    traces.push({
-      x: process.OutlierSteps, y: process.OutlierDurationsMs, mode: "markers", type: "scatter",
-      name: "outliers", marker: { color: "#d92d20", size: 7 },
-    });
-    const title = `${process.Node} ${process.Mode}: ${process.Steps} steps, ${process.Outliers} outliers`;
     const box = stepBoxes[index];
-    return drawWhenSeen(box, () => Plotly.react(box, traces, layout(title, "step", "ms", markers(issueSteps)), config).then(() => markDrawn(box)));
+    return drawWhenSeen(box, () => stepsChart(process, found.slowSteps, box));
   }));
-  const timeShapes = stepMarkers(found.stepTimes, issueSteps);
   const plots = found.systemUsage.Hosts.flatMap((host) => host.Plots.map((plot) => [host.Node, plot]));
   const systemBoxes = boxes(system, "system-", plots.length, "No system metrics yet.");
   await Promise.all(plots.map(([node, plot], index) => {
-    const traces = plot.Series.flatMap((series) => envelopeTraces(series, series.Label));
-    const title = `${node}: ${plot.Title}`;
     const box = systemBoxes[index];
-    const plotted = layout(title, "seconds since the job was created", plot.Unit, timeShapes.shapes);
-    plotted.annotations = timeShapes.annotations;
-    plotted.margin.t = 56;
-    return drawWhenSeen(box, () => Plotly.react(box, traces, plotted, config).then(() => markDrawn(box)));
+    return drawWhenSeen(box, () => systemChart(node, plot, found.stepTimes, box));
   }));
 }
 
 async function refresh() {
-  const key = `${job.step}|${job.status}|${issueSteps.join(",")}`;
+  const key = `${job.step}|${job.status}|${marks.map((mark) => mark.kind + mark.step).join(",")}`;
   if (fetching || key === lastFetched) return;
   fetching = true;
   lastFetched = key;

@@ -62,11 +62,17 @@ class JobPage:
     # ----- the data -----------------------------------------------------------------------
 
     def summary(self, name: str) -> tuple[dict[str, Any], bool]:
-        """Job ``name``'s header and rules, and whether it has settled (its training and
+        """Job ``name``'s header (a finished job's steps/s: its mean, ``JobView.mean_rate``),
+        rules and marks (``JobView.marks``), and whether it has settled (its training and
         runner done: its events can slow down)."""
         record = self.jobs.record(name)
         settled = record.finished and record.runner_done
-        return self.jobs.view(record).summary(record), settled
+        view = self.jobs.view(record)
+        found = view.summary(record)
+        if record.finished:
+            found["stepsPerSecond"] = view.mean_rate(record)
+        found["marks"] = [mark.to_json() for mark in view.marks(found["rules"])]
+        return found, settled
 
     def scalars(
         self, name: str, lo: float | None, hi: float | None, tensor: str | None
