@@ -36,6 +36,7 @@ to handle one layer's errors. Each error is defined beside the code that raises 
     ├── ObjectStoreUnreachable          storage/object_store.py: its bucket cannot be reached
     ├── AccessKeyFileError              jobs/server/access_key.py: trainprobe serve's key file
     ├── SignatureRefused                jobs/server/request_signature.py: a request not signed
+    ├── Refused                         ui/pages/base.py: a web UI request answered with an error
     └── StreamRefused                   ui/event_stream.py: a live page's data is gone
 
 ``trainprobe.exceptions`` re-exports the analysis errors where smdebug users import them.

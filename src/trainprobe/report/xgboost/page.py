@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainprobe.config.statuses import RuleEvaluationStatus
-from trainprobe.report.page import _asset, _embedded_json, _plotly_js
+from trainprobe.report.page import ASSETS
 from trainprobe.report.tables import number, table, text
+from trainprobe.report.web_assets import PLOTLY_JS, json_script
 
 __all__ = ["SECTIONS", "render_xgboost_page"]
 
@@ -62,16 +63,14 @@ def render_xgboost_page(content: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>XGBoost training report: {job}</title>"
-        f"<style>{_asset('report.css')}</style>"
-        f"<script>{_plotly_js()}</script>"
+        f"{ASSETS.inline('report.css')}{ASSETS.inline(PLOTLY_JS)}"
         "</head><body>"
         f"<header><h1>XGBoost training report: {job}</h1>"
         f'<p class="muted">{text(saved)} · generated {text(content["GeneratedAt"])} by '
         f"trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
-        f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
-        f"<script>{_asset('plots.js')}</script>"
-        f"<script>{_asset('xgboost_report.js')}</script>"
+        f"{json_script('report-data', content)}"
+        f"{ASSETS.inline('plots.js')}{ASSETS.inline('xgboost_report.js')}"
         "</body></html>\n"
     )
 
