@@ -12,6 +12,7 @@ watched in the steps that save them (``functional_activations``).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -33,6 +34,8 @@ from trainprobe.capture.pytorch.training_steps import when_backward_ends
 from trainprobe.capture.save_plan import SavePlan
 
 __all__ = ["SAVE_EVERYTHING", "ModuleSaving", "SavingHook"]
+
+log = logging.getLogger("trainprobe")
 
 SAVE_EVERYTHING = -1
 """The due collections of a step saved in full (after a non-finite value): every bit set."""
@@ -91,8 +94,6 @@ class ModuleSaving(StepListener):
         """The parameters whose gradients are saved (those that require one)."""
         self.losses: set[str] = set()
         """The names of the loss modules."""
-        self.sharded = False
-        """Whether a registered model's parameters are sharded (``DTensor``s)."""
         self.functional = FunctionalActivations(hook._on_function)
         self.functional_owner: str | None = None
         """The model whose activation functions are watched now ("": never, compiled)."""
@@ -116,7 +117,15 @@ class ModuleSaving(StepListener):
         """A registered model's parameters, with their saved names."""
         self.registered[id(model)] = parameters
         self.parameters.extend(p for p in parameters if p[1].requires_grad)
-        self.sharded = self.sharded or has_pieces([p for _, p in parameters])
+        if not self.capture.sharded and has_pieces([p for _, p in parameters]):
+            self.capture.sharded = True  # every rank saves the pieces it holds
+            if self.capture.include_workers != "all":
+                log.info(
+                    "trainprobe: %s is sharded: every rank saves the pieces it holds "
+                    "(include_workers %r acts as 'all')",
+                    naming.model_class(model).__name__,
+                    self.capture.include_workers,
+                )
         self.unhook()  # hooked again, this model too, at the next saved step
 
     # ----- a saved step's hooks -----
