@@ -30,7 +30,9 @@ Every argument the SDK's estimators accept is accepted: those that mean nothing 
 (``role``, ``image_uri``, ``volume_size``, ``subnets``, ...) are kept as attributes and logged
 once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as that many hosts
 (``algo-1`` ...), each a torchrun node with its own system monitor
-(``trainprobe.jobs.runner.hosts``). ``fit(inputs)`` maps input channels (a path, or a dict of
+(``trainprobe.jobs.runner.hosts``); ``distribution`` (``torch_distributed``, ``pytorchddp``,
+``mpi``, with ``processes_per_host`` or one process per GPU) the processes each host starts
+(``trainprobe.config.distribution``). ``fit(inputs)`` maps input channels (a path, or a dict of
 channel name to path or to a ``TrainingInput``-like object with a ``config``) to
 ``SM_CHANNEL_<NAME>``. ``rule_executor`` (trainprobe's own: ``"dask://HOST:PORT"``) runs the rules
 on a Dask cluster, as ``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
@@ -52,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from trainprobe import settings
+from trainprobe.config.distribution import distribution_hyperparameters
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputConfig
@@ -168,6 +171,7 @@ class Estimator:
         max_run: int = MAX_RUN_DEFAULT,
         base_job_name: str | None = None,
         rule_executor: str | None = None,
+        distribution: Mapping[str, Any] | None = None,
         store: JobStore | None = None,
         **sdk_arguments: Any,
     ) -> None:
@@ -190,6 +194,8 @@ class Estimator:
         self._hyperparameters = dict(hyperparameters or {})
         self.instance_count = instance_count
         self.instance_type = instance_type
+        self.distribution = dict(distribution) if distribution else None
+        distribution_hyperparameters(self.distribution)  # a bad value is refused here
         self.rules = list(rules) if rules is not None else None
         self.debugger_hook_config = debugger_hook_config
         self.profiler_config = profiler_config
@@ -276,6 +282,7 @@ class Estimator:
             output_path=self.output_path,
             instance_count=self.instance_count,
             instance_type=self.instance_type,
+            distribution=self.distribution,
             max_run=self.max_run,
             environment=self.environment,
             input_channels=self._inputs,
@@ -460,10 +467,10 @@ class PyTorch(Estimator):
         )
         estimator.fit({"training": "data/"})
 
-    ``framework_version``, ``py_version``, ``image_uri`` and ``distribution`` name an image and
-    a cluster that do not exist here: the installed PyTorch runs the script, and
-    ``instance_count`` hosts are started with torchrun. They are accepted and logged once
-    (``trainprobe.sdk_arguments``).
+    ``framework_version``, ``py_version`` and ``image_uri`` name an image that does not exist
+    here: the installed PyTorch runs the script; they are accepted and logged once
+    (``trainprobe.sdk_arguments``). ``instance_count`` hosts are started with torchrun, each
+    starting the processes ``distribution`` asks for.
     """
 
     def __init__(

@@ -59,7 +59,6 @@ IGNORED = {
     "image_uri": "the script runs in this Python environment, not in an image",
     "framework_version": "the installed PyTorch is used",
     "py_version": "this Python is used",
-    "distribution": "instance_count > 1 runs that many hosts with torchrun, one process each",
     "compiler_config": "there is no Training Compiler",
     "training_recipe": "there are no recipes",
     "recipe_overrides": "there are no recipes",

@@ -23,6 +23,7 @@ from typing import Any
 from trainprobe import settings
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, Rollback, SkipStep, StopTraining
+from trainprobe.config.distribution import MAX_PROCESSES_PER_HOST
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.framework_profile import FrameworkProfile
 from trainprobe.config.hook_config import CollectionConfig, DebuggerHookConfig
@@ -139,6 +140,13 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="hosts algo-1 ... algo-N on this machine (InstanceCount), each a torchrun node "
         "with its own system monitor; more than 1 runs the script with torch.distributed "
         "across them, and every host's worker saves tensors",
+    )
+    parser.add_argument(
+        "--nproc-per-node",
+        default="1",
+        metavar="N",
+        help="training processes each host starts (torchrun's option; 'gpu': one per GPU), "
+        "each one rank of one torch.distributed job that saves its own tensors",
     )
     parser.add_argument(
         "--max-run",
@@ -345,8 +353,8 @@ def _hook_config(args: argparse.Namespace) -> DebuggerHookConfig:
         if args.save_interval < 1:
             raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
         parameters["save_interval"] = str(args.save_interval)
-    if args.hosts > 1:
-        # Every host's worker saves its tensors, so the trial shows each host.
+    if args.hosts > 1 or args.nproc_per_node != "1":
+        # Every process saves its tensors, so the trial shows each worker of each host.
         parameters["include_workers"] = "all"
     collections = _collections(args.collection)
     return DebuggerHookConfig(
@@ -379,6 +387,22 @@ def _profiler_config(args: argparse.Namespace) -> ProfilerConfig | None:
         ) from None
 
 
+def _distribution(processes: str) -> dict[str, Any] | None:
+    """The SDK's ``distribution`` for ``--nproc-per-node``: torch_distributed, with that many
+    processes per host (none given: one per GPU)."""
+    if processes == "1":
+        return None
+    if processes == "gpu":
+        return {"torch_distributed": {"enabled": True}}
+    if not processes.isdigit() or not 1 <= int(processes) <= MAX_PROCESSES_PER_HOST:
+        raise ConfigError(
+            "--nproc-per-node",
+            processes,
+            f"a whole number from 1 to {MAX_PROCESSES_PER_HOST}, or gpu (one per GPU)",
+        )
+    return {"torch_distributed": {"enabled": True, "processes_per_host": int(processes)}}
+
+
 def settings_of(args: argparse.Namespace) -> TrainingJobSettings:
     """The job ``args`` describe, as the SDK's objects: ``trainprobe run`` asks for what the
     estimator asks for with the same settings, and, as SageMaker Debugger's SDK did,
@@ -386,6 +410,7 @@ def settings_of(args: argparse.Namespace) -> TrainingJobSettings:
     if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
         raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
     environment = _environment(args.env)
+    distribution = _distribution(args.nproc_per_node)
     if args.rule_executor is not None:
         environment[settings.RULE_EXECUTOR.name] = args.rule_executor
     return TrainingJobSettings(
@@ -395,6 +420,7 @@ def settings_of(args: argparse.Namespace) -> TrainingJobSettings:
         profiler_config=_profiler_config(args),
         output_path=files.absolute(args.output) if args.output else None,
         instance_count=args.hosts,
+        distribution=distribution,
         max_run=args.max_run,
         environment=environment,
         default_profiler_rule=True,

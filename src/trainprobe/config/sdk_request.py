@@ -8,7 +8,8 @@ means what the same setting of the other means:
 - ``create_training_job_request``: the request for a ``TrainingJobSettings``: the rules split
   into debugging and profiler rules, each debugging rule's actions in its parameters, its
   collections added to the hook's, the script as the SDK's hyperparameters (``SdkScript``) or as
-  a container's command (``ContainerCommand``);
+  a container's command (``ContainerCommand``), the ``distribution`` as SageMaker's
+  hyperparameters (``trainprobe.config.distribution``);
 - ``job_name_from_base``: ``<base>-YYYY-MM-DD-HH-MM-SS-mmm``, as the SDK names jobs;
 - ``with_rule_collections`` and ``with_default_profiler_rule``: the same filling for a request
   already written as SageMaker's JSON.
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.distribution import distribution_hyperparameters
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.hook_config import (
     CollectionConfig,
@@ -111,6 +113,8 @@ class TrainingJobSettings:
     output_path: str | None = None
     instance_count: int = 1
     instance_type: str = "local"
+    distribution: Mapping[str, Any] | None = None
+    """The SDK's ``distribution``: the processes each host starts (``config.distribution``)."""
     max_run: int | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
     input_channels: Sequence[Mapping[str, Any]] = ()
@@ -189,6 +193,9 @@ def create_training_job_request(job_name: str, settings: TrainingJobSettings) ->
     }
     if isinstance(settings.script, SdkScript):
         request["HyperParameters"] = settings.script.encoded_hyperparameters()
+    distribution = distribution_hyperparameters(settings.distribution)
+    if distribution:
+        request.setdefault("HyperParameters", {}).update(distribution)
     if settings.output_path is not None:
         request["OutputDataConfig"] = {"S3OutputPath": settings.output_path}
     request["ResourceConfig"] = {

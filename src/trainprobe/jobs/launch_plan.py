@@ -24,6 +24,7 @@ then the request's Environment.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprobe import settings
+from trainprobe.config.distribution import PROCESSES_PER_HOST_HYPERPARAMETER, processes_per_host
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.profiler_config import SYSTEM_MONITOR_INTERVAL_DEFAULT
 from trainprobe.config.training_job import TrainingJobRequest
@@ -59,6 +61,8 @@ RUNNER_PID_VARIABLE = settings.RUNNER_PID.name
 
 JOB_NAME_VARIABLE = settings.TRAINING_JOB_NAME.name
 
+log = logging.getLogger("trainprobe")
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -73,6 +77,9 @@ class LaunchPlan:
     own: ``trainprobe.jobs.runner.hosts``)."""
     instance_count: int = 1
     """The job's hosts (``ResourceConfig.InstanceCount``)."""
+    processes_per_host: int = 1
+    """The training processes each host starts (the request's distribution hyperparameters:
+    ``trainprobe.config.distribution``)."""
     max_runtime_seconds: int | None = None
     debug_rules: list[dict[str, Any]] = field(default_factory=list)
     """The DebugRuleConfigurations entries (``trainprobe.jobs.runner.job_rules`` spreads them over
@@ -91,6 +98,7 @@ class LaunchPlan:
             "working_dir": self.working_dir,
             "environment": self.environment,
             "instance_count": self.instance_count,
+            "processes_per_host": self.processes_per_host,
             "max_runtime_seconds": self.max_runtime_seconds,
             "debug_rules": self.debug_rules,
             "rules_working_dir": self.rules_working_dir,
@@ -108,6 +116,7 @@ class LaunchPlan:
             working_dir=str(data["working_dir"]),
             environment={str(k): str(v) for k, v in data["environment"].items()},
             instance_count=int(data["instance_count"]),
+            processes_per_host=int(data.get("processes_per_host", 1)),
             max_runtime_seconds=data.get("max_runtime_seconds"),
             debug_rules=list(data.get("debug_rules", [])),
             rules_working_dir=str(data.get("rules_working_dir", ".")),
@@ -149,6 +158,20 @@ def _channels(input_data: object, cwd: str) -> dict[str, str]:
     return variables
 
 
+def _processes_per_host(hyperparameters: Mapping[str, str]) -> int:
+    """The processes each host starts; one per GPU of this machine for ``"gpu"`` (one on a
+    machine without a GPU, logged)."""
+    processes = processes_per_host(decode_hyperparameters(hyperparameters))
+    if processes != "gpu":
+        return processes
+    import torch  # only for a job that asks for a process per GPU
+
+    gpus = torch.cuda.device_count()
+    if not gpus:
+        log.info("trainprobe: one process per GPU was asked for, and this machine has none: one")
+    return max(gpus, 1)
+
+
 def _has_hook(request: TrainingJobRequest) -> bool:
     return request.debug_hook_config is not None or bool(request.debug_rules)
 
@@ -176,6 +199,14 @@ def plan_launch(
             "ResourceConfig.InstanceCount",
             count,
             "1 for an entry point that is not a Python script (several hosts are started "
+            "with torchrun, which runs Python scripts)",
+        )
+    processes = _processes_per_host(request.hyperparameters)
+    if processes > 1 and not entry.python:
+        raise ConfigError(
+            f"HyperParameters.{PROCESSES_PER_HOST_HYPERPARAMETER}",
+            processes,
+            "1 for an entry point that is not a Python script (several processes are started "
             "with torchrun, which runs Python scripts)",
         )
     environment = {
@@ -214,6 +245,7 @@ def plan_launch(
         working_dir=entry.working_dir,
         environment=environment,
         instance_count=count,
+        processes_per_host=processes,
         max_runtime_seconds=max_runtime,
         debug_rules=[rule.to_debugger_rule_config_dict() for rule in request.debug_rules],
         rules_working_dir=cwd,

@@ -1,12 +1,13 @@
 """A job's hosts: SageMaker's names for them, and what each one runs.
 
 A job with ``ResourceConfig.InstanceCount`` N runs as N hosts, named as SageMaker names them
-(``algo-1`` ... ``algo-N``). Each host is one torchrun node (``--nnodes N --node-rank i``, one
-training process per host) of one torch.distributed job, whose rendezvous is torchrun's static
-one on the first host (``--master-addr``/``--master-port``); each host has its own
+(``algo-1`` ... ``algo-N``). Each host is one torchrun node (``--nnodes N --node-rank i``, with
+the job's processes per host: ``--nproc-per-node``, from its distribution hyperparameters,
+``trainprobe.config.distribution``) of one torch.distributed job, whose rendezvous is
+torchrun's static one on the first host (``--master-addr``/``--master-port``); each host has its own
 ``SM_CURRENT_HOST`` (``SM_HOSTS`` lists them all) and its own system monitor
-(``--node-id algo-i``), and all write to the job's storage. One host runs the script as a plain
-process, without torchrun.
+(``--node-id algo-i``, watching all of its processes), and all write to the job's storage. One
+host of one process runs the script as a plain process, without torchrun.
 
 The job runner starts every host on this machine, with the rendezvous on 127.0.0.1
 (``trainprobe.jobs.processes.local_torchrun``, the loopback interface only);
@@ -88,10 +89,11 @@ def host_launch(plan: LaunchPlan, rank: int, rendezvous: Rendezvous | None) -> H
         settings.CURRENT_HOST.name: names[rank],
         "SM_HOSTS": json.dumps(names),
     }
-    if count == 1:
+    processes = plan.processes_per_host
+    if count == 1 and processes == 1:
         return HostLaunch(names[rank], rank, list(plan.command), environment)
     if rendezvous is None:
-        raise ValueError(f"a job of {count} hosts needs a rendezvous")
+        raise ValueError(f"a job of {count} hosts of {processes} processes needs a rendezvous")
     torchrun = [plan.python, "-m", _TORCHRUN_MODULE]
     if rendezvous.loopback:
         # Every port the hosts open is on the loopback interface, and so is their traffic.
@@ -101,7 +103,7 @@ def host_launch(plan: LaunchPlan, rank: int, rendezvous: Rendezvous | None) -> H
         environment["NCCL_SOCKET_IFNAME"] = loopback
     command = [
         *torchrun,
-        *("--nnodes", str(count), "--node-rank", str(rank), "--nproc-per-node", "1"),
+        *("--nnodes", str(count), "--node-rank", str(rank), "--nproc-per-node", str(processes)),
         *("--rdzv-backend", "static"),
         *("--master-addr", rendezvous.address, "--master-port", str(rendezvous.port)),
         *plan.command[

@@ -158,7 +158,8 @@ class JobRunner:
             self.plan.environment, {settings.RUNNER_PID.name: str(os.getpid())}
         )
         count = self.plan.instance_count
-        rendezvous = Rendezvous.on_loopback() if count > 1 else None
+        several = count > 1 or self.plan.processes_per_host > 1
+        rendezvous = Rendezvous.on_loopback() if several else None
         launches = [host_launch(self.plan, rank, rendezvous) for rank in range(count)]
         for launch in launches:
             log.info("starting the training on %s: %s", launch.name, " ".join(launch.command))
