@@ -108,6 +108,19 @@ def test_a_functional_relu_is_seen_on_save_steps(tmp_path: Path) -> None:
     assert verdict.tensors_checked == 1
 
 
+def test_a_rule_that_judged_nothing_does_not_ask_for_collections_already_saved(
+    tmp_path: Path,
+) -> None:
+    # One process: no replicas to compare, though the weights ReplicaDivergence reads are saved.
+    run = Run(steps=3, collections=("weights", "biases", "losses"))
+    trial = train(tmp_path / "run", FunctionalRelu(), DATA, run)
+    verdict = builtin(trial, "ReplicaDivergence")
+    assert verdict.status == "Error"
+    assert "a training of one process" in verdict.details
+    assert "The job saved tensors of the collections biases, losses, weights;" in verdict.details
+    assert "To save it" not in verdict.details
+
+
 def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -> None:
     run = Run(steps=3, collections=("gradients", "losses"))
     trial = train(tmp_path / "run", FunctionalRelu(), DATA, run)

@@ -148,9 +148,11 @@ def nothing_checked(
         text += " " + saved_summary(trial)
     # The rule's own collections first, then the job's modules of the types it wants (an
     # nn.Sequential's tanh is "1", which no name pattern finds), then what it looked for.
-    wanted = [Lookup("collection", name) for name in collections]
-    wanted += sorted(looked_for, key=lambda lookup: lookup.kind != "module")
     empty = set(empty_collections(trial)) if trial is not None else set()
+    # A collection the job saved tensors of is not suggested: saving it again changes nothing.
+    saved = set(trial.collections()) - empty if trial is not None else set()
+    wanted = [Lookup("collection", name) for name in collections if name not in saved]
+    wanted += sorted(looked_for, key=lambda lookup: lookup.kind != "module")
     configured = {
         lookup.text for lookup in wanted if lookup.kind == "collection" and lookup.text in empty
     }
