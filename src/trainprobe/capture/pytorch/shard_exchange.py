@@ -81,7 +81,7 @@ class ShardExchange:
             [float(step), float(vector.size), float(checksum)], dtype=torch.float64
         )
         headers = torch.empty(self.world_size * 3, dtype=torch.float64)
-        dist.all_gather_into_tensor(headers, header, group=self.group)
+        dist.all_gather_single(headers, header, group=self.group)
         rows = headers.reshape(self.world_size, 3)
         if not bool((rows == header).all()):
             raise ShardExchangeError(
@@ -91,7 +91,7 @@ class ShardExchange:
             )
         local = torch.from_numpy(np.ascontiguousarray(vector, dtype=np.float64))
         gathered = torch.empty(self.world_size * vector.size, dtype=torch.float64)
-        dist.all_gather_into_tensor(gathered, local, group=self.group)
+        dist.all_gather_single(gathered, local, group=self.group)
         self.exchanges += 1
         return gathered.reshape(self.world_size, vector.size).numpy()
 
