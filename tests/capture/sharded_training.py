@@ -13,7 +13,8 @@ parameters' and gradients' statistics, gathered the way a user checks them (``fu
 Options: ``--hook OUT_DIR`` has the script make its own hook (smdebug's way, every step saved);
 ``--nan-rank R --nan-step S`` makes rank R's input NaN at step S; ``--drift-rank R --drift-step
 S`` adds 0.001 to one value of ``--drift-parameter`` (default ``up.weight``) on rank R alone
-after step S's update (its replicas drift apart); ``--steps N`` (default 6). The tensor-parallel
+after step S's update (its replicas drift apart); ``--spike-rank R --spike-step S`` multiplies
+rank R's loss by 1000 at step S; ``--steps N`` (default 6). The tensor-parallel
 model's head stays an ordinary layer; FSDP2 shards the head's 3 rows unevenly (2 and 1).
 """
 
@@ -98,6 +99,8 @@ def main() -> None:
     parser.add_argument("--drift-rank", type=int, default=-1)
     parser.add_argument("--drift-step", type=int, default=-1)
     parser.add_argument("--drift-parameter", default="up.weight")
+    parser.add_argument("--spike-rank", type=int, default=-1)
+    parser.add_argument("--spike-step", type=int, default=-1)
     args = parser.parse_args()
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
@@ -140,6 +143,8 @@ def main() -> None:
         optimizer.zero_grad()
         truth["parameters"][step] = {n: statistics(p) for n, p in model.named_parameters()}
         loss = loss_fn(model(inputs), targets)
+        if rank == args.spike_rank and step == args.spike_step:
+            loss = loss * 1000  # its gradients, and so the global gradient norm, spike
         loss.backward()
         truth["gradients"][step] = {
             n: statistics(p.grad) for n, p in model.named_parameters() if p.grad is not None

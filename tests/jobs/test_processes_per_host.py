@@ -19,6 +19,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import DebuggerHookConfig
 from trainprobe.estimator import PyTorch
 from trainprobe.jobs import JobStore
+from trainprobe.storage.spike_records import SpikeAction, read_spikes
 from trainprobe.trials import create_trial
 
 HERE = Path(__file__).resolve().parent
@@ -69,6 +70,35 @@ def test_trainprobe_run_starts_two_processes_of_an_fsdp2_training(tmp_path: Path
     assert profiler.system_hosts() == ["algo-1"]
     assert set(profiler.host_of().values()) == {"algo-1"}
     assert len(profiler.framework_nodes()) == 2
+
+
+@pytest.mark.slow
+def test_a_gradient_norm_spike_of_one_rank_is_judged_on_the_global_norm_and_skipped_by_all(
+    tmp_path: Path,
+) -> None:
+    out, truth = tmp_path / "out", tmp_path / "truth"
+    finished = trainprobe_run(
+        tmp_path,
+        *("--nproc-per-node", "2", "--plain", "--output", str(out), "--name", "spike"),
+        *("--rule", "GradientNormSpike:warmup_steps=3", "--on-spike", "skip"),
+        *(str(SHARDED), "--", "fsdp2", str(truth), "--steps", "8"),
+        *("--spike-rank", "1", "--spike-step", "6"),
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    known = [json.loads((truth / f"rank_{rank}.json").read_text()) for rank in (0, 1)]
+    gradients = known[0]["gradients"]["6"]
+    global_norm = float(np.sqrt(sum(g["l2"] ** 2 for g in gradients.values())))
+    spikes = read_spikes(str(out / "spike" / "debug-output"))
+    assert spikes, finished.stdout
+    assert {spike.step for spike in spikes} == {6}
+    for spike in spikes:  # the full gradients' norm, not a shard's
+        assert spike.value == pytest.approx(global_norm, rel=1e-5)
+        assert spike.action is SpikeAction.SKIP
+    # both ranks skipped the update: the full weights after step 6 are those before it
+    for rank in (0, 1):
+        before = known[rank]["parameters"]["6"]["up.weight"]["values"]
+        after = known[rank]["parameters"]["7"]["up.weight"]["values"]
+        assert after == before
 
 
 @pytest.mark.slow
