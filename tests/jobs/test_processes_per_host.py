@@ -25,6 +25,7 @@ from trainprobe.trials import create_trial
 HERE = Path(__file__).resolve().parent
 DDP = HERE / "ddp_plain_training.py"
 SHARDED = HERE.parent / "capture" / "sharded_training.py"
+LIGHTNING = HERE.parent / "frameworks" / "lightning_model_parallel.py"
 
 
 def trainprobe_run(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -99,6 +100,30 @@ def test_a_gradient_norm_spike_of_one_rank_is_judged_on_the_global_norm_and_skip
         before = known[rank]["parameters"]["6"]["up.weight"]["values"]
         after = known[rank]["parameters"]["7"]["up.weight"]["values"]
         assert after == before
+
+
+@pytest.mark.slow
+def test_lightning_model_parallel_gradients_are_read_back_whole(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    out, truth = tmp_path / "out", tmp_path / "truth"
+    finished = trainprobe_run(
+        tmp_path,
+        *("--nproc-per-node", "2", "--save-interval", "1", "--plain", "--output", str(out)),
+        *("--name", "lightning", "--rule", "VanishingGradient"),
+        *(str(LIGHTNING), "--", str(truth)),
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "VanishingGradient: NoIssuesFound" in finished.stdout
+    known = json.loads((truth / "rank_0.json").read_text())
+    trial = create_trial(str(out / "lightning" / "debug-output"))
+    assert trial.workers() == ["worker_0", "worker_1"]
+    [name] = [n for n in trial.tensor_names() if n.startswith("gradient/") and "0.weight" in n]
+    gradient = trial.tensor(name)
+    assert gradient.steps() == [0, 1, 2, 3]
+    for step in range(4):
+        # each rank holds 8 of the 16 rows; the trial gives the whole gradient
+        assert gradient.value(step, worker="worker_1").shape == (8, 8)
+        np.testing.assert_allclose(gradient.value(step).reshape(-1), known[step], rtol=1e-6)
 
 
 @pytest.mark.slow
