@@ -15,7 +15,9 @@ backward order, when the forward was finite; ``module`` is then the parameter).
 ``inputs_finite`` is whether that module's inputs were finite (None when not checked);
 ``loss_step`` the first step whose loss was not finite (None while it is finite); ``what`` and
 ``loss_what`` say "NaN" or "infinity";
-``saved_in_full`` whether that step's tensors were saved raw. smdebug ignores this directory.
+``saved_in_full`` whether that step's tensors were saved raw. ``outputs_checked`` is false where
+the hook checks the loss and the gradients only, not each layer's output (Keras's compiled steps):
+a "loss" origin then says nothing of the layers' outputs. smdebug ignores this directory.
 """
 
 from __future__ import annotations
@@ -51,12 +53,13 @@ class NonFiniteOrigin:
     loss_step: int | None = None
     loss_what: str = "NaN"
     saved_in_full: bool = False
+    outputs_checked: bool = True
 
     def describe(self) -> str:
         """In words: ``step 7: first NaN in the output of `body.2` (its inputs were finite);
         the loss became NaN at the same step`` (``TRAIN step 5 (step 7): ...`` where the mode's
         count differs from the global one)."""
-        where = {
+        places = {
             "output": f"the output of `{self.module}`",
             "loss": f"the loss `{self.module}` (every module output was finite)",
             "gradient": f"the gradient of `{self.module}` (the forward pass was finite)",
@@ -64,7 +67,11 @@ class NonFiniteOrigin:
                 f"the parameter `{self.module}`, before the step's forward (the previous "
                 "update made it so: its gradient or the optimizer)"
             ),
-        }.get(self.kind, f"`{self.tensor}`")
+        }
+        if not self.outputs_checked:
+            places["loss"] = f"the loss `{self.module}` (the layers' outputs are not checked)"
+            places["gradient"] = f"the gradient of `{self.module}` (the loss was finite)"
+        where = places.get(self.kind, f"`{self.tensor}`")
         when = f"step {self.step}"
         if self.mode is not ModeKeys.GLOBAL and self.mode_step != self.step:
             when = f"{self.mode.name} step {self.mode_step} ({when})"  # as the training counts
@@ -116,6 +123,7 @@ def read_nonfinite_origin(out_dir: str) -> NonFiniteOrigin | None:
                     loss_step=None if loss_step is None else int(loss_step),
                     loss_what=str(data.get("loss_what", "NaN")),
                     saved_in_full=bool(data.get("saved_in_full", False)),
+                    outputs_checked=bool(data.get("outputs_checked", True)),
                 )
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
