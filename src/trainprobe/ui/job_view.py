@@ -234,12 +234,14 @@ class JobView:
         return {kind: path for kind, path in found.items() if os.path.isfile(path)}
 
     def framework(self) -> str:
-        """``XGBoost`` or ``PyTorch``, as the hook's collections say; blank before the hook has
-        written them."""
+        """``XGBoost``, ``Keras`` or ``PyTorch``, as the hook's collections say; blank before
+        the hook has written them."""
         debug_output = self.layout.debug_output
         if self._framework is None and self._has_collections():
-            xgboost = is_xgboost_output(debug_output)
-            self._framework = "XGBoost" if xgboost else "PyTorch"
+            if is_xgboost_output(debug_output):
+                self._framework = "XGBoost"
+            else:
+                self._framework = "Keras" if _is_keras_output(debug_output) else "PyTorch"
         return self._framework or ""
 
     def _has_collections(self) -> bool:
@@ -408,3 +410,20 @@ def job_row(
         "framework": framework,
         "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
     }
+
+
+_KERAS_COLLECTIONS = frozenset({CollectionKeys.OPTIMIZER_VARIABLES, CollectionKeys.SM_METRICS})
+"""Collections the Keras hook always writes and the PyTorch hook never does (smdebug's
+TensorFlow hooks wrote them too)."""
+
+
+def _is_keras_output(debug_output: str) -> bool:
+    """Whether the tensors at ``debug_output`` were written by a Keras (TensorFlow) hook."""
+    try:
+        for name in step_reader.list_collections_files(debug_output):
+            content = step_reader.read_collections_file(debug_output, name)
+            if set(content.collections) >= _KERAS_COLLECTIONS:
+                return True
+    except (OSError, ValueError):
+        return False
+    return False
