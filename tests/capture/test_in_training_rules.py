@@ -80,3 +80,6 @@ def test_more_skips_than_the_budget_within_its_window_are_refused() -> None:
     assert budget.allows_another(0) and budget.allows_another(3)
     assert not budget.allows_another(5)  # a third within 10 updates
     assert budget.allows_another(20)  # the earlier ones left the window
+    assert budget.too_many("LossSpike") == (
+        "LossSpike skipped more than 2 of the last 10 updates; it stops the training instead"
+    )

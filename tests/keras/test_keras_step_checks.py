@@ -94,3 +94,48 @@ def test_the_first_non_finite_update_is_kept(judged: list[dict]) -> None:
     assert (at["first_update"], at["first_gradient"], at["loss_update"]) == (8, -1, 8)
     assert at["first_loss"] is None  # NaN: the loss it names
     assert after == {**at, "update": len(SERIES) - 1}
+
+
+DEFAULT_HOOK_ON_A_NAN = """
+import json, sys
+import keras, numpy as np
+import trainprobe.keras as tk
+from trainprobe.storage.nonfinite_file import read_nonfinite_origin
+from trainprobe.trials import create_trial
+
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+x = np.random.default_rng(1).normal(size=(320, 4)).astype("float32")
+x[3 * 8] = np.nan  # batch 3
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+hook = tk.Hook(out)  # the defaults: losses and metrics every 500 steps, the check every step
+model.fit(x, y, batch_size=8, epochs=1, shuffle=False, callbacks=[hook], verbose=0)
+hook.close()
+origin = read_nonfinite_origin(out)
+trial = create_trial(out)
+print(json.dumps({
+    "origin": [origin.step, origin.kind, origin.loss_step, origin.saved_in_full],
+    "steps": trial.steps(),
+    "weights": trial.tensor_names(collection="weights"),
+}))
+"""
+
+
+def test_the_default_hook_names_a_nan_at_its_step_and_saves_a_step_in_full(tmp_path) -> None:
+    """With no spike rule and nothing due (the defaults), the check still names the step the
+    loss went NaN at (read later, at the end of the epoch here), and the first step saved after
+    it is saved in full, weights included."""
+    finished = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(DEFAULT_HOOK_ON_A_NAN), str(tmp_path / "out")],
+        env={**os.environ, "KERAS_BACKEND": "torch"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    found = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert found["origin"][:3] == [3, "loss", 3]
+    assert found["steps"] == [0, 39]  # smdebug's default: step 0, and the epoch's last
+    assert found["weights"] == ["dense/weights/dense/kernel:0", "dense_1/weights/dense_1/kernel:0"]

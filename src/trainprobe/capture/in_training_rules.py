@@ -159,3 +159,10 @@ class SkipBudget:
         while self._skips and self._skips[0] <= update - self.window:
             self._skips.popleft()
         return len(self._skips) <= self.max_skips
+
+    def too_many(self, rule: str) -> str:
+        """What the log says when ``rule`` stops the training instead of skipping."""
+        return (
+            f"{rule} skipped more than {self.max_skips} of the last {self.window} updates; it "
+            "stops the training instead"
+        )

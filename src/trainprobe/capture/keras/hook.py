@@ -24,7 +24,7 @@ are Keras's epoch values: the running means over the epoch or the evaluation).
 In-training checks (``capture.keras.step_checks``, ``capture.keras.in_training``): every TRAIN
 step the compiled step checks that its loss and gradients are finite (``nonfinite_guard``, on by
 default) and judges the ``training_rules`` among LossSpike and GradientNormSpike, skipping the
-spiking update where a rule's action says so; the host reads what they found a step later and
+spiking update where a rule's action says so; the host reads what they found later and
 writes the same records as PyTorch's hook (``nonfinite/``, ``spikes/``, a stop request).
 
 Cost: the hook never overrides Keras's ``on_*_batch_end``, so Keras keeps dispatching batch ends
@@ -47,7 +47,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
 import keras
@@ -64,8 +63,8 @@ from trainprobe.capture.hook_arguments import (
 from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
 from trainprobe.capture.in_training_rules import spike_rule_configs
 from trainprobe.capture.keras import naming
+from trainprobe.capture.keras.check_findings import CheckFindings
 from trainprobe.capture.keras.hook_output import HookOutput
-from trainprobe.capture.keras.in_training import Reports
 from trainprobe.capture.keras.profiling import KerasProfiler
 from trainprobe.capture.keras.smdebug_calls import SmdebugCalls
 from trainprobe.capture.keras.step_saver import StepSaver
@@ -78,8 +77,6 @@ from trainprobe.capture.save_plan import SavePlan
 from trainprobe.capture.stop_request import StopRequestWatch
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.nonfinite_file import NonFiniteOrigin
-from trainprobe.storage.stop_request import StopRequest
 
 __all__ = ["ALWAYS_SAVED", "Hook", "get_hook"]
 
@@ -191,13 +188,12 @@ class Hook(SmdebugCalls, keras.callbacks.Callback):  # type: ignore[misc]
         )
         self.overhead = self.output.overhead
         self.training = TrainingState(self.backend, lambda: self._model)
-        reports = Reports(self._found_nonfinite, self._write_spikes, self._stop_for_rule)
+        self.findings = CheckFindings(
+            self.output, lambda: self.tapped.host_checks, self._stop_training, dry_run=dry_run
+        )
         checks = CheckSettings(guard=bool(nonfinite_guard), rules=rules)
-        self.tapped = TappedModels(self.backend, self.plan, checks, reports)
+        self.tapped = TappedModels(self.backend, self.plan, checks, self.findings.reports)
         self.saver = StepSaver(self.plan, self.output, self.tapped, self.training, dry_run=dry_run)
-        self._origin: NonFiniteOrigin | None = None
-        self._origin_saved = False
-        self._stop_request: StopRequest | None = None
         self.profiler = KerasProfiler.from_environment(self.backend, self._profiler_failed)
         _singleton = self
         close_at_exit(self, lambda hook: hook.close(), "the Keras hook")
@@ -264,7 +260,7 @@ class Hook(SmdebugCalls, keras.callbacks.Callback):  # type: ignore[misc]
             self.tapped.training.set_capture(False)
         self._end_run()
         self.steps.end_fit()
-        self._write_spikes()
+        self.findings.write_spikes()
         self.output.flush()
 
     @_guarded
@@ -355,18 +351,11 @@ class Hook(SmdebugCalls, keras.callbacks.Callback):  # type: ignore[misc]
             # A step that saves waits for the training's state anyway: its own checks are read
             # too, so that what they found is written before the step's tensors.
             host_checks.poll(self.steps.global_step, self.output.worker, wait=wait or bool(due))
-        origin = self._origin
-        if origin is not None and not self._origin_saved:
-            # The step found non-finite is saved in full, or else the first one after it.
-            self._origin_saved = True
-            due = self.saver.everything
-            self._found_nonfinite(replace(origin, saved_in_full=origin.step == point.step))
-        self.saver.save(point, self._model, due)
+        full = self.findings.saves_in_full(point.step)
+        self.saver.save(point, self._model, due, full=full)
         if due and point.mode is ModeKeys.TRAIN:
-            self._write_spikes()
-        if self._stop_request is not None:
-            self.output.write_stop(self._stop_request)
-            self._stop_request = None
+            self.findings.write_spikes()
+        self.findings.step_saved()
         self.output.account(self.steps.step, self._spent)
         self._spent = 0.0
 
@@ -374,40 +363,14 @@ class Hook(SmdebugCalls, keras.callbacks.Callback):  # type: ignore[misc]
         request = self.stop_watch.check()
         if request is not None:
             log.warning("trainprobe: stopping the training: %s", request.explain())
-            self._model.stop_training = True
+            self._stop_training()
+
+    def _stop_training(self) -> None:
+        self._model.stop_training = True
 
     def _profile_step_start(self, mode: ModeKeys) -> None:
         if self.profiler is not None:
             self.profiler.step_started(mode, self.steps.step + 1, self.steps.mode_step(mode) + 1)
-
-    # ----- what the in-training checks found -----
-
-    def _found_nonfinite(self, origin: NonFiniteOrigin) -> None:
-        """The first non-finite update (or what became of its loss): logged and written."""
-        if self._origin is None or origin.loss_step != self._origin.loss_step:
-            log.warning("trainprobe: %s", origin.describe())
-        if self._origin is not None:
-            origin = replace(
-                origin, saved_in_full=self._origin.saved_in_full or origin.saved_in_full
-            )
-        self._origin = origin
-        if not self.dry_run:
-            self.output.write_origin(origin)
-
-    def _write_spikes(self) -> None:
-        host_checks = self.tapped.host_checks
-        if host_checks is None or not host_checks.rules or self.dry_run:
-            return
-        self.output.write_spikes(
-            list(host_checks.records), host_checks.judged(), host_checks.rule_names()
-        )
-
-    def _stop_for_rule(self, request: StopRequest) -> None:
-        """An in-training rule stops the training: Keras stops after this batch, and the stop
-        request (which the job's runner acts on) is written once the step is saved."""
-        log.warning("trainprobe: stopping the training: %s", request.explain())
-        self._model.stop_training = True
-        self._stop_request = request
 
     # ----- failures and the end -----
 

@@ -1,15 +1,21 @@
-"""The in-training checks, as the host sees them: the summaries the step wrote, read a step late.
+"""The in-training checks, as the host sees them: the summaries the step wrote, read later.
 
 ``capture.keras.step_checks`` judges every TRAIN step inside the compiled step and leaves one
 small vector, the step's summary. The hook reads it at the next batch boundaries, without
 making the training wait where the backend allows:
 
-- JAX: each step returns its summary as an output (never donated); a summary is read once the
-  next step has been dispatched, a step late, when it is long computed;
+- JAX: each step returns its summary as an output (never donated); a summary is read once it is
+  computed (``is_ready``), at a later batch boundary (at a step that saves, which waits for the
+  training's state anyway, at once: what it found is written before the step's tensors);
 - TensorFlow: the step has run when its call returns; the summary is read at the next batch's
   start (on a GPU that read waits for the step);
 - PyTorch: on the CPU the same; on a GPU the summary is copied to pinned host memory without
   blocking and read at the next boundary.
+
+With spike rules every summary is read (each spike has its record); with the non-finite check
+alone, whose findings stay in every later summary, the latest at most twice a second, at each
+saved step and at the end of the epoch's training batches: a clean step then costs the host
+nothing, and the update the check names is exact however late it is read.
 
 From the summaries come the same records as from PyTorch's hook, written by the same writers:
 the first non-finite update (``storage.nonfinite_file``: the loss, or the first gradient in
@@ -31,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from trainprobe.capture.in_training_rules import SkipBudget, SpikeAction, SpikeRuleConfig
+from trainprobe.capture.keras.host_checks import HostChecks
 from trainprobe.capture.keras.step_checks import RULE_FIELDS, SUMMARY_FIELDS
 from trainprobe.capture.keras.step_state import StepState
 from trainprobe.storage.modes import ModeKeys
@@ -38,9 +45,15 @@ from trainprobe.storage.nonfinite_file import NonFiniteOrigin
 from trainprobe.storage.spike_records import SpikeRecord
 from trainprobe.storage.stop_request import StopRequest
 
-__all__ = ["InTrainingChecks", "Reports"]
+__all__ = ["READ_SECONDS", "InTrainingChecks", "Reports"]
 
 log = logging.getLogger("trainprobe")
+
+READ_SECONDS = 0.5
+"""With the non-finite check alone, how often the summaries are read between saved steps."""
+
+_KEPT = 8
+"""JAX, the non-finite check alone: how many of the last summaries wait to be read."""
 
 
 @dataclass
@@ -60,28 +73,45 @@ def _word(value: float) -> str:
 
 
 class _Summaries:
-    """The step summaries on their way to the host (see the module docstring)."""
+    """The step summaries on their way to the host (see the module docstring). ``every``: each
+    one is read (spike rules: each spike has its record); else only the latest is (the
+    non-finite check's findings stay in every later summary)."""
 
-    def __init__(self, step_state: StepState, name: str) -> None:
+    def __init__(
+        self, step_state: StepState | None, name: str, every: bool, host: HostChecks | None = None
+    ) -> None:
         self.state = step_state
         self.name = name
+        self.every = every
+        self.host = host
         self._pending: list[Any] = []
 
     def arrived(self, summary: Any) -> None:
-        """JAX: a step returned ``summary`` (a device array)."""
+        """JAX: a step returned ``summary`` (a device array, computed or not yet)."""
         self._pending.append(summary)
+        if not self.every:
+            del self._pending[:-_KEPT]
 
     def ready(self, wait: bool = False) -> list[np.ndarray]:
-        """The summaries that can be read now (``wait``: every one, waiting if need be)."""
+        """The summaries that can be read now without waiting for the device (``wait``: every
+        one, waiting if need be)."""
+        if self.host is not None:
+            return [self.host.summary.copy()]
+        assert self.state is not None
         if not self.state.carried:
             value = self.state.latest(self.name)
             if getattr(value, "is_cuda", False):
                 return self._later(value, wait)
             return [self.state.read(self.name)]
-        keep = 0 if wait else 1
-        taken, self._pending = self._pending[: len(self._pending) - keep], self._pending[-keep:]
-        if not keep:
-            self._pending = []
+        computed = len(self._pending)
+        if not wait:
+            computed = next(
+                (i for i, summary in enumerate(self._pending) if not summary.is_ready()),
+                computed,
+            )
+        taken, self._pending = self._pending[:computed], self._pending[computed:]
+        if not self.every:
+            taken = taken[-1:]
         return [np.asarray(summary) for summary in taken]
 
     def _later(self, value: Any, wait: bool) -> list[np.ndarray]:
@@ -121,6 +151,7 @@ class InTrainingChecks:
         self._seen_spikes = [0] * len(self.rules)
         self._judged = [0] * len(self.rules)
         self._budgets = [SkipBudget(rule.max_skips, rule.max_skips_window) for rule in rules]
+        self._next_read = 0.0
         for rule in self.rules:
             if rule.action is SpikeAction.ROLLBACK:
                 log.warning(
@@ -131,7 +162,11 @@ class InTrainingChecks:
 
     def follow(self, step_state: StepState, summary_name: str) -> None:
         """Read the summaries ``step_state`` holds under ``summary_name``."""
-        self._summaries = _Summaries(step_state, summary_name)
+        self._summaries = _Summaries(step_state, summary_name, every=bool(self.rules))
+
+    def follow_host(self, checks: HostChecks) -> None:
+        """Read the summaries of checks judged on the host."""
+        self._summaries = _Summaries(None, "", every=bool(self.rules), host=checks)
 
     def summary_arrived(self, summary: Any) -> None:
         """JAX: a step returned its summary."""
@@ -141,9 +176,16 @@ class InTrainingChecks:
     def poll(
         self, global_step: Callable[[int], int | None], worker: str, *, wait: bool = False
     ) -> None:
-        """Read the summaries that arrived; ``global_step`` maps an update to its step."""
+        """Read the summaries that arrived; ``global_step`` maps an update to its step. With
+        no spike rule (the non-finite check alone), at most once every ``READ_SECONDS`` unless
+        ``wait``: its findings stay in every later summary, and the update they name is exact."""
         if self._summaries is None:
             return
+        if not self.rules and not wait:
+            now = time.monotonic()
+            if now < self._next_read:
+                return
+            self._next_read = now + READ_SECONDS
         for summary in self._summaries.ready(wait):
             self._read(summary, global_step, worker)
 
@@ -230,15 +272,10 @@ class InTrainingChecks:
             )
         update = int(row["update"])
         action = {SpikeAction.NONE: "none", SpikeAction.STOP: "stop"}.get(rule.action, "skip")
-        stop = action == "skip" and not self._budgets[index].allows_another(update)
+        budget = self._budgets[index]
+        stop = action == "skip" and not budget.allows_another(update)
         if stop:
-            log.warning(
-                "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
-                "training instead",
-                rule.name,
-                rule.max_skips,
-                rule.max_skips_window,
-            )
+            log.warning("trainprobe: %s", budget.too_many(rule.name))
             action = "stop"
         warm = row["warm"] > 0.5
         value = row["value"]

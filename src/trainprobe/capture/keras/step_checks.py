@@ -21,7 +21,9 @@ on PyTorch one ``torch._foreach_norm`` over them all):
 
 Everything the host needs goes into one small vector, the step's summary (``SUMMARY_FIELDS``,
 then ``RULE_FIELDS`` per rule), read on the host later (``capture.keras.in_training``): a clean
-step costs the training no wait.
+step costs the training no wait. Where reading a value costs nothing (Keras's PyTorch backend on
+the CPU), ``host_checks.HostChecks`` makes the same decisions on the host instead, in a handful of
+operations a step.
 """
 
 from __future__ import annotations
@@ -148,11 +150,10 @@ class StepChecks:
         among the checked gradients)."""
         finite = norm = None
         if self.guard and gradients:
-            each = _measures(gradients, backend)
-            values: list[Any] = [0.0] * self.gradient_count
-            for slot, position in enumerate(positions):
-                values[position] = each[slot]
-            finite = ops.stack([ops.convert_to_tensor(value, "float32") for value in values])
+            finite = _measures(gradients, backend)
+            if list(positions) != list(range(self.gradient_count)):  # some without a gradient
+                places = ops.convert_to_tensor([[p] for p in positions], "int32")
+                finite = ops.scatter(places, finite, (self.gradient_count,))
         if self.needs_norm and gradients:
             norm = ops.sqrt(ops.sum(ops.square(gradient_norms(gradients, backend))))
         return Observation(update, is_update, finite, norm)

@@ -79,14 +79,10 @@ class StepSaver:
         wanted = set(names)
         return sum(1 << i for i, c in enumerate(self.plan.saved) if c.name in wanted)
 
-    @property
-    def everything(self) -> int:
-        """The mask of every saved collection."""
-        return (1 << len(self.plan.saved)) - 1
-
-    def save(self, point: Point, model: Any, due: int) -> None:
-        """Save ``due`` collections of ``model`` at ``point``."""
-        if not due:
+    def save(self, point: Point, model: Any, due: int, *, full: bool = False) -> None:
+        """Save ``due`` collections of ``model`` at ``point`` (``full``: and every value the
+        hook can take, raw, whatever the plan says)."""
+        if not (due or full):
             return
         if self.dry_run:
             names = ", ".join(c.name for c in self.plan.collections_in(due))
@@ -94,25 +90,28 @@ class StepSaver:
             return
         self.training.sync()
         scalars, self.pending_scalars = self.pending_scalars, {}
-        sent = self._send(point, due, self._values(point, model, due))
+        sent = self._send(point, due, self._values(point, model, due, full), full)
         sent = self._send_scalars(point, scalars) or sent
         if sent:
             self.output.writer.submit(EndStep(point.step))
             self.output.step_written()
 
-    def _values(self, point: Point, model: Any, due: int) -> list[tuple[str, np.ndarray]]:
-        """The values of the tensors the due collections may hold, as host copies."""
+    def _values(
+        self, point: Point, model: Any, due: int, full: bool
+    ) -> list[tuple[str, np.ndarray]]:
+        """The values of the tensors the due collections may hold (``full``: all), as host
+        copies."""
         found: list[tuple[str, np.ndarray]] = []
         if point.mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
             found += self._loss_values(model, point)
         weights = list(naming.model_variables(model))
-        if self.plan.holds_any([name for name, _, _ in weights], due):
+        if full or self.plan.holds_any([name for name, _, _ in weights], due):
             found += [(name, host_copy(variable)) for name, _, variable in weights]
         if point.mode is ModeKeys.TRAIN:
             found += self.tapped.gradient_values(model)
             variables = self.tapped.optimizer_variables()
             names = [naming.optimizer_variable_name(v) for v in variables]
-            if self.plan.holds_any(names, due):
+            if full or self.plan.holds_any(names, due):
                 found += [(n, host_copy(v)) for n, v in zip(names, variables, strict=True)]
         tensors, self.pending_tensors = self.pending_tensors, {}
         return found + list(tensors.items())
@@ -131,21 +130,23 @@ class StepSaver:
                 found.append((str(key), array.reshape(())))
         return found
 
-    def _send(self, point: Point, due: int, values: list[tuple[str, np.ndarray]]) -> bool:
+    def _send(
+        self, point: Point, due: int, values: list[tuple[str, np.ndarray]], full: bool
+    ) -> bool:
         writer = self.output.writer
         export = writer.tensorboard is not None
         wall_time = time.time()
         sent = False
         for name, value in values:
             plan = self.plan.what_to_save(name, due)
-            if not plan.anything:
+            if not (plan.anything or full):
                 continue
             summary = plan.summary if export else None
-            if plan.raw or summary is not None:
+            if plan.raw or full or summary is not None:
                 writer.submit(
                     TensorRecord(
                         point.step, name, value, point.mode, point.mode_step, wall_time,
-                        summary=summary, save_raw=plan.raw,
+                        summary=summary, save_raw=plan.raw or full,
                     )
                 )  # fmt: skip
             if plan.shape:

@@ -26,7 +26,7 @@ from trainprobe.storage.modes import ModeKeys
 __all__ = ["Point", "TrainingSteps"]
 
 _REMEMBERED = 4096
-"""How many recent TRAIN steps keep their global step (for records read a step late)."""
+"""How many recent TRAIN steps keep their global step (for records read later)."""
 
 
 @dataclass(frozen=True)

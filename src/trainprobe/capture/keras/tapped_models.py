@@ -17,10 +17,11 @@ from typing import Any
 from trainprobe.capture.collections import CollectionKeys
 from trainprobe.capture.in_training_rules import SpikeRuleConfig
 from trainprobe.capture.keras import naming
+from trainprobe.capture.keras.host_checks import HostChecks
 from trainprobe.capture.keras.in_training import InTrainingChecks, Reports
 from trainprobe.capture.keras.step_checks import StepChecks
 from trainprobe.capture.keras.step_state import StepState
-from trainprobe.capture.keras.taps import StepTaps
+from trainprobe.capture.keras.taps import Checks, StepTaps
 from trainprobe.capture.save_plan import SavePlan
 
 __all__ = ["CheckSettings", "TappedModels"]
@@ -86,8 +87,12 @@ class TappedModels:
         ]
         make_checks = None
         if checks.on:
+            first = checked[0][1] if checked else None
+            on_host = self.backend == "torch" and _on_the_cpu(first)
 
-            def make_checks(state: StepState, count: int) -> StepChecks:
+            def make_checks(state: StepState, count: int) -> Checks:
+                if on_host:
+                    return HostChecks(count, checks.rules, guard=checks.guard)
                 return StepChecks(state, count, checks.rules, guard=checks.guard)
 
         taps.tap_optimizer(
@@ -101,7 +106,10 @@ class TappedModels:
                 (naming.variable_name(name), naming.gradient_name(name)) for name, _ in checked
             ]
             host = InTrainingChecks(checks.rules, names, self.reports)
-            host.follow(taps.state, taps.checks.summary_name)
+            if isinstance(taps.checks, HostChecks):
+                host.follow_host(taps.checks)
+            else:
+                host.follow(taps.state, taps.checks.summary_name)
             taps.on_summary = host.summary_arrived
             self.host_checks = host
 
@@ -151,3 +159,9 @@ def _key(model: Any) -> tuple[int, int, int]:
         id(getattr(model, "optimizer", None)),
         id(getattr(model, "_loss_tracker", None)),
     )
+
+
+def _on_the_cpu(variable: Any) -> bool:
+    """Whether a PyTorch backend's variable lives on the CPU (reading its values is free)."""
+    device = getattr(getattr(variable, "value", None), "device", None)
+    return getattr(device, "type", None) == "cpu"

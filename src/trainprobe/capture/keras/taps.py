@@ -37,10 +37,15 @@ from typing import Any
 
 from keras import ops
 
+from trainprobe.capture.keras.host_checks import HostChecks
 from trainprobe.capture.keras.step_checks import Observation, StepChecks
 from trainprobe.capture.keras.step_state import CarriedStepFunction, StepState
 
-__all__ = ["StepTaps"]
+__all__ = ["Checks", "StepTaps"]
+
+Checks = StepChecks | HostChecks
+"""The in-training checks, judged in the step (``StepChecks``) or on the host where reading
+a value is free (``HostChecks``: PyTorch on the CPU)."""
 
 log = logging.getLogger("trainprobe")
 
@@ -56,7 +61,7 @@ class StepTaps:
         self.backend = backend
         self.state = StepState(backend)
         self.gradient_variables: list[Any] = []
-        self.checks: StepChecks | None = None
+        self.checks: Checks | None = None
         self.optimizer: Any = None
         self.on_summary: Callable[[Any], None] | None = None
         self._capture = False
@@ -81,7 +86,7 @@ class StepTaps:
         optimizer: Any,
         *,
         gradients: bool,
-        checks: Callable[[StepState, int], StepChecks] | None,
+        checks: Callable[[StepState, int], Checks] | None,
         checked: Sequence[Any],
     ) -> None:
         """Tap the optimizer: copies of the applied gradients (``gradients``), and the checks
@@ -225,7 +230,7 @@ class StepTaps:
         finally:
             values = self.state.leave()
         summary = None
-        if training and self.checks is not None:
+        if training and isinstance(self.checks, StepChecks):
             summary = values[self.state.names.index(self.checks.summary_name)]
         return (outputs, summary), (*new_state, values)
 
