@@ -15,7 +15,8 @@ run a ``fit`` of ``--steps`` batches after one warm-up ``fit``:
 - the same raw every step.
 
 Printed per configuration: the median time of a step (wall clock, and the process's CPU time:
-with one thread, the steadier measure on a shared machine), their ratios to no hook, and the
+with one thread, the steadier measure on a shared machine; and the ratio of the fastest runs'
+CPU times, which other processes can only slow), their ratios to no hook, and the
 hook's own time a step in its callbacks (``hook.overhead``) as a share of the step without a
 hook; the checks run inside the compiled step, so their cost shows in the step's time, not in
 the callbacks'. On the PyTorch backend, whose step runs one operation at a time, the operations
@@ -197,13 +198,15 @@ def main() -> None:
         found = json.loads(finished.stdout.strip().splitlines()[-1])
         base = statistics.median(found["times"]["no hook"])
         cpu_base = statistics.median(found["cpu"]["no hook"])
+        fastest = min(found["cpu"]["no hook"])
         print(f"{backend} (median of {arguments.repeat}, {arguments.steps} steps a run):")
         for config in CONFIGS:
             step = statistics.median(found["times"][config])
             cpu = statistics.median(found["cpu"][config])
+            least = min(found["cpu"][config])
             line = (
                 f"  {config:26s} {step * 1e3:7.2f} ms a step {step / base:6.3f} of no hook, "
-                f"CPU {cpu * 1e3:7.2f} ms {cpu / cpu_base:6.3f}"
+                f"CPU {cpu * 1e3:7.2f} ms {cpu / cpu_base:6.3f} (fastest {least / fastest:6.3f})"
             )
             if found["spent"][config]:
                 own = statistics.median(found["spent"][config])
