@@ -41,10 +41,10 @@ _writer_cpu = [0.0]
 _handle = writer_thread.WriterThread._handle
 
 
-def _timed_handle(self: writer_thread.WriterThread, message: Any) -> None:
+def _timed_handle(self: writer_thread.WriterThread, message: Any, *rest: Any) -> None:
     started = time.thread_time()
     try:
-        _handle(self, message)
+        _handle(self, message, *rest)
     finally:
         _writer_cpu[0] += time.thread_time() - started
 

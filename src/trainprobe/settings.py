@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from trainprobe.config.errors import ConfigError
 
@@ -28,6 +28,8 @@ __all__ = [
     "HOME",
     "HOOK_CONFIG",
     "HYPERPARAMETERS",
+    "KINETO_LOG_LEVEL",
+    "KINETO_QUIET",
     "MODEL_DIR",
     "PROFILER_CONFIG",
     "RANK",
@@ -61,9 +63,13 @@ __all__ = [
     "child_environment",
     "markdown",
     "parse_flag",
+    "set_unless_set",
 ]
 
 T = TypeVar("T")
+
+KINETO_QUIET = "6"
+"""``KINETO_LOG_LEVEL`` above every level of kineto's messages (its ``USDT`` lines are 5)."""
 
 _YES = frozenset({"1", "true", "yes", "on"})
 _NO = frozenset({"0", "false", "no", "off"})
@@ -287,6 +293,16 @@ HANG_SECONDS: Variable[float] = Variable(
     "only when a rule asks.",
     _seconds,
 )
+KINETO_LOG_LEVEL: Variable[str | None] = Variable(
+    "KINETO_LOG_LEVEL",
+    "number",
+    None,
+    "Read by PyTorch's profiler library (kineto), not by trainprobe: it writes its messages of "
+    "this level and above into the training's standard error. Unless it is set, trainprobe sets "
+    f"it to `{KINETO_QUIET}` (none of them) before its first profile, so that a profile adds "
+    "nothing to the training's output.",
+    _text,
+)
 STRICT: Variable[bool] = Variable(
     "TRAINPROBE_STRICT",
     "yes/no",
@@ -426,6 +442,13 @@ VARIABLES: tuple[Variable[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Variable)
 )
 """Every variable above, in the order they are declared."""
+
+
+def set_unless_set(variable: Variable[Any], value: str) -> None:
+    """Give ``variable`` the value ``value`` in this process's environment, unless it has one:
+    for a library trainprobe runs that reads it (``KINETO_LOG_LEVEL``)."""
+    if not os.environ.get(variable.name, "").strip():
+        os.environ[variable.name] = value
 
 
 def child_environment(*additions: Mapping[str, str]) -> dict[str, str]:

@@ -217,7 +217,7 @@ def test_too_many_skips_stop_the_training(tmp_path: Path) -> None:
 
 
 def test_a_bad_parameter_is_refused_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"RuleParameters\.sigma.*above 0"):
+    with pytest.raises(ConfigError, match=r"RuleParameters\.sigma.*x > 0"):
         smd.Hook(str(tmp_path), training_rules=[loss_spike(sigma="-1")])
 
 

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from trainprobe.cli.job_follower import JobProgress
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
-from trainprobe.jobs.progress import saved_loss
+from trainprobe.jobs.operations.progress import saved_loss
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
@@ -71,7 +71,7 @@ SNAPSHOT = JobSnapshot(
     step=120,
     steps_per_second=3.5,
     loss=0.532112,
-    loss_step=118,
+    loss_where="TRAIN step 100 (step 118)",
     cpu_percent=35.2,
     memory_percent=61.7,
     gpu_percent=80.0,
@@ -88,7 +88,7 @@ def test_the_panel_shows_the_job_step_loss_system_and_each_rule() -> None:
     assert "trainprobe run: mnist-1" in lines[0]
     assert row(lines, "job") == "job InProgress (Training) elapsed 0:01:05"
     assert row(lines, "step") == "step 120 3.50 steps/s"
-    assert row(lines, "loss") == "loss 0.53211 step 118"
+    assert row(lines, "loss") == "loss 0.53211 TRAIN step 100 (step 118)"
     assert row(lines, "system") == "system CPU 35% memory 62% GPU 80%"
     # Each rule on its own row with its status; under them, the first line of an issue.
     assert row(lines, "rules") == "rules ExplodingTensor IssuesFound"
@@ -117,7 +117,7 @@ def test_gpu_use_appears_only_with_gpu_readings_and_no_loss_shows_no_step() -> N
         secondary_status="Completed",
         elapsed_seconds=3725,
         step=7,
-        loss_step=7,
+        loss_where="TRAIN step 7",
         cpu_percent=99.6,
         memory_percent=4.0,
     )
@@ -369,7 +369,7 @@ def test_a_run_on_a_terminal_shows_the_live_panel_then_verdicts_and_outputs(
     # The last panel shows the loss saved at the last step.
     loss = saved_loss(str(job_dir / "debug-output"), 29)
     assert loss is not None
-    assert panel_rows(lines, "loss")[-1] == f"loss {loss:.5g} step 29"
+    assert panel_rows(lines, "loss")[-1] == f"loss {loss:.5g} TRAIN step 29"
     # Then the verdicts and where the outputs are.
     summary = lines[lines.index("Training job live-healthy: Completed") :]
     assert "  ExplodingTensor: NoIssuesFound" in summary
@@ -409,7 +409,7 @@ def test_an_issue_on_a_terminal_is_shown_with_its_evidence_and_fails_the_run(
     )
     summary = lines[lines.index("Training job live-nan: Stopped") :]
     assert "  ExplodingTensor: IssuesFound" in summary
-    start = summary.index("    Evidence at step 5:") + 1
+    start = summary.index("    Evidence at TRAIN step 5:") + 1
     origin, evidence = summary[start], summary[start + 1 : start + 12]
     # The weights were set to NaN between two steps: the guard names the parameter.
     assert "step 5: first NaN in the parameter `Sequential_0.weight`, before" in origin

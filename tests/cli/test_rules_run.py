@@ -136,7 +136,7 @@ def test_every_step_lists_every_issue(tmp_path: Path) -> None:
     write_gradients(out, [1e-9, 1.0, 1e-9])
     result = trainprobe("rules", "run", "VanishingGradient", "--every-step", "--quiet", str(out))
     assert result.returncode == 1
-    assert "Issues at steps: 0, 2" in result.stdout
+    assert "Issues at: TRAIN step 0, TRAIN step 2" in result.stdout
     assert not (tmp_path / "rule-output").exists()  # a plain tensor output: nothing written
 
 
@@ -150,7 +150,7 @@ def test_custom_rule_from_a_source_file(tmp_path: Path) -> None:
         "--output", str(tmp_path / "results"), str(out),
     )  # fmt: skip
     assert found.returncode == 1, found.stdout + found.stderr
-    assert "step 1: issue found" in found.stdout
+    assert "TRAIN step 1: issue found" in found.stdout
     assert "gradient above the limit" in found.stdout and "value 2.5" in found.stdout
     assert (tmp_path / "results" / "GradientAbove" / "status.json").exists()
     fine = trainprobe(
@@ -218,5 +218,5 @@ def test_follows_a_job_that_starts_after_the_command(tmp_path: Path) -> None:
     stdout, stderr = command.communicate(timeout=120)
     writer.join()
     assert command.returncode == 1, stdout + stderr
-    assert "found an issue at step 5" in stdout
+    assert "found an issue at TRAIN step 5" in stdout
     assert (job / "rule-output" / "VanishingGradient" / "status.json").exists()

@@ -57,7 +57,7 @@ def test_a_healthy_run_prints_progress_verdicts_and_outputs(tmp_path: Path) -> N
         "cli-healthy",
         "--",
         "--steps",
-        "8",
+        "12",
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     lines = finished.stdout.splitlines()
@@ -67,10 +67,10 @@ def test_a_healthy_run_prints_progress_verdicts_and_outputs(tmp_path: Path) -> N
     assert "[trainprobe] rule NoZeros: NoIssuesFound" in lines
     assert "[trainprobe] rule LossNotDecreasing: NoIssuesFound" in lines
     # The training's own output, as it came.
-    assert "arguments: ['--steps', '8']" in lines and "finished" in lines
+    assert "arguments: ['--steps', '12']" in lines and "finished" in lines
     summary = lines[lines.index("Training job cli-healthy: Completed") :]
     assert "  ExplodingTensor: NoIssuesFound" in summary
-    assert "    Steps evaluated: 8" in summary
+    assert "    Steps evaluated: 12" in summary
     assert f"  tensors:   {out / 'cli-healthy' / 'debug-output'}" in summary
     # Debugging rules keep the default ProfilerReport, as SageMaker Debugger's SDK did; it
     # evaluates windows of the profile, which its details count, not steps.
@@ -136,7 +136,7 @@ def test_a_stopped_diverging_run_fails_on_issue_with_its_evidence(tmp_path: Path
     )
     summary = lines[lines.index("Training job cli-nan: Stopped") :]
     assert "  ExplodingTensor: IssuesFound" in summary
-    start = summary.index("    Evidence at step 5:") + 1
+    start = summary.index("    Evidence at TRAIN step 5:") + 1
     origin, evidence = summary[start], summary[start + 1 : start + 12]
     # The weights were set to NaN between two steps: the guard names the parameter.
     assert "step 5: first NaN in the parameter `Sequential_0.weight`, before" in origin

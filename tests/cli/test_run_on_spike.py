@@ -101,7 +101,7 @@ def test_trainprobe_run_skips_a_diverged_training_s_updates_then_stops(tmp_path:
     assert "  LossSpike: IssuesFound" in summary
     # The verdict names the spike at step 25 (the rule may have read the hook's record while it
     # waited for the next saved step, and so report it a step later).
-    found = [line for line in summary if "LossSpike found an issue at step " in line]
+    found = [line for line in summary if "LossSpike found an issue at TRAIN step " in line]
     assert found and "TRAIN step 25: nan" in found[0], summary
     assert "Stopped by rule LossSpike's StopTraining action" in finished.stdout
     assert "the training was stopped before the update" in finished.stdout

@@ -2,7 +2,9 @@
 
 The training (``smdebug_training.py``) is written for SageMaker Debugger and runs unchanged. The
 analysis cells are those of AWS's public notebooks (interactive analysis of profiling data;
-Python profiling), with nothing changed but the one line that turns smdebug's names on.
+Python profiling), with nothing changed but the one line that turns smdebug's names on. The
+interactive analysis notebook's cells also run in a Jupyter kernel, as a user runs them, where
+each cell's output is displayed (a display that raises fails the cell).
 smdebug 1.0.34 is the oracle where it reads the same data: ``PandasFrameAnalysis`` on the same
 DataFrames, and the cProfile analysis of the same profiles.
 """
@@ -17,9 +19,11 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
+from profiling_notebook_cells import INTERACTIVE_ANALYSIS_CELLS
 
 from browser import CHROMIUM_FLAGS, chromium_path
 from reference_envs import run_reference
@@ -244,6 +248,96 @@ def test_the_interactive_analysis_notebook(job: Path, notebook: Path) -> None:
         assert Path(chart.save_html(notebook / "chart.html")).stat().st_size > 100_000
 
 
+JOB_STATISTICS = [
+    "start_time",
+    "end_time",
+    "job_duration",
+    "training_loop_start",
+    "training_loop_end",
+    "training_loop_duration",
+    "initialization",
+    "finalization",
+    "initialization_%",
+    "training_loop_%",
+    "finalization_%",
+]
+
+
+def run_in_a_kernel(cells: list[str], folder: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The notebook of ``cells``, run in a Jupyter kernel (ipykernel, this Python) in
+    ``folder``, with its outputs; CellExecutionError naming the cell that failed."""
+    import nbclient
+    import nbformat
+    from ipykernel.kernelspec import write_kernel_spec
+
+    kernels = folder / "jupyter" / "kernels"
+    write_kernel_spec(kernels / "trainprobe-test")
+    monkeypatch.setenv("JUPYTER_PATH", str(folder / "jupyter"))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="trainprobe-test",
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return notebook
+
+
+def outputs_of(notebook: Any, source: str) -> list[Any]:
+    """The outputs of the cell whose source is ``source``."""
+    [cell] = [cell for cell in notebook.cells if cell.source == source]
+    return list(cell.outputs)
+
+
+def test_the_interactive_analysis_notebook_runs_in_a_jupyter_kernel(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup = (
+        "import trainprobe.smdebug_names\n"
+        "trainprobe.smdebug_names.install()\n"
+        f"training_job_name = {str(job)!r}\n"
+        'region = "us-west-2"'
+    )
+    notebook = run_in_a_kernel([setup, *INTERACTIVE_ANALYSIS_CELLS], tmp_path, monkeypatch)
+
+    # The job's statistics show as smdebug's do: a table of the 11 statistics, in one column.
+    [shown] = outputs_of(notebook, "job_statistics")
+    table = shown["data"]["text/plain"].splitlines()
+    assert table[0].split() == ["0"]
+    assert [line.split()[0] for line in table[1:]] == JOB_STATISTICS
+    # The Python profiling configuration, read from the job as SageMaker describes it.
+    [config] = outputs_of(notebook, "python_profiling_config_tj")
+    assert "'ProfilerName': 'cprofile'" in config["data"]["text/plain"]
+    [listed] = [
+        output
+        for cell in notebook.cells
+        if cell.source.endswith("step_stats_df.head()")
+        for output in cell.outputs
+        if output["output_type"] == "execute_result"
+    ]
+    assert "<table" in listed["data"]["text/html"] and "prestepzero" in listed["data"]["text/html"]
+    # Every chart is drawn in the notebook, with its traces.
+    for chart in ("MetricsHistogram(", "StepTimelineChart(", "TimelineCharts(", "Heatmap("):
+        [cell] = [cell for cell in notebook.cells if f"= {chart}" in cell.source]
+        figures = [
+            output["data"]["application/vnd.plotly.v1+json"]
+            for output in cell.outputs
+            if output["output_type"] == "display_data"
+        ]
+        assert figures and all(figure["data"] for figure in figures), chart
+    [merged] = [
+        output["data"]["text/plain"]
+        for cell in notebook.cells
+        if "merge_timeline(start_step" in cell.source
+        for output in cell.outputs
+        if output["output_type"] == "execute_result"
+    ]
+    assert (tmp_path / merged.strip("'")).is_file()
+    printed = "".join(output.get("text", "") for cell in notebook.cells for output in cell.outputs)
+    assert printed.count("Step number: ") == 10
+
+
 def _detailed_operators(job: Path) -> list[dict[str, object]]:
     """The CPU operators torch.profiler recorded in the job's detailed profile (of step 5),
     ``ts`` in microseconds since the epoch."""
@@ -374,10 +468,11 @@ def test_pandas_frame_analysis_answers_as_smdebugs_does(job: Path, tmp_path: Pat
         usage.columns = [str(column) for column in usage.columns]
         answers["device_usage"] = usage
         answers["intervals"] = analysis.get_training_phase_intervals()
+        statistics = analysis.get_job_statistics()
         job = {{k: v.item() if hasattr(v, "item") else v for k, v in
-               analysis.get_job_statistics().__dict__.items()}}
+               statistics.__dict__.items()}}
         answers = {{k: v.to_json(orient="split") for k, v in answers.items()}}
-        print(json.dumps({{"frames": answers, "job": job}}))
+        print(json.dumps({{"frames": answers, "job": job, "shown": repr(statistics)}}))
         """,
     )
     assert isinstance(theirs, dict)
@@ -403,6 +498,8 @@ def test_pandas_frame_analysis_answers_as_smdebugs_does(job: Path, tmp_path: Pat
         for name, value in vars(analysis.get_job_statistics()).items()
     }
     assert job_stats == theirs["job"]
+    # Shown as smdebug shows it (a notebook's cell that ends with it).
+    assert repr(analysis.get_job_statistics()) == theirs["shown"]
     assert len(ours["step_TRAINING_PHASE"]) == 2  # TRAIN and EVAL
 
 

@@ -173,4 +173,4 @@ def test_invoke_rule_prints_its_result_without_logging_configured(tmp_path: Path
         "trainprobe: Evaluation of the rule LossAbove at step 2 resulted in the condition "
         "being met" in lines
     )
-    assert "trainprobe: LossAbove: the condition was not met up to step 2" in lines
+    assert "trainprobe: LossAbove: the condition was not met up to TRAIN step 2" in lines

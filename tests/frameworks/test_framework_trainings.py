@@ -3,8 +3,8 @@ ResNet and a BERT-style model, run unchanged under trainprobe's automatic hook.
 
 Each script here is written as its framework's users write it (no trainprobe in it) and prints
 what the framework itself reports: its optimizer steps, its evaluation batches, its losses. Each
-test runs it as a job's training runs (``python -m trainprobe.jobs.training_entry``, with a
-hook configuration that saves every step) and checks that trainprobe read the training as the
+test runs it as a job's training runs (``python -m trainprobe.jobs.processes.training_entry``, with
+a hook configuration that saves every step) and checks that trainprobe read the training as the
 script did: TRAIN steps are the optimizer steps, EVAL steps the evaluation batches, and the saved
 loss of each step is the one the script printed.
 """
@@ -64,7 +64,7 @@ class Run:
             [
                 sys.executable,
                 "-m",
-                "trainprobe.jobs.training_entry",
+                "trainprobe.jobs.processes.training_entry",
                 str(HERE / script),
                 *arguments,
             ],
@@ -159,9 +159,11 @@ def test_a_loss_module_made_inside_forward_is_saved_every_step(tmp_path: Path) -
 
 
 def trainprobe_run(tmp_path: Path, script: str, *arguments: str) -> str:
-    """``trainprobe run SCRIPT`` with the issue's rules, every 10 steps; what it printed."""
+    """``trainprobe run SCRIPT`` with the issue's rules, every 10 steps (the losses every step:
+    LossNotDecreasing averages 5 on each side of a comparison); what it printed."""
     rules = ["--rule", "LossNotDecreasing", "--rule", "VanishingGradient"]
-    rules += ["--rule", "ExplodingTensor", "--save-interval", "10", "--", *arguments]
+    rules += ["--rule", "ExplodingTensor", "--save-interval", "10"]
+    rules += ["--collection", "losses:save_interval=1", "--", *arguments]
     finished = subprocess.run(
         [sys.executable, "-m", "trainprobe.cli.main", "run", str(HERE / script), "--plain", *rules],
         env={**os.environ, "TRAINPROBE_HOME": str(tmp_path / "home")},

@@ -81,6 +81,8 @@ def test_a_full_disk_is_said_in_the_job_and_what_was_saved_reads_back(
     assert saving_stopped(described) == said  # what the live view shows
     # The rule says up to which step it had data.
     status = described["DebugRuleEvaluationStatuses"][0]
-    assert status["StatusDetails"].endswith(f"(the rule had data up to step {steps[-1]}: {said})")
+    assert status["StatusDetails"].endswith(
+        f"(the rule had data up to TRAIN step {steps[-1]}: {said})"
+    )
     # The report says it too.
-    assert debugger_overhead(str(debug_output), None)["SavingStopped"] == said
+    assert debugger_overhead(str(debug_output), None).saving_stopped == said

@@ -28,9 +28,9 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.job_rules import rule_log
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.operations.progress import latest_saved_step
+from trainprobe.jobs.runner.job_rules import rule_log
 from trainprobe.storage.rule_output import read_evaluations, read_status
 from trainprobe.storage.system_metrics import SystemMetricsReader
 from trainprobe.trials import create_trial
@@ -162,7 +162,7 @@ def test_a_training_reaching_nan_is_stopped_by_exploding_tensor(
     assert "ExplodingTensor" in reason and f"step {nan_step}" in reason
     assert rule_statuses(described) == {"ExplodingTensor": "IssuesFound"}
     status = described["DebugRuleEvaluationStatuses"][0]
-    assert f"at step {nan_step}" in status["StatusDetails"]
+    assert f"at TRAIN step {nan_step}" in status["StatusDetails"]
     directory = job_dir(output, "diverging")
     actions = (directory / "rule-output" / "ExplodingTensor" / "actions.jsonl").read_text()
     assert '"action":"stoptraining"' in actions and '"ok":true' in actions

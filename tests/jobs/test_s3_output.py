@@ -50,7 +50,7 @@ def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url:
         "--output-path", s3_url,
         "--name", "to-s3",
         "--plain",
-        "--", "--steps", "8",
+        "--", "--steps", "12",
     )  # fmt: skip
     assert finished.returncode == 0, finished.stdout + finished.stderr
     job = f"{s3_url}/to-s3"
@@ -62,7 +62,7 @@ def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url:
     assert report_line.startswith(f"Report: {job}/rule-output/ProfilerReport-")
 
     keys = files.list_files(job)
-    steps = [f"debug-output/index/000000000/{step:012d}_worker_0.json" for step in range(8)]
+    steps = [f"debug-output/index/000000000/{step:012d}_worker_0.json" for step in range(12)]
     assert set(steps) <= set(keys)
     assert "debug-output/training_job_end.ts" in keys
     assert matching(keys, "profiler-output/system/incremental/", ".algo-1.json")
@@ -96,7 +96,7 @@ def test_a_pytorch_run_writes_every_output_to_the_bucket(tmp_path: Path, s3_url:
     assert description["ProfilerConfig"]["S3OutputPath"] == s3_url
 
     ours = create_trial(f"{job}/debug-output")
-    assert ours.steps() == list(range(8))
+    assert ours.steps() == list(range(12))
     read = read_with_smdebug(f"{job}/debug-output")
     assert read["steps"] == ours.steps()
     assert sorted(read["values"]) == ours.tensor_names()

@@ -52,7 +52,7 @@ def test_the_first_nan_is_named_at_its_step_and_layer(broken: KerasJob) -> None:
         "NaN",
     )
     assert origin.loss_step is None  # the skipped update kept the NaN out of the weights
-    said = "step 5: first NaN in the gradient of `hidden/kernel` (the loss was finite)"
+    said = "TRAIN step 5: first NaN in the gradient of `hidden/kernel` (the loss was finite)"
     assert origin.describe() == said
     assert broken.rule_status("ExplodingTensor") == "IssuesFound"
     assert said in broken.evidence("ExplodingTensor")
@@ -106,7 +106,7 @@ def test_a_nan_loss_is_named_and_stop_training_keeps_the_healthy_weights(
     origin = read_nonfinite_origin(str(job.out / "debug-output"))
     assert origin is not None
     assert (origin.step, origin.kind, origin.loss_step) == (3, "loss", 3)
-    said = "step 3: first NaN in the loss `batch_loss` (the layers' outputs are not checked)"
+    said = "TRAIN step 3: first NaN in the loss `batch_loss` (the layers' outputs are not checked)"
     assert origin.describe() == said
     assert job.rule_status("ExplodingTensor") == "IssuesFound"
     assert said in job.evidence("ExplodingTensor")

@@ -23,7 +23,8 @@ SERIES += [1.0, 0.97, 1.02, 1.0, -5.0, 1.01]
 JUDGE_IN_THE_STEP = """
 import json, math, sys
 import keras
-from trainprobe.capture.in_training_rules import SpikeAction, SpikeRuleConfig
+from trainprobe.capture.in_training_rules import SpikeRuleConfig
+from trainprobe.storage.spike_records import SpikeAction
 from trainprobe.capture.keras.step_checks import (
     RULE_FIELDS, SUMMARY_FIELDS, Observation, StepChecks,
 )
@@ -31,7 +32,7 @@ from trainprobe.capture.keras.step_state import StepState
 from trainprobe.capture.spike_window import SpikeSettings
 
 settings = SpikeSettings(**json.loads(sys.argv[1]))
-rule = SpikeRuleConfig("LossSpike", "LossSpike", settings, SpikeAction.SKIP)
+rule = SpikeRuleConfig("LossSpike", "LossSpike", settings, 10, 100, SpikeAction.SKIP)
 state = StepState(keras.backend.backend())
 checks = StepChecks(state, 2, [rule], guard=True)
 found = []

@@ -64,11 +64,15 @@ class TrialBuilder:
     def write(self, *, end: bool = True) -> Trial:
         """Write everything (and the end-of-training marker unless ``end`` is False)."""
         out = str(self.path)
-        mode_steps: dict[ModeKeys, int] = {}
+        # As the hook counts: a mode's step is the global step less the steps of other modes
+        # before it (a step not saved is taken to be of the mode of the next one saved).
+        others: dict[ModeKeys, int] = {}
         for step in sorted(self._steps):
             mode, tensors = self._steps[step]
-            mode_step = mode_steps.get(mode, -1) + 1
-            mode_steps[mode] = mode_step
+            mode_step = step - others.get(mode, 0)
+            for other in ModeKeys:
+                if other != mode:
+                    others[other] = others.get(other, 0) + 1
             writer = StepWriter(out, step, "worker_0")
             for name, value in tensors.items():
                 writer.add(name, value, mode=mode, mode_step=step if mode == GLOBAL else mode_step)
@@ -80,17 +84,28 @@ class TrialBuilder:
 
 
 def fired_steps(rule: Rule, trial: Trial | None = None) -> list[int]:
-    """The saved steps at which ``rule`` fires, evaluating each step in order."""
+    """The saved steps at which ``rule`` fires, evaluating each step in order; then, as the
+    runner does once the training has ended, what only the end completes (a loss rule's last
+    evaluation pass, counted at the last step)."""
     trial = trial or rule.base_trial
     fired = []
+    last = None
     for step in trial.steps():
         if rule.modes is not None and trial.mode(step) not in rule.modes:
             continue
+        last = step
         try:
             if rule.evaluate(step):
                 fired.append(step)
         except InsufficientInformationForRuleInvocation:
             continue
+    judge_at_end = getattr(rule, "judge_at_end", None)
+    if last is not None and callable(judge_at_end):
+        try:
+            if judge_at_end():
+                fired.append(last)
+        except InsufficientInformationForRuleInvocation:
+            pass
     return fired
 
 

@@ -290,7 +290,7 @@ def test_stop_training_writes_a_request_the_hook_side_reads(tmp_path: Path) -> N
     assert "gradient too small" in request.message
     assert handed == [request]
     assert watch.check() == request
-    with pytest.raises(TrainingStopRequested, match="rule TooSmall found an issue at step 1"):
+    with pytest.raises(TrainingStopRequested, match="rule TooSmall found an issue at TRAIN step 1"):
         watch.raise_if_requested(7)
 
 

@@ -32,7 +32,9 @@ def test_vanishing_gradient_fires_strictly_below_the_threshold(tmp_path: Path) -
     assert evidence.tensor == GRAD
     assert evidence.value == pytest.approx(0.9e-7)
     assert evidence.threshold == 1e-7
-    assert evidence.message.startswith(f"{GRAD}: mean |g| = 9e-08 < threshold 1e-07 at step 0")
+    assert evidence.message.startswith(
+        f"{GRAD}: mean |g| = 9e-08 < threshold 1e-07 at TRAIN step 0"
+    )
     assert fired_steps(VanishingGradient(trial, threshold="1.2e-7")) == [0, 1, 2]
 
 
@@ -75,7 +77,7 @@ def test_vanishing_gradient_sets_aside_a_gradient_that_has_never_been_non_zero(
     assert evidence_of(rule)[0].tensor == branch
     (remark,) = rule.remarks()
     assert remark.startswith("Set aside while their gradient was exactly 0 and had never been")
-    assert remark.endswith(f", at step 0: {branch}.")
+    assert remark.endswith(f", at TRAIN step 0: {branch}.")
 
 
 def test_vanishing_gradient_fires_when_every_gradient_is_zero(tmp_path: Path) -> None:
@@ -118,7 +120,7 @@ def test_vanishing_gradient_sets_aside_a_bias_the_loss_is_invariant_to(tmp_path:
         "Set aside biases whose gradient was below threshold while their layer's weight gradient "
         "was above it and over 1000 times larger"
     )
-    assert remark.endswith(f", at step 0: {key}bias.")
+    assert remark.endswith(f", at TRAIN step 0: {key}bias.")
 
 
 def test_vanishing_gradient_sets_aside_a_gradient_that_is_not_finite(tmp_path: Path) -> None:
@@ -134,7 +136,7 @@ def test_vanishing_gradient_sets_aside_a_gradient_that_is_not_finite(tmp_path: P
         rule.evaluate(1)
     assert rule.remarks() == [
         "Set aside gradients that were not finite (ExplodingTensor is the rule for those), at "
-        f"step 1: {GRAD}, gradient/Net_fc2.weight."
+        f"TRAIN step 1: {GRAD}, gradient/Net_fc2.weight."
     ]
 
 
@@ -157,7 +159,7 @@ def test_weight_update_ratio_large_and_small_boundaries(tmp_path: Path) -> None:
     assert large.value == pytest.approx(10.5)
     assert "> large_threshold 10" in large.message
     assert small.value == pytest.approx(0.5e-8, rel=1e-3)
-    assert "between steps 2 and 3" in small.message
+    assert "between TRAIN step 2 and TRAIN step 3" in small.message
 
 
 def test_weight_update_ratio_num_steps_compares_with_the_earliest_step_in_reach(
@@ -169,7 +171,7 @@ def test_weight_update_ratio_num_steps_compares_with_the_earliest_step_in_reach(
     assert fired_steps(WeightUpdateRatio(trial, large_threshold=0.05)) == []
     rule = WeightUpdateRatio(trial, num_steps=2, large_threshold=0.05)
     assert fired_steps(rule) == [2, 3, 4]
-    assert "between steps 2 and 4" in evidence_of(rule)[-1].message
+    assert "between TRAIN step 2 and TRAIN step 4" in evidence_of(rule)[-1].message
 
 
 def test_weight_update_ratio_frozen_weights_and_eval_steps(tmp_path: Path) -> None:
@@ -245,7 +247,7 @@ def test_weight_update_ratio_sets_aside_a_weight_that_was_zero(tmp_path: Path) -
     assert remark == (
         "Set aside weights that were exactly 0 at the earlier step (zero-initialised, as the last "
         "BatchNorm of a timm residual block: an update has no size to be compared with), at "
-        f"step 1: {norm}."
+        f"TRAIN step 1: {norm}."
     )
 
 

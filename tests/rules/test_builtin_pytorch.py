@@ -130,15 +130,18 @@ def test_vanishing_gradient_and_poor_initialization_with_tiny_weights(tmp_path: 
 def test_unchanged_tensor_weight_update_ratio_and_loss_with_a_frozen_model(
     tmp_path: Path,
 ) -> None:
-    run = Run(steps=12, collections=("weights", "losses"))
+    run = Run(steps=16, collections=("weights", "losses"))
     frozen = train(tmp_path / "a", mlp([8, 16, 2]), DATA, replace(run, train=False))
     unchanged = UnchangedTensor(frozen, collection_names="weights")
     assert fired_steps(unchanged) == frozen.steps()[2:]
-    assert "has not changed over steps 0, 1, 2" in evidence_of(unchanged)[0].message
+    assert "has not changed over 3 saved steps, from TRAIN step 0 to TRAIN step 2" in (
+        evidence_of(unchanged)[0].message
+    )
     ratio = WeightUpdateRatio(frozen)
     assert fired_steps(ratio) == frozen.steps()[1:]
     assert evidence_of(ratio)[0].value == 0.0
-    assert fired_steps(LossNotDecreasing(frozen)) == [10]
+    # The first comparison: the mean of TRAIN steps 10-14 against that of steps 0-4.
+    assert fired_steps(LossNotDecreasing(frozen)) == [14]
     learning = train(tmp_path / "b", mlp([8, 16, 2]), DATA, run)
     assert fired_steps(UnchangedTensor(learning, collection_names="weights")) == []
     assert fired_steps(WeightUpdateRatio(learning)) == []
@@ -266,7 +269,7 @@ def test_similar_across_runs_with_two_seeds(tmp_path: Path) -> None:
     assert fired_steps(SimilarAcrossRuns(first, other_trials=[same])) == []
     rule = SimilarAcrossRuns(first, str(tmp_path / "c"))
     assert fired_steps(rule) == first.steps()
-    assert "Net_layer0.fc.weight differs from c's at step 0" in [
+    assert "Net_layer0.fc.weight differs from c's at TRAIN step 0" in [
         item.message.split(" (")[0] for item in evidence_of(rule)
     ]
     assert other_seed.steps() == first.steps()
@@ -336,5 +339,6 @@ def test_the_engine_runs_the_built_in_rules_on_a_frozen_model(tmp_path: Path) ->
         "ExplodingTensor": "NoIssuesFound",
     }
     assert [issue.step for issue in verdicts["UnchangedTensor"].issues] == [2]
-    assert [issue.step for issue in verdicts["LossNotDecreasing"].issues] == [5]
+    # num_steps 5: TRAIN steps 5-9 against 0-4, the first comparison.
+    assert [issue.step for issue in verdicts["LossNotDecreasing"].issues] == [9]
     assert "update/weight ratio 0 < small_threshold 1e-08" in verdicts["WeightUpdateRatio"].details

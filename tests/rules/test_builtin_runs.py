@@ -37,7 +37,7 @@ def test_similar_across_runs_uses_numpy_allclose(tmp_path: Path) -> None:
     (evidence,) = evidence_of(rule)
     assert evidence.tensor == "w"
     assert evidence.value == pytest.approx(2e-5)
-    assert "w differs from other's at step 2" in evidence.message
+    assert "w differs from other's at TRAIN step 2" in evidence.message
 
 
 def test_similar_across_runs_holds_nan_equal_to_nan_only_where_both_runs_have_it(
@@ -87,7 +87,7 @@ def test_stalled_training_rule_finds_a_gap_between_steps(tmp_path: Path) -> None
     assert fired_steps(rule) == [2]
     (evidence,) = evidence_of(rule)
     assert evidence.value == 30.0
-    assert "no step was written for 30 s, between step 1 and step 2" in evidence.message
+    assert "no step was written for 30 s, between TRAIN step 1 and TRAIN step 2" in evidence.message
     assert fired_steps(StalledTrainingRule(trial, threshold="30")) == []
 
 
@@ -98,7 +98,7 @@ def test_stalled_training_rule_check_progress_of_a_running_job(tmp_path: Path) -
     rule = StalledTrainingRule(trial, threshold=100, stop_training_on_fire=True)
     assert rule.check_progress(now=written + 99.5) is False
     assert rule.check_progress(now=written + 100.5) is True
-    assert "no new step for 100.5 s since step 1 was written" in evidence_of(rule)[0].message
+    assert "no new step for 100.5 s since TRAIN step 1 was written" in evidence_of(rule)[0].message
     assert rule.stop_training_on_fire is True
     write_training_end(str(tmp_path))
     assert rule.check_progress(now=written + 1000) is False

@@ -266,7 +266,7 @@ def test_issues_found_records_the_evidence_and_a_custom_rule_goes_on(tmp_path: P
     evidence = verdict.issues[0].evidence[0]
     assert evidence.tensor == "gradients/fc.weight_grad" and evidence.step == 2
     assert evidence.value == pytest.approx(0.2) and evidence.threshold == 0.5
-    assert "found an issue at step 2" in verdict.details
+    assert "found an issue at TRAIN step 2" in verdict.details
     lines = read_evaluations(str(output / "SmallGradient"))
     assert [line["result"] for line in lines] == [
         "NoIssuesFound",

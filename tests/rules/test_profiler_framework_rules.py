@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -54,6 +55,11 @@ def test_step_outlier_fires_when_some_steps_sleep(tmp_path: Path) -> None:
     assert kind["step_stats_s"]["max"] == pytest.approx(durations.max())
     assert report["Datapoints"] == LEAST_STEPS + 10
     assert "took longer than" in report["Recommendation"]
+    # The evidence names the mode as the training does, not the timeline's event name.
+    assert verdict.first_issue is not None
+    said = verdict.first_issue.evidence[0].message
+    assert re.match(r"\d+ TRAIN steps on \S+ took longer than \d+\.\d{3} s$", said), said
+    assert "ModeKeys" not in report["Recommendation"]
 
 
 def test_step_outlier_is_quiet_for_steady_steps(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow
 
-STEPS = 60
+STEPS = 100
+"""Ten saved losses (every 10 steps): LossNotDecreasing averages 5 on each side."""
 
 
 def verdicts(out: Path) -> dict[str, Verdict]:
@@ -60,7 +61,7 @@ def test_a_resnet_with_zero_initialised_blocks_trains_without_issue(healthy_resn
         "gradients were not (a zero-initialised branch before its first update"
     )
     assert (
-        ", at step 0: gradient/ResNet_blocks.0.bn1.bias, gradient/ResNet_blocks.0.bn1.weight"
+        ", at TRAIN step 0: gradient/ResNet_blocks.0.bn1.bias, gradient/ResNet_blocks.0.bn1.weight"
         in (said)
     )
     assert "(8 in all)" in said
@@ -79,7 +80,7 @@ def test_a_small_bert_trains_without_issue(tmp_path: Path) -> None:
     assert any(after > 1.05 * before for before, after in itertools.pairwise(saved))
     said = vanishing.details[vanishing.details.index("Set aside") :]
     assert said.startswith("Set aside biases whose gradient was below threshold while their")
-    assert "at steps 0-90 (10 steps): " in said
+    assert "at 10 steps, from TRAIN step 0 to TRAIN step 90: " in said
     assert "encoder.layer.0.attention.self.key.bias" in said
     assert "encoder.layer.1.attention.self.key.bias" in said
 
@@ -94,7 +95,7 @@ def test_a_learning_rate_far_too_high_is_caught(tmp_path: Path, task: Task, lr: 
     losses = create_trial(str(out)).tensor("CrossEntropyLoss_output_0")
     first = next(step for step in losses.steps() if math.isnan(float(losses.value(step))))
     assert loss.first_issue is not None and loss.first_issue.step == first
-    assert f"CrossEntropyLoss_output_0: the loss is nan at step {first}" in loss.details
+    assert f"CrossEntropyLoss_output_0: the loss is nan at TRAIN step {first}" in loss.details
     # NaN gradients are neither vanishing nor not: VanishingGradient says it set them aside.
     assert "Set aside gradients that were not finite" in found["VanishingGradient"].details
 
@@ -141,5 +142,5 @@ def test_rules_run_on_the_resnet_prints_what_it_set_aside(healthy_resnet: Path) 
     result = rules_run("LossNotDecreasing", str(healthy_resnet))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "LossNotDecreasing: NoIssuesFound" in result.stdout
-    # Steps 10-50 compared; step 0 had nothing num_steps before it.
-    assert "Steps evaluated: 5, skipped: 1" in result.stdout
+    # Steps 0-80 wait for 10 saved losses; step 90 compares steps 50-90 with steps 0-40.
+    assert "Steps evaluated: 1, skipped: 9" in result.stdout

@@ -15,11 +15,13 @@ import torch.nn.functional as F
 from builtin_training import Run, classes, train
 from torch import nn
 
+import trainprobe.pytorch as smd
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import Verdict
+from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +117,7 @@ def test_a_rule_whose_tensors_were_not_saved_says_what_to_save(tmp_path: Path) -
     assert "DeadRelu checked no tensor" in details
     assert "names matching '.*relu_output'" in details
     assert "outputs of torch.nn.ReLU, torch.nn.ReLU6 modules" in details
-    assert "The job saved the collections" in details and "gradients" in details
+    assert "The job saved tensors of the collections gradients, losses;" in details
     assert "its tensors include" in details
     assert 'add CollectionConfig(name="relu_output") to the estimator' in details
     assert 'Hook(..., include_collections=["relu_output"])' in details
@@ -287,27 +289,64 @@ def test_poor_initialization_compares_the_relu_inputs_of_an_nn_sequential(tmp_pa
     assert verdict.tensors_checked == 3 + len(healthy.tensor_names(collection="losses")) == 4
 
 
+def test_a_collection_configured_but_never_saved_is_not_named_as_saved(tmp_path: Path) -> None:
+    """A script that measures the loss but never runs backward(): the gradients collection is
+    configured, and not one gradient exists. VanishingGradient's Error says so, and does not
+    advise configuring what is configured already."""
+    model = sequential(nn.ReLU())
+    hook = smd.Hook(
+        str(tmp_path / "run"),
+        save_config=smd.SaveConfig(save_interval=1),
+        include_collections=["gradients", "losses"],
+    )
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    hook.set_mode(smd.modes.TRAIN)
+    for inputs, targets in DATA.batches(torch.Generator().manual_seed(0))[:1] * 3:
+        loss_fn(model(inputs), targets)
+    hook.close()
+    verdict = builtin(create_trial(str(tmp_path / "run")), "VanishingGradient")
+    assert verdict.status == "Error", verdict.details
+    details = verdict.details
+    assert "The job saved tensors of the collections losses;" in details
+    assert (
+        "The collection gradients is in the job's configuration already, yet none of its tensors "
+        "was saved"
+    ) in details
+    assert "CollectionConfig" not in details and "include_collections" not in details
+
+
 @pytest.mark.parametrize(
     ("rule", "parameters", "why"),
     [
         (
             "LossNotDecreasing",
             {},
-            "LossNotDecreasing judged no step (waiting for losses num_steps 10 steps apart: "
-            "those saved up to step 4 span 4 (run longer, or lower num_steps)).",
+            "LossNotDecreasing judged no step (waiting for losses to compare: "
+            "CrossEntropyLoss_output_0: 5 training loss(es) up to TRAIN step 4, 10 needed (each "
+            "side of a comparison averages 5): run longer, or save the losses more often).",
         ),
-        ("Overfit", {}, "Overfit judged no step (no validation loss could be compared"),
+        (
+            "Overfit",
+            {},
+            "Overfit judged no step (Overfit compares each complete evaluation pass (with the "
+            "newest passes, holding 5 EVAL losses or more) with the training losses before it (5 "
+            "or more): CrossEntropyLoss_output_0: 0 complete evaluation pass(es) holding 0 EVAL "
+            "loss(es), 5 training loss(es); no EVAL loss saved yet",
+        ),
         (
             "Overtraining",
             {},
-            "Overtraining judged no step (no loss was saved at more than patience_train 5 "
-            "training steps",
+            "Overtraining judged no step (waiting for a loss followed long enough to judge: "
+            "CrossEntropyLoss_output_0: 5 training loss(es) saved, 10 needed (the mean of 5, then "
+            "patience_train 5 more); run longer",
         ),
         (
             "UnchangedTensor",
             {"collection_names": "weights", "num_steps": 6},
             "UnchangedTensor judged no step (collection weights was saved at fewer than 6 steps "
-            "of a mode yet, as of step 4",
+            "of a mode yet, as of TRAIN step 4",
         ),
     ],
 )
@@ -327,6 +366,17 @@ def test_a_rule_never_passes_before_its_own_minimum(
     assert verdict.details.startswith(why), verdict.details
     assert "0 step(s) evaluated" in verdict.details
     if rule == "LossNotDecreasing":
+        # Too few losses to average, as it said: a lower num_steps changes nothing, more steps do.
         verdict = builtin(trial, rule, num_steps=2)
+        assert verdict.status == "Error", verdict.details
+        assert "5 training loss(es) up to TRAIN step 4, 10 needed" in verdict.details
+        longer = train(
+            tmp_path / "longer",
+            sequential(nn.ReLU()),
+            DATA,
+            Run(steps=12, lr=0.05, collections=("losses",)),
+        )
+        verdict = builtin(longer, rule, num_steps=2)
         assert verdict.status == "NoIssuesFound", verdict.details
-        assert "3 step(s) evaluated, 1 tensor(s) checked, 2 step(s) skipped" in verdict.details
+        # TRAIN steps 0-8 wait for 10 losses; then 9 (5-9 against 0-4) and 11 compare, 10 passes.
+        assert "3 step(s) evaluated, 1 tensor(s) checked, 9 step(s) skipped" in verdict.details

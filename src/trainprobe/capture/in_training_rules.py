@@ -1,15 +1,15 @@
 """The in-training spike rules a hook runs, read from the job's configuration: framework-free.
 
-A hook judges ``LossSpike`` and ``GradientNormSpike`` inside the training (see
-``capture.spike_window`` for when a value is a spike). What it is given is either the hook
-configuration file's ``TrainingRules`` (``config.training_rules``: every parameter as a string,
-``action_json`` as plain JSON) or the SDK's ``Rule`` objects; both become ``SpikeRuleConfig``
-records here, the parameters checked, typed and defaulted by the catalogue
-(``config.catalogue``: one place for their defaults) and the actions read by
-``config.actions.parse_actions``, so that a value the configuration refuses is refused here too,
-with the same ConfigError naming the field.
+Both hooks, PyTorch's and Keras's, judge ``LossSpike`` and ``GradientNormSpike`` inside the
+training (see ``capture.spike_window`` for when a value is a spike), and both read them here.
+What a hook is given is either the hook configuration file's ``TrainingRules`` (or a request's
+``DebugRuleConfigurations``: every parameter a string, ``action_json`` plain JSON) or the SDK's
+``Rule`` objects; both become ``SpikeRuleConfig`` records, their parameters checked, typed and
+defaulted by the catalogue (``config.catalogue``: one place for the defaults) and their actions
+read by ``config.actions.parse_actions``, so that a value the configuration refuses is refused
+here too, with the same ConfigError naming the field.
 
-What the rule does at a spike is one ``SpikeAction``: the strongest of the actions that decide
+What a rule does at a spike is one ``SpikeAction``: the strongest of its actions that decide
 the step (``SkipStep``, ``Rollback``, ``StopTraining``); the others (Email, SMS, Webhook,
 ProfileNextSteps) are the rule evaluator's. ``SkipBudget`` keeps the limit on skips: more than
 ``max_skips`` skips (or rollbacks) within ``max_skips_window`` updates stop the training instead.
@@ -17,11 +17,10 @@ ProfileNextSteps) are the rule evaluator's. ``SkipBudget`` keeps the limit on sk
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from trainprobe.capture.spike_window import SpikeSettings
 from trainprobe.config import catalogue
@@ -35,25 +34,18 @@ from trainprobe.config.actions import (
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import Rule
 from trainprobe.config.training_rules import training_rules
+from trainprobe.storage.spike_records import SpikeAction
 
-__all__ = ["SPIKE_RULE_NAMES", "SkipBudget", "SpikeAction", "SpikeRuleConfig", "spike_rule_configs"]
+__all__ = ["SPIKE_RULES", "SkipBudget", "SpikeRuleConfig", "spike_rule_configs"]
 
-SPIKE_RULE_NAMES = ("LossSpike", "GradientNormSpike")
+SPIKE_RULES = ("LossSpike", "GradientNormSpike")
 """The rules a hook judges inside the training."""
 
-
-class SpikeAction(enum.Enum):
-    """What a rule does at a spike, before the spiking update (strongest last)."""
-
-    NONE = "none"
-    SKIP = "skip"
-    ROLLBACK = "rollback"
-    STOP = "stop"
-
-    @property
-    def strength(self) -> int:
-        """The order in which actions win when several rules spike at one step."""
-        return list(SpikeAction).index(self)
+_ACTIONS = {
+    SkipStep: SpikeAction.SKIP,
+    Rollback: SpikeAction.ROLLBACK,
+    StopTraining: SpikeAction.STOP,
+}
 
 
 @dataclass(frozen=True)
@@ -65,11 +57,11 @@ class SpikeRuleConfig:
     rule: str
     """``LossSpike`` or ``GradientNormSpike``."""
     settings: SpikeSettings
+    max_skips: int
+    max_skips_window: int
     action: SpikeAction = SpikeAction.NONE
-    max_skips: int = 10
-    max_skips_window: int = 100
-    rollback_steps: int = 50
-    lr_factor: float = 1.0
+    rollback: Rollback | None = None
+    """The rollback's steps and learning-rate factor, when the action is a rollback."""
 
     @property
     def judges_loss(self) -> bool:
@@ -78,10 +70,10 @@ class SpikeRuleConfig:
 
 
 def spike_rule_configs(rules: Iterable[Mapping[str, Any] | Rule]) -> list[SpikeRuleConfig]:
-    """The in-training rules among ``rules``: ``TrainingRules`` entries
+    """The in-training rules among ``rules``: configuration entries
     (``{"RuleConfigurationName", "RuleName" or RuleParameters' "rule_to_invoke",
-    "RuleParameters"}``) or SDK ``Rule`` objects; the other rules are left out. ConfigError
-    names a bad field."""
+    "RuleParameters"}``) or SDK ``Rule`` objects (numbered after the entries); the other rules
+    are left out. ConfigError names a bad field, as the configuration does."""
     given = list(rules)
     objects = [rule for rule in given if isinstance(rule, Rule)]
     entries: list[object] = [rule for rule in given if not isinstance(rule, Rule)]
@@ -94,7 +86,7 @@ def spike_rule_configs(rules: Iterable[Mapping[str, Any] | Rule]) -> list[SpikeR
         if not isinstance(parameters, Mapping):
             raise ConfigError(f"{where}.RuleParameters", parameters, "a map of strings")
         rule = entry.get("RuleName") or parameters.get("rule_to_invoke")
-        if rule not in SPIKE_RULE_NAMES:
+        if rule not in SPIKE_RULES:
             continue
         name = str(entry.get("RuleConfigurationName") or rule)
         found.append(_config(str(rule), name, parameters, f"{where}.RuleParameters"))
@@ -102,47 +94,25 @@ def spike_rule_configs(rules: Iterable[Mapping[str, Any] | Rule]) -> list[SpikeR
 
 
 def _config(rule: str, name: str, parameters: Mapping[str, Any], where: str) -> SpikeRuleConfig:
-    spec = catalogue.get(rule)
-    own = {key: value for key, value in parameters.items() if key in spec.parameter_names}
-    values = spec.effective_parameters(own, field_prefix=where)
-    settings = SpikeSettings(
-        window=int(values["window"]),  # type: ignore[call-overload]
-        sigma=float(values["sigma"]),  # type: ignore[arg-type]
-        warmup=int(values["warmup_steps"]),  # type: ignore[call-overload]
-        ratio=float(values["ratio"]),  # type: ignore[arg-type]
-    )
-    action, rollback = _deciding_action(parameters.get("action_json"), f"{where}.action_json")
+    """One rule, its parameters and their defaults the catalogue's."""
+    values = catalogue.get(rule).effective_parameters(parameters, field_prefix=where)
+    action, rollback = SpikeAction.NONE, None
+    text = parameters.get("action_json")
+    if text is not None and text != "":
+        for found in within_the_step(parse_actions(text, field=f"{where}.action_json")):
+            if isinstance(found, Rollback):
+                rollback = found
+            if _ACTIONS[type(found)].strength > action.strength:
+                action = _ACTIONS[type(found)]
     return SpikeRuleConfig(
         name=name,
         rule=rule,
-        settings=settings,
+        settings=SpikeSettings.of(values),
+        max_skips=cast(int, values["max_skips"]),
+        max_skips_window=cast(int, values["max_skips_window"]),
         action=action,
-        max_skips=int(values["max_skips"]),  # type: ignore[call-overload]
-        max_skips_window=int(values["max_skips_window"]),  # type: ignore[call-overload]
-        rollback_steps=rollback.steps if rollback is not None else 50,
-        lr_factor=rollback.lr_factor if rollback is not None else 1.0,
+        rollback=rollback if action is SpikeAction.ROLLBACK else None,
     )
-
-
-def _deciding_action(text: object, field: str) -> tuple[SpikeAction, Rollback | None]:
-    """The strongest action that decides the step, and the Rollback among them, if any."""
-    if text is None or text == "":
-        return SpikeAction.NONE, None
-    chosen, rollback = SpikeAction.NONE, None
-    for action in within_the_step(parse_actions(text, field=field)):
-        kind = _KINDS[type(action)]
-        if isinstance(action, Rollback):
-            rollback = action
-        if kind.strength > chosen.strength:
-            chosen = kind
-    return chosen, rollback
-
-
-_KINDS = {
-    SkipStep: SpikeAction.SKIP,
-    Rollback: SpikeAction.ROLLBACK,
-    StopTraining: SpikeAction.STOP,
-}
 
 
 class SkipBudget:

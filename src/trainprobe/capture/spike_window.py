@@ -17,19 +17,32 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 __all__ = ["SpikeSettings", "SpikeVerdict", "SpikeWindow"]
 
 
 @dataclass(frozen=True)
 class SpikeSettings:
-    """The rule's parameters (see the catalogue: ``LossSpike``, ``GradientNormSpike``)."""
+    """The rule's parameters (see the catalogue, where their defaults are: ``LossSpike``,
+    ``GradientNormSpike``)."""
 
-    window: int = 128
-    sigma: float = 6.0
-    warmup: int = 20
-    ratio: float = 0.0
+    window: int
+    sigma: float
+    warmup: int
+    ratio: float
+
+    @classmethod
+    def of(cls, parameters: Mapping[str, object]) -> SpikeSettings:
+        """The settings among a spike rule's effective parameters (the catalogue's names)."""
+        return cls(
+            window=int(cast(int, parameters["window"])),
+            sigma=float(cast(float, parameters["sigma"])),
+            warmup=int(cast(int, parameters["warmup_steps"])),
+            ratio=float(cast(float, parameters["ratio"])),
+        )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,14 @@ every step's files.
 
 A ``SideJob`` runs another part's small file write (the hook's overhead file) on this thread, in
 order with the rest, so that it never costs the training thread; it handles its own failures.
+
+The writer works as a small pipeline, so that a step's device-to-host copies and checksums
+overlap the writes of the records before them: a look-ahead thread takes the queued records in
+order, waits for each one's content that is still arriving from a device (``PendingArray``), and
+encodes and checksums each large one (``AHEAD_MIN_BYTES`` and up); the writing thread, a record or
+more behind, finds them ready and only writes. The look-ahead never runs past the queue, so the
+memory in flight stays within the queue's bounds; small records already in host memory (a CPU
+training's many small tensors) skip it, and cost no hand-over between threads.
 """
 
 from __future__ import annotations
@@ -41,10 +49,17 @@ import numpy as np
 from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.storage.collections_file import encode_collections
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
+from trainprobe.storage.step_file import (
+    EncodedTensor,
+    StepWriter,
+    encode_tensor,
+    write_collections_file,
+    write_training_end,
+)
 from trainprobe.storage.written_scalars import ScalarChunkWriter
 
 __all__ = [
+    "AHEAD_MIN_BYTES",
     "CollectionsJob",
     "EndStep",
     "PendingArray",
@@ -59,13 +74,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 4096
+AHEAD_MIN_BYTES = 1 << 20
+"""A record at least this large is encoded and checksummed by the look-ahead thread, while the
+records before it are written."""
 
 
 class PendingArray(Protocol):
     """A buffer whose content may still be arriving (an asynchronous device-to-host copy).
 
     It may also have a ``release()`` method, called once its content is written, after which
-    its buffer may be reused.
+    its buffer may be reused, and an ``arriving`` attribute, False when its content is in host
+    memory already (then a small one is not handed to the look-ahead thread).
     """
 
     nbytes: int
@@ -204,6 +223,76 @@ def _size(message: Message) -> int:
     return 0
 
 
+class _Ahead:
+    """A record prepared by the look-ahead thread: its content waited for, and, for a large
+    tensor saved raw, its record encoded and checksummed (see the module docstring)."""
+
+    __slots__ = ("array", "done", "encoded", "error", "message")
+
+    def __init__(self, message: TensorRecord | ScalarBatch) -> None:
+        self.message = message
+        self.done = threading.Event()
+        self.array: np.ndarray | None = None
+        self.encoded: EncodedTensor | None = None
+        self.error: BaseException | None = None
+
+    def prepare(self) -> None:
+        """Wait for the content and encode it (on the look-ahead thread); a failure is kept
+        for the writing thread, which meets it at this record's turn."""
+        message = self.message
+        try:
+            if isinstance(message, ScalarBatch):
+                self.array = _resolve(message.values)
+                return
+            array = self.array = _resolve(message.value)
+            if message.save_raw and array.ndim > 0 and array.nbytes >= AHEAD_MIN_BYTES:
+                self.encoded = encode_tensor(
+                    message.name,
+                    array,
+                    step=message.step,
+                    mode=message.mode,
+                    mode_step=message.mode_step,
+                    wall_time=message.wall_time,
+                    original_dtype=message.original_dtype,
+                )
+        except BaseException as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+    def result(self) -> tuple[np.ndarray, EncodedTensor | None]:
+        """The content and the encoded record (None: encode it now), once prepared."""
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.array is not None
+        return self.array, self.encoded
+
+
+def _ahead_of(message: Message) -> _Ahead | None:
+    """The look-ahead thread's part in ``message``: content still arriving from a device, or
+    a large record; None for what is quicker done in turn."""
+    if isinstance(message, TensorRecord):
+        value: Value = message.value
+    elif isinstance(message, ScalarBatch):
+        value = message.values
+    else:
+        return None
+    if isinstance(value, np.ndarray):
+        large = isinstance(message, TensorRecord) and message.save_raw
+        return _Ahead(message) if large and value.nbytes >= AHEAD_MIN_BYTES else None
+    if getattr(value, "arriving", True) or value.nbytes >= AHEAD_MIN_BYTES:
+        return _Ahead(message)
+    return None
+
+
+@dataclass
+class _Queued:
+    message: Message
+    size: int
+    ahead: _Ahead | None = None
+
+
 class WriterThread:
     """Writes what the hook captures into ``out_dir`` as ``worker``'s step files, on one thread.
 
@@ -234,14 +323,20 @@ class WriterThread:
         self.bytes_written = 0
         self.steps_written = 0
         self.blocked_seconds = 0.0
-        self._queue: deque[tuple[Message, int]] = deque()
+        self._queue: deque[_Queued] = deque()
+        self._to_prepare: deque[_Ahead] = deque()
         self._pending_bytes = 0
         self._condition = threading.Condition()
         self._writer: StepWriter | None = None
         self._scalars = ScalarChunkWriter(out_dir, worker)
         self._closed = False
+        self._ended = False
         self._thread = threading.Thread(target=self._run, name="trainprobe-writer", daemon=True)
+        self._ahead_thread = threading.Thread(
+            target=self._look_ahead, name="trainprobe-writer-ahead", daemon=True
+        )
         self._thread.start()
+        self._ahead_thread.start()
 
     # ----- the training thread's side -----
 
@@ -262,7 +357,10 @@ class WriterThread:
                 self.blocked_seconds += time.perf_counter() - started
             if self.error is not None and not _kept_after_failure(message):
                 return
-            self._queue.append((message, size))
+            ahead = _ahead_of(message)
+            self._queue.append(_Queued(message, size, ahead))
+            if ahead is not None:
+                self._to_prepare.append(ahead)
             self._pending_bytes += size
             self._condition.notify_all()
 
@@ -286,7 +384,7 @@ class WriterThread:
             return True
         done = threading.Event()
         with self._condition:
-            self._queue.append((_Flush(done), 0))
+            self._queue.append(_Queued(_Flush(done), 0))
             self._condition.notify_all()
         return done.wait(timeout)
 
@@ -295,14 +393,15 @@ class WriterThread:
         if self._closed:
             return
         with self._condition:
-            self._queue.append((_Stop(), 0))
+            self._queue.append(_Queued(_Stop(), 0))
             self._closed = True
             self._condition.notify_all()
         self._thread.join(timeout)
+        self._ahead_thread.join(timeout)
 
     # ----- the writer thread's side -----
 
-    def _next(self) -> tuple[Message, int]:
+    def _next(self) -> _Queued:
         with self._condition:
             while not self._queue:
                 self._condition.wait()
@@ -314,9 +413,33 @@ class WriterThread:
             self._pending_bytes -= size
             self._condition.notify_all()
 
-    def _run(self) -> None:
+    def _look_ahead(self) -> None:
+        """The look-ahead thread: prepare the queued records in order (see the module
+        docstring) until the writing thread has ended."""
         while True:
-            message, size = self._next()
+            with self._condition:
+                while not self._to_prepare and not self._ended:
+                    self._condition.wait()
+                if not self._to_prepare:
+                    return
+                ahead = self._to_prepare.popleft()
+            if self.error is None:
+                ahead.prepare()
+            else:  # it will be dropped: nothing waits for it
+                ahead.done.set()
+
+    def _run(self) -> None:
+        try:
+            self._write_all()
+        finally:
+            with self._condition:
+                self._ended = True
+                self._condition.notify_all()
+
+    def _write_all(self) -> None:
+        while True:
+            queued = self._next()
+            message, size = queued.message, queued.size
             try:
                 if isinstance(message, _Stop):
                     try:
@@ -328,7 +451,7 @@ class WriterThread:
                 if isinstance(message, _Flush):
                     message.done.set()
                 elif self.error is None:
-                    self._handle(message)
+                    self._handle(message, queued.ahead)
                 elif isinstance(message, SideJob):
                     self._run_side_job(message)
                 elif isinstance(message, (CollectionsJob, _TrainingEnd)):
@@ -338,18 +461,27 @@ class WriterThread:
             finally:
                 self._done(size)
 
-    def _handle(self, message: Message) -> None:
+    def _handle(self, message: Message, ahead: _Ahead | None = None) -> None:
         if isinstance(message, TensorRecord):
-            array = _resolve(message.value)
+            if ahead is None:
+                array, encoded = _resolve(message.value), None
+            else:
+                array, encoded = ahead.result()
             if message.save_raw:
-                self._step(message.step).add(
-                    message.name,
-                    array,
-                    mode=message.mode,
-                    mode_step=message.mode_step,
-                    wall_time=message.wall_time,
-                    original_dtype=message.original_dtype,
-                )
+                step = self._step(message.step)
+                if encoded is not None:
+                    step.add_encoded(
+                        message.name, encoded, mode=message.mode, mode_step=message.mode_step
+                    )
+                else:
+                    step.add(
+                        message.name,
+                        array,
+                        mode=message.mode,
+                        mode_step=message.mode_step,
+                        wall_time=message.wall_time,
+                        original_dtype=message.original_dtype,
+                    )
                 self._scalars.add(message.step, message.mode.name, message.name, array)
             summary = message.summary
             if summary is not None and self.tensorboard is not None:
@@ -364,7 +496,7 @@ class WriterThread:
                 )
             _release(message.value)
         elif isinstance(message, ScalarBatch):
-            values = _resolve(message.values).reshape(-1)
+            values = (_resolve(message.values) if ahead is None else ahead.result()[0]).reshape(-1)
             self._step(message.step).add_scalars(
                 message.names,
                 message.dtypes,

@@ -24,17 +24,19 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trainprobe.config.statuses import RuleEvaluationStatus, TrainingJobStatus
+
 __all__ = ["JobSnapshot", "LiveView", "RuleStatus", "format_loss", "render_snapshot"]
 
-_STYLES = {
-    "InProgress": "yellow",
-    "Stopping": "magenta",
-    "Stopped": "magenta",
-    "Completed": "green",
-    "NoIssuesFound": "green",
-    "IssuesFound": "bold red",
-    "Failed": "bold red",
-    "Error": "red",
+_STYLES: dict[str, str] = {
+    TrainingJobStatus.IN_PROGRESS: "yellow",  # a job's or a rule's
+    TrainingJobStatus.STOPPING: "magenta",
+    TrainingJobStatus.STOPPED: "magenta",
+    TrainingJobStatus.COMPLETED: "green",
+    RuleEvaluationStatus.NO_ISSUES_FOUND: "green",
+    RuleEvaluationStatus.ISSUES_FOUND: "bold red",
+    TrainingJobStatus.FAILED: "bold red",
+    RuleEvaluationStatus.ERROR: "red",
 }
 # Whole words only: "IssuesFound" must not colour the end of "NoIssuesFound".
 _STATUS_WORDS = r"\b(" + "|".join(_STYLES) + r")\b"
@@ -66,7 +68,8 @@ class JobSnapshot:
     step: int | None = None
     steps_per_second: float | None = None
     loss: float | None = None
-    loss_step: int | None = None
+    loss_where: str | None = None
+    """The step of ``loss`` as the training counts it (``TRAIN step 10 (step 20)``)."""
     cpu_percent: float | None = None
     memory_percent: float | None = None
     gpu_percent: float | None = None
@@ -137,7 +140,7 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
     rate = "" if snapshot.steps_per_second is None else f"{snapshot.steps_per_second:.2f} steps/s"
     fields.add_row("step", "" if snapshot.step is None else str(snapshot.step), rate)
     loss = "" if snapshot.loss is None else format_loss(snapshot.loss)
-    at = "" if snapshot.loss is None or snapshot.loss_step is None else f"step {snapshot.loss_step}"
+    at = "" if snapshot.loss is None or snapshot.loss_where is None else snapshot.loss_where
     fields.add_row("loss", loss, at)
     fields.add_row("system", _system(snapshot), "")
     if snapshot.saving:
@@ -161,7 +164,11 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
             for rule in snapshot.rules
             if rule.details.strip()
         ]
-    border = "red" if any(rule.status == "IssuesFound" for rule in snapshot.rules) else "blue"
+    border = (
+        "red"
+        if any(rule.status == RuleEvaluationStatus.ISSUES_FOUND for rule in snapshot.rules)
+        else "blue"
+    )
     return Panel(
         Group(*parts),
         title=f"trainprobe run: {snapshot.name}",

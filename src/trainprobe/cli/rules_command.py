@@ -27,7 +27,7 @@ from trainprobe.config.catalogue.model import format_value
 from trainprobe.config.catalogue.scope import scope_of
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule, Rule
-from trainprobe.jobs.describe import layout_at
+from trainprobe.jobs.operations.describe import layout_at
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Evaluation
@@ -403,7 +403,7 @@ def run_rule(args: argparse.Namespace) -> int:
 
     def show(name: str, evaluation: Evaluation) -> None:
         if evaluation.result == ISSUES_FOUND and not args.quiet:
-            print(f"step {evaluation.step}: issue found", flush=True)
+            print(f"{evaluation.where}: issue found", flush=True)
             for item in evaluation.evidence:
                 print(f"  - {item.describe()}", flush=True)
 

@@ -1,12 +1,13 @@
 """``trainprobe run SCRIPT [OPTIONS] -- [SCRIPT ARGS]``: run a training as a debugged job.
 
-It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added to
-the hook's configuration, ProfilerReport when no profiler rule is given and profiling is on),
-starts the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for
-the job's status, the step and each rule's status as it changes. On a terminal (unless
-``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output:
-step, steps/s, the latest saved loss, each rule's status and the host's utilisation
-(``trainprobe.cli.job_follower``).
+It turns its options into the SDK's objects (Rule, ProfilerRule, DebuggerHookConfig,
+ProfilerConfig) and builds CreateTrainingJob from them with the estimator's builder
+(``trainprobe.config.sdk_request``: the rules' collections added to the hook's configuration, and
+ProfilerReport when no profiler rule is given and profiling is on), starts the job, and follows
+it: the training's output as it comes, and ``[trainprobe]`` lines for the job's status, the step
+and each rule's status as it changes. On a terminal (unless ``--plain``) the ``[trainprobe]``
+lines give way to a live panel under the training's output: step, steps/s, the latest saved
+loss, each rule's status and the host's utilisation (``trainprobe.cli.job_follower``).
 At the end it prints each rule's verdict with its evidence, where the outputs are, and the report's
 path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
@@ -14,49 +15,30 @@ path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finis
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
-import time
 from typing import Any
 
 from trainprobe import settings
-from trainprobe.cli.job_follower import (
-    Follower,
-    LiveFollower,
-    PlainFollower,
-    debugging_rule_names,
-    rule_statuses,
-    say,
-)
 from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, Rollback, SkipStep, StopTraining
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.config.hook_config import CollectionConfig, DebuggerHookConfig
+from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
-from trainprobe.jobs import (
-    JobStore,
-    create_training_job,
-    describe_training_job,
+from trainprobe.config.sdk_request import (
+    ContainerCommand,
+    TrainingJobSettings,
+    create_training_job_request,
     job_name_from_base,
-    stop_training_job,
-    with_default_profiler_rule,
-    with_rule_collections,
 )
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.progress import (
-    rule_verdict,
-)
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.jobs import JobStore, create_training_job
 from trainprobe.storage import files
-from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
-from trainprobe.ui.address_file import running_ui
 
-__all__ = ["build_request", "register", "run"]
+__all__ = ["build_request", "register", "run", "settings_of"]
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +72,6 @@ a terminal, or TERM=dumb) prints [trainprobe] lines instead.
 exit status: 0 the job completed or was stopped; 1 the training failed, or (with
 --fail-on-issue) a rule found an issue; 2 bad arguments; 130 stopped with Ctrl-C
 """
-
-POLL_SECONDS = 0.5
-_CTRL_C = "Stopped with Ctrl-C in trainprobe run"
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -244,19 +223,23 @@ def _name_and_parameters(
     return name.strip(), parameters
 
 
-def _collection_entries(texts: list[str]) -> list[dict[str, Any]]:
-    """The ``--collection`` options as CollectionConfigurations entries (the request's
-    validation checks their names and parameters)."""
-    entries: list[dict[str, Any]] = []
+def _collections(texts: list[str]) -> list[CollectionConfig]:
+    """The ``--collection`` options as the hook's CollectionConfigs."""
+    collections: list[CollectionConfig] = []
     for text in texts:
         name, parameters = _name_and_parameters(text, "--collection", "trees:save_interval=5")
         if not name:
             raise ConfigError("--collection", text, "NAME[:param=value,...], e.g. trees")
-        entry: dict[str, Any] = {"CollectionName": name}
-        if parameters:
-            entry["CollectionParameters"] = parameters
-        entries.append(entry)
-    return entries
+        try:
+            collections.append(CollectionConfig(name, parameters or None))
+        except ConfigError as error:
+            raise ConfigError("--collection", text, _problems(error)) from None
+    return collections
+
+
+def _problems(error: ConfigError) -> str:
+    """What was wrong, each problem with its field, for an error re-raised under an option."""
+    return "; ".join(f"{each.field}: {each.allowed}" for each in error.problems())
 
 
 _ON_SPIKE = "skip, stop, or rollback[:steps=N,lr_factor=F]"
@@ -286,9 +269,25 @@ def _spike_action(text: str | None) -> Action | None:
     )
 
 
-def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], list[Any]]:
-    debugging: list[dict[str, Any]] = []
-    profiler: list[dict[str, Any]] = []
+def _with_save_interval(rule: Rule, save_interval: int | None) -> Rule:
+    """``rule`` with ``--save-interval`` for each of its collections that sets its own."""
+    if save_interval is None:
+        return rule
+    rule.collection_configs = [
+        CollectionConfig(
+            collection.name, {**collection.parameters, "save_interval": str(save_interval)}
+        )
+        if collection.parameters and "save_interval" in collection.parameters
+        else collection
+        for collection in rule.collection_configs or []
+    ]
+    return rule
+
+
+def _rules(args: argparse.Namespace) -> list[Rule | ProfilerRule]:
+    """The ``--rule`` options as the SDK's rules, with their actions (``--stop-on-issue``,
+    ``--on-spike``) and ``--save-interval`` for their collections."""
+    rules: list[Rule | ProfilerRule] = []
     used: set[str] = set()
     on_spike = _spike_action(args.on_spike)
     if on_spike is not None and not any(
@@ -313,9 +312,7 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
                 config = getattr(rule_configs, spec.sdk_name)(**parameters)
             except TypeError as error:
                 raise ConfigError("--rule", text, f"parameters of {spec.name}: {error}") from None
-            profiler.append(
-                ProfilerRule.sagemaker(config, name=configured).to_profiler_rule_config_dict()
-            )
+            rules.append(ProfilerRule.sagemaker(config, name=configured))
             continue
         action: Action | None = StopTraining() if args.stop_on_issue else None
         if spec.in_training and on_spike is not None:
@@ -326,9 +323,8 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
             rule_parameters=parameters,
             actions=action,
         )
-        rule.prepare_actions(job_name)
-        debugging.append(rule.to_debugger_rule_config_dict())
-    return debugging, profiler
+        rules.append(_with_save_interval(rule, args.save_interval))
+    return rules
 
 
 def _environment(pairs: list[str]) -> dict[str, str]:
@@ -341,151 +337,80 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return environment
 
 
-def _profiling_parameters(framework_profile: bool) -> dict[str, str]:
-    """ProfilingParameters for the job: with no metrics config the hook records only the cheap
-    step timeline; ``framework_profile`` adds SageMaker's FrameworkProfile() defaults. The job
-    runner sets ``LocalPath`` to the job's profiler-output."""
-    if not framework_profile:
-        return {}
-    parameters = dict(FrameworkProfile().profiling_parameters)
-    parameters.pop("LocalPath", None)
-    return parameters
+def _hook_config(args: argparse.Namespace) -> DebuggerHookConfig:
+    """The hook's configuration: ``--save-interval``, every host's worker saving with
+    ``--hosts``, the ``--collection`` options; where it writes is the job's output root."""
+    parameters: dict[str, str] = {}
+    if args.save_interval is not None:
+        if args.save_interval < 1:
+            raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
+        parameters["save_interval"] = str(args.save_interval)
+    if args.hosts > 1:
+        # Every host's worker saves its tensors, so the trial shows each host.
+        parameters["include_workers"] = "all"
+    collections = _collections(args.collection)
+    return DebuggerHookConfig(
+        hook_parameters=parameters or None, collection_configs=collections or None
+    )
+
+
+def _profiler_config(args: argparse.Namespace) -> ProfilerConfig | None:
+    """System monitoring every ``--profiler-interval-ms``, and with no metrics configuration
+    the hook records only the cheap step timeline; ``--framework-profile`` adds SageMaker's
+    FrameworkProfile() defaults (the job runner sets their ``LocalPath`` to the job's
+    profiler-output). None with ``--no-profiler``."""
+    if args.no_profiler:
+        if args.framework_profile:
+            raise ConfigError("--framework-profile", True, "absent with --no-profiler")
+        return None
+    framework = FrameworkProfile()
+    if args.framework_profile:
+        framework.profiling_parameters.pop("LocalPath", None)
+    else:
+        framework.profiling_parameters = {}
+    try:
+        return ProfilerConfig(
+            system_monitor_interval_millis=args.profiler_interval_ms,
+            framework_profile_params=framework,
+        )
+    except ConfigError as error:
+        raise ConfigError(
+            "--profiler-interval-ms", args.profiler_interval_ms, _problems(error)
+        ) from None
+
+
+def settings_of(args: argparse.Namespace) -> TrainingJobSettings:
+    """The job ``args`` describe, as the SDK's objects: ``trainprobe run`` asks for what the
+    estimator asks for with the same settings, and, as SageMaker Debugger's SDK did,
+    ProfilerReport when profiling is on and no profiler rule is given."""
+    if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
+        raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
+    environment = _environment(args.env)
+    if args.rule_executor is not None:
+        environment[settings.RULE_EXECUTOR.name] = args.rule_executor
+    return TrainingJobSettings(
+        script=ContainerCommand([os.path.abspath(args.script)], list(args.script_args)),
+        rules=_rules(args),
+        debugger_hook_config=_hook_config(args),
+        profiler_config=_profiler_config(args),
+        output_path=files.absolute(args.output) if args.output else None,
+        instance_count=args.hosts,
+        max_run=args.max_run,
+        environment=environment,
+        default_profiler_rule=True,
+    )
 
 
 def build_request(args: argparse.Namespace) -> dict[str, Any]:
     """The CreateTrainingJob request ``trainprobe run`` sends for ``args``."""
     stem = os.path.splitext(os.path.basename(args.script))[0]
     name = args.name or job_name_from_base(stem)
-    debugging, profiler = _rule_entries(args, name)
-    hook: dict[str, Any] = {}
-    if args.save_interval is not None:
-        if args.save_interval < 1:
-            raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
-        hook["HookParameters"] = {"save_interval": str(args.save_interval)}
-    if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
-        raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
-    if args.hosts > 1:
-        # Every host's worker saves its tensors, so the trial shows each host.
-        hook["HookParameters"] = {**hook.get("HookParameters", {}), "include_workers": "all"}
-    collections = _collection_entries(args.collection)
-    if collections:
-        hook["CollectionConfigurations"] = collections
-    request: dict[str, Any] = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingInputMode": "File",
-            "ContainerEntrypoint": [os.path.abspath(args.script)],
-            "ContainerArguments": list(args.script_args),
-        },
-        "ResourceConfig": {"InstanceCount": args.hosts, "InstanceType": "local"},
-        "DebugHookConfig": hook,
-    }
-    if args.output:
-        request["OutputDataConfig"] = {"S3OutputPath": files.absolute(args.output)}
-    if args.max_run is not None:
-        request["StoppingCondition"] = {"MaxRuntimeInSeconds": args.max_run}
-    if debugging:
-        request["DebugRuleConfigurations"] = debugging
-    if profiler:
-        request["ProfilerRuleConfigurations"] = profiler
-    if not args.no_profiler:
-        request["ProfilerConfig"] = {
-            "ProfilingIntervalInMilliseconds": args.profiler_interval_ms,
-            "ProfilingParameters": _profiling_parameters(args.framework_profile),
-            "DisableProfiler": False,
-        }
-    elif args.framework_profile:
-        raise ConfigError("--framework-profile", True, "absent with --no-profiler")
-    environment = _environment(args.env)
-    if args.rule_executor is not None:
-        environment[settings.RULE_EXECUTOR.name] = args.rule_executor
-    if environment:
-        request["Environment"] = environment
-    request = with_default_profiler_rule(with_rule_collections(request))
-    if args.save_interval is not None:
-        chosen = {entry["CollectionName"] for entry in collections}
-        for collection in request["DebugHookConfig"].get("CollectionConfigurations", []):
-            if collection.get("CollectionName") in chosen:
-                continue  # a --collection's own parameters stand
-            parameters = collection.get("CollectionParameters") or {}
-            if "save_interval" in parameters:
-                parameters["save_interval"] = str(args.save_interval)
-    return request
+    return create_training_job_request(name, settings_of(args))
 
 
 def _wants_live_view(args: argparse.Namespace) -> bool:
     """The live panel on a terminal that can draw it, unless ``--plain``."""
     return not args.plain and sys.stdout.isatty() and settings.TERM.get() != "dumb"
-
-
-def _finished(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
-        for rule in rule_statuses(description)
-    )
-
-
-def _runner_done(store: JobStore, name: str) -> bool:
-    """Whether the job's runner has finished everything, the profiler report included (a
-    runner that died is settled as done by the describe before this)."""
-    record = store.get(name)
-    return record is None or record.runner_done
-
-
-def _report_path(layout: JobLayout) -> str | None:
-    for relative in files.list_files(layout.rule_output, PROFILER_REPORT_HTML):
-        if relative.rsplit("/", 1)[-1] == PROFILER_REPORT_HTML:
-            return f"{layout.rule_output}/{relative}"
-    return None
-
-
-def _summary(description: dict[str, Any], layout: JobLayout) -> list[str]:
-    status = description["TrainingJobStatus"]
-    lines = ["", f"Training job {description['TrainingJobName']}: {status}"]
-    if description["SecondaryStatus"] != status:
-        lines[-1] += f" ({description['SecondaryStatus']})"
-    if description.get("FailureReason"):
-        lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
-    statuses = rule_statuses(description)
-    debugging = debugging_rule_names(description)
-    if statuses:
-        lines += ["", "Rules:"]
-        for rule in statuses:
-            name = rule["RuleConfigurationName"]
-            verdict = rule_verdict(
-                layout.rule_output_dir(name),
-                name,
-                rule["RuleEvaluationStatus"],
-                rule["StatusDetails"],
-                counts_steps=name in debugging,
-            )
-            lines += [f"  {line}" for line in verdict.lines()]
-    lines += [
-        "",
-        "Outputs:",
-        f"  tensors:   {layout.debug_output}",
-        f"  profiler:  {layout.profiler_output}",
-        f"  rules:     {layout.rule_output}",
-    ]
-    if "TensorBoardOutputConfig" in description:
-        lines.append(f"  tensorboard: {layout.tensorboard_output}")
-    lines.append(f"  model:     {layout.model_dir}")
-    lines.append(f"  logs:      {layout.logs_dir}")
-    report = _report_path(layout)
-    if report is not None:
-        lines.append(f"Report: {report}")
-    return lines
-
-
-def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: bool) -> int:
-    if interrupted:
-        return 130
-    if description["TrainingJobStatus"] == "Failed":
-        return 1
-    issues = any(
-        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in rule_statuses(description)
-    )
-    return 1 if fail_on_issue and issues else 0
 
 
 def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
@@ -498,39 +423,13 @@ def run(args: argparse.Namespace, options: argparse.ArgumentParser) -> int:
     except ConfigError as error:
         print(f"trainprobe run: {error}", file=sys.stderr)
         return 2
-    name = request["TrainingJobName"]
-    asked = {"TrainingJobName": name}
-    record = store.get(name)
-    assert record is not None
-    layout = layout_of(record)
-    say(f"job {name} started; its files are in {layout.job_dir}")
-    ui = running_ui()
-    if ui is not None:
-        say(f"job page: {ui.job_page(name)}")
-    follower: Follower = (
-        LiveFollower(layout, args.quiet)
-        if _wants_live_view(args)
-        else PlainFollower(layout, args.quiet)
+    # What following takes is imported once the job is started (it starts meanwhile).
+    from trainprobe.cli.run_following import follow_run
+
+    return follow_run(
+        store,
+        request["TrainingJobName"],
+        live=_wants_live_view(args),
+        quiet=args.quiet,
+        fail_on_issue=args.fail_on_issue,
     )
-    interrupted = False
-    try:
-        while True:
-            try:
-                description = describe_training_job(asked, store=store)
-                follower.show(description)
-                if _finished(description) and _runner_done(store, name):
-                    break
-                time.sleep(POLL_SECONDS)
-            except KeyboardInterrupt:
-                if interrupted:
-                    say(f"leaving job {name} to finish on its own")
-                    return 130
-                interrupted = True
-                say("stopping the job (Ctrl-C again to leave it running)")
-                with contextlib.suppress(ConfigError):  # it may have just finished
-                    stop_training_job(asked, store=store, reason=_CTRL_C)
-        follower.show(description, final=True)
-        follower.finish(_summary(description, layout))
-    finally:
-        follower.close()
-    return _exit_status(description, args.fail_on_issue, interrupted)

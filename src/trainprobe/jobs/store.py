@@ -7,9 +7,9 @@ for one short transaction, and a read-modify-write takes the write lock first (`
 IMMEDIATE``), so two updates of one job never interleave.
 
 A job row also says who runs the job (``runner_pid`` on ``runner_host``, started at
-``runner_started``) and when that runner last said it was alive (``heartbeat_time``), so that a
-job whose runner died is found out (``trainprobe.jobs.liveness``) instead of staying InProgress
-forever.
+``runner_started``, told apart from a later process of the same id by ``runner_identity``) and
+when that runner last said it was alive (``heartbeat_time``), so that a job whose runner died is
+found out (``trainprobe.jobs.runner.liveness``) instead of staying InProgress forever.
 """
 
 from __future__ import annotations
@@ -24,23 +24,21 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trainprobe import settings
+from trainprobe.config.statuses import (
+    TERMINAL_JOB_STATUSES,
+    TERMINAL_SECONDARY_STATUSES,
+    TrainingJobStatus,
+)
 from trainprobe.jobs.errors import JobNameInUse
 
 __all__ = [
     "STORE_FILE",
-    "TERMINAL_SECONDARY_STATUSES",
-    "TERMINAL_STATUSES",
     "JobRecord",
     "JobStore",
     "trainprobe_home",
 ]
 
 STORE_FILE = "jobs.sqlite"
-
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
-"""TrainingJobStatus values after which nothing about the training changes."""
-
-TERMINAL_SECONDARY_STATUSES = frozenset({"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"})
 
 _BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -65,10 +63,15 @@ CREATE TABLE IF NOT EXISTS training_jobs (
     runner_host TEXT,
     runner_started REAL,
     heartbeat_time REAL,
-    runner_done INTEGER NOT NULL DEFAULT 0
+    runner_done INTEGER NOT NULL DEFAULT 0,
+    runner_identity TEXT
 );
 CREATE INDEX IF NOT EXISTS training_jobs_by_creation ON training_jobs (creation_time);
 """
+
+_ADDED_COLUMNS = {"runner_identity": "TEXT"}
+"""Columns added since the first release, with their types: a store made before has them added
+when it is opened."""
 
 _JSON_COLUMNS = frozenset({"request", "transitions", "profiler_config", "profiler_rules"})
 
@@ -87,8 +90,9 @@ class JobRecord:
     request: dict[str, Any]
     """The CreateTrainingJob request, as it was accepted."""
     job_dir: str
-    status: str
+    status: TrainingJobStatus
     secondary_status: str
+    """A ``SecondaryStatus``, kept as it was written: SageMaker's set of them is open."""
     creation_time: float
     last_modified_time: float
     transitions: list[dict[str, Any]] = field(default_factory=list)
@@ -105,13 +109,17 @@ class JobRecord:
     runner_pid: int | None = None
     runner_host: str | None = None
     runner_started: float | None = None
+    """When the runner started, for people to read (``runner_identity`` tells it apart)."""
     heartbeat_time: float | None = None
     runner_done: bool = False
+    runner_identity: str | None = None
+    """What tells the runner's process apart from a later one given its id
+    (``trainprobe.jobs.runner.liveness.process_identity``), where it can be read."""
 
     @property
     def finished(self) -> bool:
         """Whether the training has reached its final status."""
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL_JOB_STATUSES
 
 
 _COLUMNS = tuple(item.name for item in fields(JobRecord))
@@ -137,6 +145,7 @@ def _from_row(row: sqlite3.Row) -> JobRecord:
             value = json.loads(value)
         values[key] = value
     values["runner_done"] = bool(values["runner_done"])
+    values["status"] = TrainingJobStatus(values["status"])
     return JobRecord(**values)
 
 
@@ -151,6 +160,13 @@ class JobStore:
         with self._connection() as connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
+            present = {
+                row["name"] for row in connection.execute("PRAGMA table_info(training_jobs)")
+            }
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in present:
+                    with contextlib.suppress(sqlite3.OperationalError):  # added by another
+                        connection.execute(f"ALTER TABLE training_jobs ADD COLUMN {column} {kind}")
 
     def __repr__(self) -> str:
         return f"JobStore({self.path!r})"
@@ -260,7 +276,7 @@ class JobStore:
         self,
         name: str,
         *,
-        only_if_status: Sequence[str] | None = None,
+        only_if_status: Sequence[TrainingJobStatus] | None = None,
         touch: bool = True,
         **values: Any,
     ) -> bool:
@@ -285,11 +301,11 @@ class JobStore:
     def transition(
         self,
         name: str,
-        status: str,
+        status: TrainingJobStatus,
         secondary_status: str,
         message: str,
         *,
-        only_if_status: Sequence[str] | None = None,
+        only_if_status: Sequence[TrainingJobStatus] | None = None,
         now: float | None = None,
         **values: Any,
     ) -> bool:

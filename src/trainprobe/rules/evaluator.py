@@ -64,7 +64,7 @@ from trainprobe.rules.verdict import (
     STOPPED,
     Evaluation,
 )
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = ["RuleEvaluator"]
 
@@ -106,6 +106,7 @@ class RuleEvaluator(RuleRun):
         self.rule: Rule | None = None
         self._last_unjudged: str | None = None
         self._steps_in_modes = 0
+        self._last_step: tuple[int, ModeKeys | None, int | None] | None = None
         self._progress_at = 0.0
 
     @property
@@ -162,7 +163,7 @@ class RuleEvaluator(RuleRun):
         self._count_coverage()
         text = f"{why}: {self._counts()}"
         if self.verdict.issues:
-            text += f"; issues found at step {self.verdict.issues[0].step}"
+            text += f"; issues found at {self.verdict.issues[0].where}"
         self.finish(STOPPED, text)
 
     # ----- one step ---------------------------------------------------------------------
@@ -182,6 +183,7 @@ class RuleEvaluator(RuleRun):
         if rule.modes is not None and mode not in rule.modes:
             return
         self._steps_in_modes += 1
+        self._last_step = (step, mode, mode_step)
         evaluated = self._evaluate(rule, step, mode, mode_step)
         if evaluated is None:
             return
@@ -219,9 +221,8 @@ class RuleEvaluator(RuleRun):
 
     def _take(self, evaluation: Evaluation, end_of_rule: bool, steps_seen: int) -> None:
         """Record one evaluation and act on its result."""
-        if self._writer is not None:
-            self._writer.append_evaluation(evaluation.to_json())
-        if self.on_evaluation is not None:
+        self._write_evaluation(evaluation.step, evaluation.to_json())
+        if self.on_evaluation is not None and not self._written_before(evaluation.step):
             self.on_evaluation(evaluation)
         if evaluation.result == SKIPPED:
             self.verdict.steps_skipped += 1
@@ -273,7 +274,8 @@ class RuleEvaluator(RuleRun):
     ) -> tuple[Evaluation, bool] | None:
         started_at = time.time()
         started = time.perf_counter()
-        result, reason, end_of_rule = NO_ISSUES_FOUND, None, False
+        result: str = NO_ISSUES_FOUND
+        reason, end_of_rule = None, False
         try:
             if rule.evaluate(step):
                 result = ISSUES_FOUND
@@ -287,12 +289,13 @@ class RuleEvaluator(RuleRun):
             self._last_unjudged = reason
         except ConfigError as error:
             take_evidence(rule)
-            self._fail(self._config_error_details(error, step))
+            self._fail(self._config_error_details(error, step_in_words(step, mode, mode_step)))
             return None
         except Exception as error:
             take_evidence(rule)
             detail = describe_failure(error, prefer_file=self.definition.user_file)
-            self._fail(f"{self.definition.rule_to_invoke} failed at step {step}: {detail}")
+            where = step_in_words(step, mode, mode_step)
+            self._fail(f"{self.definition.rule_to_invoke} failed at {where}: {detail}")
             return None
         evaluation = Evaluation(
             step=step,
@@ -318,6 +321,7 @@ class RuleEvaluator(RuleRun):
             trial_path=self.trial_path,
             step=evaluation.step,
             evidence=evaluation.evidence,
+            where=evaluation.where,
         )
         self._run_actions(notice, evaluation, "step")
 
@@ -325,6 +329,9 @@ class RuleEvaluator(RuleRun):
 
     def conclude(self, steps_seen: int) -> None:
         """Every step is read: end with the verdict (Error when no step could be judged)."""
+        if self.finished:
+            return
+        self._judge_end(steps_seen)
         if self.finished:
             return
         verdict, name = self.verdict, self.definition.rule_to_invoke
@@ -344,6 +351,39 @@ class RuleEvaluator(RuleRun):
             self.finish(ERROR, self._no_step_in_range(steps_seen))
         else:
             self.finish(ERROR, no_steps_message(self.trial_path))
+
+    def _judge_end(self, steps_seen: int) -> None:
+        """Every step is read: a rule that judges what only the end completes (a built-in loss
+        rule's last evaluation pass, ``judge_at_end``) judges it now, as one more evaluation of
+        the last step it was handed. It returns None when there was nothing left to judge."""
+        rule, last = self.rule, self._last_step
+        judge = getattr(rule, "judge_at_end", None)
+        if rule is None or last is None or not callable(judge):
+            return
+        started_at, started = time.time(), time.perf_counter()
+        try:
+            judged = judge()
+        except InsufficientInformationForRuleInvocation as error:
+            self._last_unjudged = error.message  # what it waits for, as of the end
+            return
+        except Exception as error:
+            take_evidence(rule)
+            detail = describe_failure(error, prefer_file=self.definition.user_file)
+            self._fail(f"{self.definition.rule_to_invoke} failed at the training's end: {detail}")
+            return
+        if judged is None:
+            return
+        step, mode, mode_step = last
+        evaluation = Evaluation(
+            step=step,
+            mode=mode,
+            mode_step=mode_step,
+            result=ISSUES_FOUND if judged else NO_ISSUES_FOUND,
+            evidence=tuple(take_evidence(rule)),
+            seconds=time.perf_counter() - started,
+            time=started_at,
+        )
+        self._take(evaluation, False, steps_seen)
 
     def _nothing_checked(self) -> str:
         rule = self.rule
@@ -381,7 +421,7 @@ class RuleEvaluator(RuleRun):
 
     def _issue_details(self) -> str:
         first = self.verdict.issues[0]
-        text = f"{self.definition.rule_to_invoke} found an issue at step {first.step}"
+        text = f"{self.definition.rule_to_invoke} found an issue at {first.where}"
         if first.evidence:
             text += ": " + "; ".join(item.describe() for item in first.evidence[:3])
         if len(self.verdict.issues) > 1:
@@ -389,14 +429,14 @@ class RuleEvaluator(RuleRun):
         self._count_coverage()
         return f"{text} ({self._counts()})"
 
-    def _config_error_details(self, error: ConfigError, step: int) -> str:
+    def _config_error_details(self, error: ConfigError, where: str) -> str:
         name = self.definition.rule_to_invoke
         if error.field == "collection" and isinstance(error.value, str):
             return (
                 f"{name} needs the collection {error.value!r}, which the job does not save: "
                 f"save it with CollectionConfig({error.value!r}) ({error})"
             )
-        return f"{name} failed at step {step}: ConfigError: {error}"
+        return f"{name} failed at {where}: ConfigError: {error}"
 
 
 def no_steps_message(trial_path: str, waited: float | None = None) -> str:

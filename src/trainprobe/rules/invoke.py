@@ -78,7 +78,8 @@ def invoke_rule(
             except RuleEvaluationConditionMet as met:
                 evidence = tuple(take_evidence(rule_obj))
                 if not fired and len(actions):
-                    actions.run(Notice(rule_obj.rule_name, trial.path, step, evidence))
+                    where = rule_obj.step_words(step)
+                    actions.run(Notice(rule_obj.rule_name, trial.path, step, evidence, where=where))
                 fired = True
                 if raise_eval_cond:
                     raise
@@ -89,7 +90,8 @@ def invoke_rule(
         if ended and not pending:
             if not fired:
                 _say(
-                    f"trainprobe: {rule_obj.rule_name}: the condition was not met up to step {last}"
+                    f"trainprobe: {rule_obj.rule_name}: the condition was not met up to "
+                    f"{rule_obj.step_words(last)}"
                 )
             return
         time.sleep(_POLL_INTERVAL)

@@ -19,6 +19,7 @@ from trainprobe.analysis.trial import Trial
 
 __all__ = [
     "FUNCTIONAL_ACTIVATIONS",
+    "empty_collections",
     "mentions_activations",
     "nothing_checked",
     "saved_summary",
@@ -42,16 +43,42 @@ def mentions_activations(text: str) -> bool:
     return bool(_ACTIVATION_WORDS.search(text))
 
 
-def saved_summary(trial: Trial) -> str:
-    """What the job saved: its collections and a few tensor names."""
+def empty_collections(trial: Trial) -> list[str]:
+    """The collections the job configured (its collections file names them) of which it saved
+    no tensor."""
     names = trial.tensor_names()
-    collections = sorted(trial.collections())
+    return sorted(
+        name
+        for name, collection in trial.collections().items()
+        if not any(collection.matches(tensor) for tensor in names)
+    )
+
+
+def saved_summary(trial: Trial) -> str:
+    """What the job saved: the collections it saved a tensor of (a collection only configured
+    is never named as saved) and a few tensor names."""
+    names = trial.tensor_names()
     if not names:
         return "The job saved no tensor."
+    empty = empty_collections(trial)
+    saved = sorted(name for name in trial.collections() if name not in empty)
     shown = ", ".join(names[:_NAMES_SHOWN])
     more = f" ({len(names)} in all)" if len(names) > _NAMES_SHOWN else ""
-    listed = ", ".join(collections) if collections else "none"
-    return f"The job saved the collections {listed}; its tensors include {shown}{more}."
+    listed = ", ".join(saved) if saved else "none"
+    return f"The job saved tensors of the collections {listed}; its tensors include {shown}{more}."
+
+
+def _configured_but_empty(name: str, trial: Trial) -> str:
+    """Why configuring collection ``name`` again would not help: it is configured already."""
+    steps = len(trial.steps())
+    said = (
+        f"The collection {name} is in the job's configuration already, yet none of its tensors "
+        f"was saved in the {steps} step(s) the job saved: the hook saves a tensor of it only "
+        "when the training produces one at a saved step"
+    )
+    if name == "gradients":
+        said += " (a gradient, when backward() has computed it before the step's update)"
+    return said + "."
 
 
 _TORCH_NN = re.compile(r"torch\.nn\.\w+")
@@ -123,9 +150,18 @@ def nothing_checked(
     # nn.Sequential's tanh is "1", which no name pattern finds), then what it looked for.
     wanted = [Lookup("collection", name) for name in collections]
     wanted += sorted(looked_for, key=lambda lookup: lookup.kind != "module")
+    empty = set(empty_collections(trial)) if trial is not None else set()
+    configured = {
+        lookup.text for lookup in wanted if lookup.kind == "collection" and lookup.text in empty
+    }
+    if trial is not None:
+        text += "".join(" " + _configured_but_empty(name, trial) for name in sorted(configured))
+    # A collection configured already is not saved by configuring it again, nor by a pattern.
     configurations = [
         found for found in (_configuration(lookup, trial) for lookup in wanted) if found
     ]
+    if configured:
+        configurations = []
     if configurations:
         sdk, hook = configurations[0]
         text += f" To save it, add {sdk} to the estimator's collection_configs, or pass {hook}"

@@ -47,7 +47,7 @@ from trainprobe.analysis.read_log import ReadLog
 from trainprobe.analysis.tensor import Tensor
 from trainprobe.analysis.trial import Trial
 from trainprobe.errors import RuleError
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = [
     "Evidence",
@@ -108,36 +108,41 @@ class InsufficientInformationForRuleInvocation(RuleError):
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a rule saw while evaluating a step: a message and, where known, the tensor, the step,
-    its value and the threshold it was compared with (values already JSON-ready)."""
+    """What a rule saw while evaluating a step: a message and, where known, the tensor, the step
+    (global, with its mode and the mode's step), its value and the threshold it was compared
+    with (values already JSON-ready)."""
 
     message: str
     tensor: str | None = None
     step: int | None = None
     value: object = None
     threshold: object = None
+    mode: ModeKeys | None = None
+    mode_step: int | None = None
 
     def to_json(self) -> dict[str, object]:
         """The evidence as a JSON object; absent fields are left out."""
         found: dict[str, object] = {"message": self.message}
-        for key in ("tensor", "step", "value", "threshold"):
+        for key in ("tensor", "step", "value", "threshold", "mode_step"):
             item = getattr(self, key)
             if item is not None:
                 found[key] = item
+        if self.mode is not None:
+            found["mode"] = self.mode.name
         return found
 
     def describe(self) -> str:
-        """One line for people: ``message (tensor X at step 3: value 1e-09, threshold 1e-07)``;
-        what the message already says is not repeated."""
+        """One line for people: ``message (tensor X at TRAIN step 3: value 1e-09, threshold
+        1e-07)``; what the message already says is not repeated."""
         said = self.message
         parts = []
         if self.tensor is not None and self.tensor not in said:
             parts.append(f"tensor {self.tensor}")
         if self.step is not None and f"step {self.step}" not in said:
-            parts.append(f"at step {self.step}")
+            parts.append(f"at {step_in_words(self.step, self.mode, self.mode_step)}")
         numbers = []
         for label, item in (("value", self.value), ("threshold", self.threshold)):
-            if item is not None and _short(item) not in said and str(item) not in said:
+            if item is not None and not any(text in said for text in _spellings(item)):
                 numbers.append(f"{label} {_short(item)}")
         where = " ".join(parts)
         if numbers:
@@ -149,6 +154,14 @@ def _short(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
+
+
+def _spellings(value: object) -> tuple[str, ...]:
+    """How a message may already spell ``value``: as ``_short`` does, as it is, and for a float
+    to the 4 significant digits the built-in rules' messages use."""
+    if isinstance(value, float):
+        return (_short(value), str(value), f"{value:.4g}")
+    return (_short(value), str(value))
 
 
 def json_ready(value: object) -> object:
@@ -389,6 +402,7 @@ class Rule(abc.ABC):
         output with the step's result, and the verdict shows it."""
         if "_evidence" not in self.__dict__:
             self._evidence = []
+        mode, mode_step = (None, None) if step is None else self._mode_modestep(int(step))
         self._evidence.append(
             Evidence(
                 message=str(message),
@@ -396,8 +410,21 @@ class Rule(abc.ABC):
                 step=None if step is None else int(step),
                 value=json_ready(value),
                 threshold=json_ready(threshold),
+                mode=mode,
+                mode_step=mode_step,
             )
         )
+
+    def step_words(self, step: int) -> str:
+        """Global ``step`` of the base trial as the training counts it, for a message:
+        ``TRAIN step 10 (step 20)`` (``trainprobe.storage.modes.step_in_words``)."""
+        return step_in_words(step, *self._mode_modestep(step))
+
+    def _mode_modestep(self, step: int) -> tuple[ModeKeys | None, int | None]:
+        trial = self.__dict__.get("base_trial")
+        if not isinstance(trial, Trial):
+            return None, None
+        return trial.mode_modestep(step)
 
     def evaluate(self, step: int) -> bool:
         """Evaluate the rule at ``step``, a step known to be written: declare and fetch the

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.actions.outcome import ActionOutcome
 from trainprobe.rules.rule import Evidence
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = [
     "ERROR",
@@ -25,12 +26,13 @@ __all__ = [
     "Verdict",
 ]
 
-IN_PROGRESS = "InProgress"
-ISSUES_FOUND = "IssuesFound"
-NO_ISSUES_FOUND = "NoIssuesFound"
-ERROR = "Error"
-STOPPING = "Stopping"
-STOPPED = "Stopped"
+# The statuses by their short names (the rules' code reads better with them).
+IN_PROGRESS = RuleEvaluationStatus.IN_PROGRESS
+ISSUES_FOUND = RuleEvaluationStatus.ISSUES_FOUND
+NO_ISSUES_FOUND = RuleEvaluationStatus.NO_ISSUES_FOUND
+ERROR = RuleEvaluationStatus.ERROR
+STOPPING = RuleEvaluationStatus.STOPPING
+STOPPED = RuleEvaluationStatus.STOPPED
 SKIPPED = "Skipped"
 """The result of a step the rule could not judge (not a rule status)."""
 
@@ -50,6 +52,11 @@ class Evaluation:
     reason: str | None = None
     seconds: float = 0.0
     time: float = 0.0
+
+    @property
+    def where(self) -> str:
+        """The step as the training counts it: ``TRAIN step 10 (step 20)``."""
+        return step_in_words(self.step, self.mode, self.mode_step)
 
     def to_json(self) -> dict[str, Any]:
         """The evaluation as one line of ``evaluations.jsonl``."""
@@ -72,7 +79,7 @@ class Verdict:
     """How a rule's evaluation ended, with what it found along the way."""
 
     name: str
-    status: str
+    status: RuleEvaluationStatus
     details: str
     steps_evaluated: int = 0
     steps_skipped: int = 0
@@ -91,15 +98,15 @@ class Verdict:
         lines = [f"{self.name}: {self.status}", f"  {self.details}"]
         first = self.first_issue
         if first is not None and first.evidence:
-            lines.append(f"  Evidence at step {first.step}:")
+            lines.append(f"  Evidence at {first.where}:")
             shown = first.evidence[:_MOST_EVIDENCE_SHOWN]
             lines += [f"    - {item.describe()}" for item in shown]
             if len(first.evidence) > len(shown):
                 lines.append(f"    - ... and {len(first.evidence) - len(shown)} more")
         if len(self.issues) > 1:
-            steps = ", ".join(str(issue.step) for issue in self.issues[:20])
+            steps = ", ".join(issue.where for issue in self.issues[:20])
             more = " ..." if len(self.issues) > 20 else ""
-            lines.append(f"  Issues at steps: {steps}{more}")
+            lines.append(f"  Issues at: {steps}{more}")
         lines.append(
             f"  Steps evaluated: {self.steps_evaluated}, skipped: {self.steps_skipped}; "
             f"tensors checked: {self.tensors_checked}"

@@ -27,7 +27,7 @@ import logging
 from dataclasses import asdict, dataclass
 
 from trainprobe.storage import files
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = ["NONFINITE_DIR", "NonFiniteOrigin", "read_nonfinite_origin", "write_nonfinite_origin"]
 
@@ -72,9 +72,7 @@ class NonFiniteOrigin:
             places["loss"] = f"the loss `{self.module}` (the layers' outputs are not checked)"
             places["gradient"] = f"the gradient of `{self.module}` (the loss was finite)"
         where = places.get(self.kind, f"`{self.tensor}`")
-        when = f"step {self.step}"
-        if self.mode is not ModeKeys.GLOBAL and self.mode_step != self.step:
-            when = f"{self.mode.name} step {self.mode_step} ({when})"  # as the training counts
+        when = step_in_words(self.step, self.mode, self.mode_step)
         text = f"{when}: first {self.what} in {where}"
         if self.kind == "output" and self.inputs_finite is not None:
             text += " (its inputs were finite)" if self.inputs_finite else " (so were its inputs)"

@@ -13,6 +13,10 @@ lookups of a debugging rule that found nothing). It is replaced atomically, so a
 status or the new one, never half of one. Lines are appended whole, one ``write`` each, and the
 readers here ignore a last line without its newline: a reader following the file while it grows
 never sees half a line.
+
+A rule's run that its process left unfinished (killed, out of memory) is taken up by another
+process: ``RuleOutputWriter.take_up`` drops a line left half-written and says what the earlier
+run wrote (``EarlierRun``), so that the new one writes only what follows.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import ACTIONS_FILE, EVALUATIONS_FILE, STATUS_FILE
 
 __all__ = [
+    "EarlierRun",
     "RuleOutputWriter",
     "RuleStatus",
     "read_actions",
@@ -41,7 +47,7 @@ class RuleStatus:
     """One rule's status as ``status.json`` holds it."""
 
     rule_configuration_name: str
-    rule_evaluation_status: str
+    rule_evaluation_status: RuleEvaluationStatus
     status_details: str
     last_modified_time: float
     finished: bool = False
@@ -69,7 +75,7 @@ class RuleStatus:
         """Read ``to_json``'s form back."""
         return cls(
             rule_configuration_name=str(data["RuleConfigurationName"]),
-            rule_evaluation_status=str(data["RuleEvaluationStatus"]),
+            rule_evaluation_status=RuleEvaluationStatus(data["RuleEvaluationStatus"]),
             status_details=str(data.get("StatusDetails", "")),
             last_modified_time=float(data["LastModifiedTime"]),
             finished=bool(data.get("Finished", False)),
@@ -78,6 +84,19 @@ class RuleStatus:
             tensors_checked=int(data.get("TensorsChecked", 0)),
             unmatched=tuple(str(item) for item in data.get("Unmatched") or ()),
         )
+
+
+@dataclass(frozen=True)
+class EarlierRun:
+    """What an earlier process wrote of a rule's run that it did not finish."""
+
+    last_evaluated: int | None
+    """The step (for a profiler rule, the window) of its last evaluation; None if none."""
+    acted: bool
+    """Whether it ran the rule's actions (they run once, at the rule's first issue)."""
+
+
+_TAIL_BYTES = 64 * 1024
 
 
 class RuleOutputWriter:
@@ -122,6 +141,30 @@ class RuleOutputWriter:
         data = json.dumps(status.to_json(), indent=2) + "\n"
         files.write_atomic(f"{self.directory}/{STATUS_FILE}", data.encode())
 
+    def take_up(self) -> EarlierRun:
+        """Write after what an earlier writer of this directory left (its process ended before
+        the rule did): a last line it left half-written is dropped. What it wrote."""
+        complete: dict[str, bytes] = {}
+        with self._lock:
+            for name in (EVALUATIONS_FILE, ACTIONS_FILE):
+                path = f"{self.directory}/{name}"
+                if files.is_url(self.directory):
+                    try:
+                        data = files.read_bytes(path)
+                    except FileNotFoundError:
+                        data = b""
+                    data = data[: data.rfind(b"\n") + 1]
+                    self._objects[name] = bytearray(data)
+                else:
+                    data = _complete_tail(path)
+                complete[name] = data
+        lines = complete[EVALUATIONS_FILE].splitlines()
+        last = json.loads(lines[-1]) if lines else None
+        return EarlierRun(
+            last_evaluated=int(last["step"]) if last is not None else None,
+            acted=bool(complete[ACTIONS_FILE].strip()),
+        )
+
     def close(self) -> None:
         """Close the line files (they reopen if written again)."""
         with self._lock:
@@ -131,6 +174,31 @@ class RuleOutputWriter:
     def __del__(self) -> None:
         for descriptor in getattr(self, "_open", {}).values():
             os.close(descriptor)
+
+
+def _complete_tail(path: str) -> bytes:
+    """The last complete lines of the local file ``path`` (``_TAIL_BYTES`` of them, at least
+    the last one whole), having cut off a last line without its newline."""
+    try:
+        with open(path, "r+b") as file:
+            end = file.seek(0, os.SEEK_END)
+            length = _TAIL_BYTES
+            while True:
+                start = max(0, end - length)
+                file.seek(start)
+                tail = file.read()
+                kept = tail.rfind(b"\n") + 1
+                first = tail.rfind(b"\n", 0, max(0, kept - 1)) + 1  # where the last line begins
+                if not start or first:
+                    break
+                length *= 4
+            if start + kept < end:
+                file.truncate(start + kept)
+    except FileNotFoundError:
+        return b""
+    if start:  # the first line may be cut: keep whole lines only
+        return tail[tail.find(b"\n") + 1 : kept]
+    return tail[:kept]
 
 
 def _read_lines(path: str) -> list[dict[str, Any]]:

@@ -29,13 +29,15 @@ import json
 import logging
 import math
 from dataclasses import asdict, dataclass
+from enum import Enum
 
 from trainprobe.storage import files
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = [
     "ACTIONS",
     "SPIKES_DIR",
+    "SpikeAction",
     "SpikeFiles",
     "SpikeRecord",
     "read_judged",
@@ -49,7 +51,32 @@ log = logging.getLogger(__name__)
 SPIKES_DIR = "spikes"
 _VERSION = 1
 _SUFFIX = ".json"
-ACTIONS = ("skip", "rollback", "stop", "none")
+
+
+class SpikeAction(str, Enum):
+    """What an in-training rule did at a spike (its JSON value is the enum's value)."""
+
+    NONE = "none"
+    SKIP = "skip"
+    """The update was not applied."""
+    ROLLBACK = "rollback"
+    """The model and optimizer went back to a snapshot (and the update was not applied)."""
+    STOP = "stop"
+    """The training stopped before the update."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def strength(self) -> int:
+        """Of several rules' actions at one step, the strongest is taken."""
+        return _STRENGTH.index(self)
+
+
+_STRENGTH = (SpikeAction.NONE, SpikeAction.SKIP, SpikeAction.ROLLBACK, SpikeAction.STOP)
+
+ACTIONS = tuple(action.value for action in SpikeAction)
+"""Every action's JSON value."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +92,7 @@ class SpikeRecord:
     mean: float | None
     std: float | None
     z: float | None
-    action: str
+    action: SpikeAction
     time: float
 
     def describe(self) -> str:
@@ -78,14 +105,12 @@ class SpikeRecord:
             else "above the ratio to the window mean"
         )
         done = {
-            "skip": "the update was skipped",
-            "rollback": "the model and optimizer were rolled back",
-            "stop": "the training was stopped before the update",
-            "none": "no action",
-        }[self.action]
-        when = f"{self.mode.name} step {self.mode_step}"
-        if self.mode_step != self.step:
-            when += f" (step {self.step})"
+            SpikeAction.SKIP: "the update was skipped",
+            SpikeAction.ROLLBACK: "the model and optimizer were rolled back",
+            SpikeAction.STOP: "the training was stopped before the update",
+            SpikeAction.NONE: "no action",
+        }[SpikeAction(self.action)]
+        when = step_in_words(self.step, self.mode, self.mode_step)
         return f"{when}: {self.value:.4g} ({against}); {done}"
 
 
@@ -98,7 +123,10 @@ def write_spikes(
 ) -> int:
     """Write ``worker``'s spikes, how many steps each rule configuration judged, by mode, and
     each configuration's rule (replacing its file atomically); returns the bytes written."""
-    spikes = [{**asdict(record), "mode": record.mode.name} for record in records]
+    spikes = [
+        {**asdict(record), "mode": record.mode.name, "action": str(record.action)}
+        for record in records
+    ]
     data = {
         "version": _VERSION,
         "worker": worker,
@@ -176,6 +204,6 @@ def _record(data: dict[str, object]) -> SpikeRecord:
         mean=number("mean"),
         std=number("std"),
         z=number("z"),
-        action=action if action in ACTIONS else "none",
+        action=SpikeAction(action) if action in ACTIONS else SpikeAction.NONE,
         time=float(data["time"]),  # type: ignore[arg-type]
     )

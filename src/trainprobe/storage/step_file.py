@@ -4,8 +4,10 @@ The hook opens a ``StepWriter`` per saved step, ``add``s each tensor (from its w
 or ``add_scalars`` a batch of scalars (its reductions) in one write, and ``close``s it. The
 event file is written under a temporary name as tensors arrive and renamed into place on close,
 then the index file appears: a reader that sees the index can always read the records it points
-to. The index also carries each record's checksum (``index_file``), computed here, on the
-thread that writes. A step that saved nothing leaves no file at all.
+to. The index also carries each record's checksum (``index_file``), computed here, never on the
+training's thread: by ``add``, or ahead of the write by ``encode_tensor`` on another thread (the
+writer's, which checksums the next large tensor while it writes one), for ``add_encoded``. A step
+that saved nothing leaves no file at all.
 
 The collections file and the end-of-training marker are written by the functions re-exported
 here, so the hook needs only this module.
@@ -17,6 +19,7 @@ import itertools
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 
 import numpy as np
@@ -33,10 +36,50 @@ from trainprobe.storage.index_file import (
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.scalar_records import encode_scalar_records
 from trainprobe.storage.tensor_event import DTYPE_CODES, encode_tensor_event
-from trainprobe.storage.tfrecord import frame, payload_checksum
+from trainprobe.storage.tfrecord import Buffer, frame, payload_checksum
 from trainprobe.storage.training_end import training_has_ended, write_training_end
 
-__all__ = ["StepWriter", "training_has_ended", "write_collections_file", "write_training_end"]
+__all__ = [
+    "EncodedTensor",
+    "StepWriter",
+    "encode_tensor",
+    "training_has_ended",
+    "write_collections_file",
+    "write_training_end",
+]
+
+
+@dataclass(frozen=True)
+class EncodedTensor:
+    """One tensor's record, framed (its large buffer passed through, not copied), and the
+    payload's masked CRC32C for the index."""
+
+    record: list[Buffer]
+    checksum: int
+
+
+def encode_tensor(
+    name: str,
+    array: np.ndarray,
+    *,
+    step: int,
+    mode: ModeKeys,
+    mode_step: int,
+    wall_time: float,
+    original_dtype: str | None = None,
+) -> EncodedTensor:
+    """Tensor ``name``'s record in the file of ``step`` (see ``StepWriter.add``). TypeError for
+    a dtype that cannot be saved."""
+    chunks = encode_tensor_event(
+        name,
+        array,
+        step=step,
+        mode=ModeKeys(mode),
+        mode_step=mode_step,
+        wall_time=wall_time,
+        original_dtype=original_dtype,
+    )
+    return EncodedTensor(frame(chunks), payload_checksum(chunks))
 
 
 class StepWriter:
@@ -106,22 +149,26 @@ class StepWriter:
                 original_dtype=original_dtype,
             )
             return
-        chunks = encode_tensor_event(
+        encoded = encode_tensor(
             name,
             array,
             step=self.step,
-            mode=ModeKeys(mode),
+            mode=mode,
             mode_step=mode_step,
             wall_time=time.time() if wall_time is None else wall_time,
             original_dtype=original_dtype,
         )
-        record = frame(chunks)
-        checksum = payload_checksum(chunks)
+        self.add_encoded(name, encoded, mode=mode, mode_step=mode_step)
+
+    def add_encoded(
+        self, name: str, encoded: EncodedTensor, *, mode: ModeKeys, mode_step: int
+    ) -> None:
+        """Append tensor ``name``'s record, encoded for this step by ``encode_tensor``."""
         with self._lock:
             events = self._open_events()
             start = events.size
-            events.writelines(record)
-            self._tensors.append(TensorLocation(name, start, events.size - start, checksum))
+            events.writelines(encoded.record)
+            self._tensors.append(TensorLocation(name, start, events.size - start, encoded.checksum))
             self._first_mode(mode, mode_step)
 
     def add_scalars(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.storage import files, locations
+from trainprobe.storage.modes import step_in_words
 
 __all__ = [
     "STOP_REQUEST_FILE",
@@ -42,33 +43,48 @@ class StopRequest:
     step: int | None
     time: float
     training_job_prefix: str | None = None
+    where: str | None = None
+    """The step as the training counts it (``TRAIN step 10 (step 20)``), where the rule knew."""
+
+    @property
+    def step_words(self) -> str | None:
+        """The step in words: ``where``, else the global step; None without a step."""
+        if self.where is not None:
+            return self.where
+        return None if self.step is None else step_in_words(self.step)
 
     def to_json(self) -> dict[str, Any]:
         """The request as it is written to the file."""
-        return {
+        found: dict[str, Any] = {
             "rule": self.rule,
             "message": self.message,
             "step": self.step,
             "time": self.time,
             "training_job_prefix": self.training_job_prefix,
         }
+        if self.where is not None:
+            found["where"] = self.where
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StopRequest:
         """Read the file's form back."""
         step = data.get("step")
         prefix = data.get("training_job_prefix")
+        where = data.get("where")
         return cls(
             rule=str(data.get("rule", "a rule")),
             message=str(data.get("message", "")),
             step=int(step) if isinstance(step, int) else None,
             time=float(data.get("time", 0.0)),
             training_job_prefix=str(prefix) if prefix is not None else None,
+            where=where if isinstance(where, str) else None,
         )
 
     def explain(self) -> str:
         """The request in words, for the training's error message."""
-        where = f" at step {self.step}" if self.step is not None else ""
+        words = self.step_words
+        where = f" at {words}" if words is not None else ""
         text = f"rule {self.rule} found an issue{where} and asked to stop the training"
         return f"{text}: {self.message}" if self.message else text
 

@@ -57,7 +57,8 @@ _ALL_RESOURCES = [Resource.CPU, Resource.GPU, Resource.MEMORY, Resource.IO, Reso
 
 
 class JobStats(dict):  # type: ignore[type-arg]
-    """The job's statistics by name; shown as a one-column table."""
+    """The job's statistics by name; shown as smdebug shows them, a table of one row per
+    statistic in one column (``0``)."""
 
     def __setitem__(self, key: Any, item: Any) -> None:
         self.__dict__[key] = item
@@ -66,7 +67,8 @@ class JobStats(dict):  # type: ignore[type-arg]
         return self.__dict__[key]
 
     def __repr__(self) -> str:
-        return repr(pd.DataFrame.from_dict(self.__dict__).T)
+        # smdebug's values held a one-row Series or two, which made the column.
+        return repr(pd.DataFrame({0: pd.Series(self.__dict__, dtype=object)}))
 
 
 def _spread(frame: Any, keys: list[Any], value: str) -> Any:

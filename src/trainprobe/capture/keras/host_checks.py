@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.capture.in_training_rules import SpikeAction, SpikeRuleConfig
+from trainprobe.capture.in_training_rules import SpikeRuleConfig
 from trainprobe.capture.keras.step_checks import (
     RULE_FIELDS,
     SUMMARY_FIELDS,
@@ -25,6 +25,7 @@ from trainprobe.capture.keras.step_checks import (
     gradient_norms,
 )
 from trainprobe.capture.spike_window import SpikeWindow
+from trainprobe.storage.spike_records import SpikeAction
 
 __all__ = ["HostChecks"]
 

@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from trainprobe.capture.in_training_rules import SkipBudget, SpikeAction, SpikeRuleConfig
+from trainprobe.capture.in_training_rules import SkipBudget, SpikeRuleConfig
 from trainprobe.capture.keras.host_checks import HostChecks
 from trainprobe.capture.keras.step_checks import RULE_FIELDS, SUMMARY_FIELDS
 from trainprobe.capture.keras.step_state import StepState
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import NonFiniteOrigin
-from trainprobe.storage.spike_records import SpikeRecord
+from trainprobe.storage.spike_records import SpikeAction, SpikeRecord
 from trainprobe.storage.stop_request import StopRequest
 
 __all__ = ["READ_SECONDS", "InTrainingChecks", "Reports"]
@@ -271,12 +271,12 @@ class InTrainingChecks:
                 "trainprobe: %s: %d more spikes since the last one read", rule.name, new - 1
             )
         update = int(row["update"])
-        action = {SpikeAction.NONE: "none", SpikeAction.STOP: "stop"}.get(rule.action, "skip")
+        action = SpikeAction.SKIP if rule.action is SpikeAction.ROLLBACK else rule.action
         budget = self._budgets[index]
-        stop = action == "skip" and not budget.allows_another(update)
+        stop = action is SpikeAction.SKIP and not budget.allows_another(update)
         if stop:
             log.warning("trainprobe: %s", budget.too_many(rule.name))
-            action = "stop"
+            action = SpikeAction.STOP
         warm = row["warm"] > 0.5
         value = row["value"]
         step, mode_step = where(update)

@@ -34,8 +34,9 @@ from typing import Any
 
 from keras import ops
 
-from trainprobe.capture.in_training_rules import SpikeAction, SpikeRuleConfig
+from trainprobe.capture.in_training_rules import SpikeRuleConfig
 from trainprobe.capture.keras.step_state import StepState
+from trainprobe.storage.spike_records import SpikeAction
 
 __all__ = ["RULE_FIELDS", "SUMMARY_FIELDS", "Observation", "StepChecks", "gradient_norms"]
 

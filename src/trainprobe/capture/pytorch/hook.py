@@ -30,6 +30,12 @@ scalars; other tensors whose collection has ``save_histogram`` as histograms tag
 ``<collection>/<tensor>``, from the raw value (copied to the host for that even when only
 reductions are saved, which is the export's one cost on the training thread).
 
+Parts: the ``Hook`` is smdebug's surface and the step's lifecycle; its collaborators are the
+training follower (``training_follower``: where steps start and end, the one source of step
+events, which the framework profiler hears too), the saved modules (``module_saving``), the
+in-training checks (``in_training_checks``: the non-finite guard, the spike rules) and the side
+records (``side_records``: module types, the NaN's origin, spikes, overhead).
+
 Failures: an error inside the hook (a full disk, an unwritable directory, a tensor it cannot
 encode) is logged once, saving stops, and the training goes on; files already written stay
 intact. The same holds for what the hook reads while the training runs: a configuration file it
@@ -49,10 +55,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import torch
-from torch.optim.optimizer import (
-    register_optimizer_step_post_hook,
-    register_optimizer_step_pre_hook,
-)
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
@@ -63,54 +65,39 @@ from trainprobe.capture.hook_arguments import (
     tensorboard_directory,
 )
 from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
-from trainprobe.capture.overhead import HookOverhead, OverheadFile, device_wait_seconds
+from trainprobe.capture.overhead import HookOverhead, device_wait_seconds
 from trainprobe.capture.pytorch import naming
-from trainprobe.capture.pytorch.functional_activations import (
-    FUNCTION_TYPES,
-    FunctionalActivations,
-)
+from trainprobe.capture.pytorch.functional_activations import FUNCTION_TYPES
+from trainprobe.capture.pytorch.hook_state import HookState
+from trainprobe.capture.pytorch.in_training_checks import InTrainingChecks
+from trainprobe.capture.pytorch.module_hooks import ModuleHookHandle, attach_forward_hook
+from trainprobe.capture.pytorch.module_saving import ModuleSaving
 from trainprobe.capture.pytorch.module_types import ModuleTypes
 from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
+from trainprobe.capture.pytorch.side_records import SideRecords
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
-from trainprobe.capture.pytorch.spike_guard import SpikeGuard, spike_rules
 from trainprobe.capture.pytorch.step_capture import StepCapture
-from trainprobe.capture.pytorch.training_losses import (
-    LOSS_NAME,
-    LossSource,
-    StepLosses,
-    loss_watch,
-    output_loss,
+from trainprobe.capture.pytorch.training_follower import (
+    GuardedListener,
+    StepListener,
+    StepStart,
+    TrainingFollower,
 )
-from trainprobe.capture.pytorch.training_steps import (
-    OptimizerSteps,
-    mode_of,
-    optimizer_created,
-    when_backward_ends,
-    with_closure,
-)
+from trainprobe.capture.pytorch.training_losses import LossSource
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.save_plan import SavePlan
 from trainprobe.capture.stop_request import StopRequestWatch, TrainingStopRequested
-from trainprobe.capture.writer_thread import SideJob
 from trainprobe.config.errors import ConfigError
-from trainprobe.config.rules import Rule
-from trainprobe.config.training_rules import training_rules
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.module_types_file import write_module_types
-from trainprobe.storage.nonfinite_file import write_nonfinite_origin
-from trainprobe.storage.spike_records import SpikeRecord, write_spikes
 
-__all__ = ["Hook", "del_hook", "get_hook", "set_hook"]
+__all__ = ["Hook", "HookState", "del_hook", "get_hook", "set_hook"]
 
 log = logging.getLogger("trainprobe")
 
-# The overhead file is rewritten at the first step boundary after this many seconds.
 OVERHEAD_WRITE_SECONDS = 60.0
-
-# The due collections of a step saved in full (after a non-finite value): every bit set.
-SAVE_EVERYTHING = -1
+"""The overhead file is rewritten at the first step boundary after this many seconds."""
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -166,13 +153,14 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
     """Time a hook entry point and keep its failures out of the training (unless strict).
 
     A wait for the device inside it is counted apart, against the step the entry's time goes to
-    (the one current when it returns): the device was running the training's work meanwhile."""
+    (the one current when it returns): the device was running the training's work meanwhile.
+    A rule's request to stop the training goes through: it must reach the training."""
 
     @functools.wraps(method)
     def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
         hook = args[0]
         assert isinstance(hook, Hook)
-        if hook._failed:
+        if hook.state is HookState.FAILED:
             return None
         outermost = hook._depth == 0
         hook._depth += 1
@@ -180,18 +168,30 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
         started = time.perf_counter()
         try:
             return method(*args, **kwargs)
+        except TrainingStopRequested:
+            raise
         except Exception as error:
             hook._fail(error)
             return None
         finally:
             hook._depth -= 1
             if outermost:
-                hook._account(started, waited)
+                _account(hook, started, waited)
 
     return entry
 
 
-class Hook(SmdebugSurface):
+def _account(hook: Hook, started: float, waited: float) -> None:
+    """Count the time since ``started`` as ``hook``'s own, less any wait for the device since
+    ``waited`` (counted apart, against the current step)."""
+    elapsed = time.perf_counter() - started
+    waiting = device_wait_seconds() - waited
+    hook._spent += elapsed - waiting
+    if waiting:
+        hook.overhead.add_device_wait(hook.step, waiting)
+
+
+class Hook(SmdebugSurface, StepListener):
     """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
 
     ``save_config`` says when (default: every 500 steps), ``reduction_config`` what (default: the
@@ -209,7 +209,7 @@ class Hook(SmdebugSurface):
     installs) reads steps, modes and losses from the training itself: a TRAIN step is one update
     (``optimizer.step()``), however many forwards it took; the mode comes from ``model.training``
     and the grad mode; the loss is found wherever the training computes it (see
-    ``trainprobe.capture.pytorch.training_steps`` and ``training_losses``).
+    ``trainprobe.capture.pytorch.training_follower``).
 
     ``training_rules`` are the rules the hook runs inside the training, on every step: the
     ``LossSpike`` and ``GradientNormSpike`` rules among them (``Rule`` objects or their
@@ -255,10 +255,7 @@ class Hook(SmdebugSurface):
         self.collections = CollectionSet()
         included = self.collections.select(include_collections, include_regex, self.save_all)
         self.plan = SavePlan(self.collections, included, self.save_config, self.reduction_config)
-
-        self.step = -1
-        self.mode = ModeKeys.GLOBAL
-        self.mode_steps = dict.fromkeys(ModeKeys, -1)
+        self.state = HookState.WAITING
         self._capture = StepCapture(
             self.plan,
             self.out_dir,
@@ -267,64 +264,45 @@ class Hook(SmdebugSurface):
             self._on_writer_error,
             self.tensorboard_dir,
         )
-        self._active = False
-        self._top_names: dict[int, str] = {}
-        self._losses: set[str] = set()
-        self._functional = FunctionalActivations(self._on_function)
-        self._functional_owner: str | None = None
-        self._failed = False
-        self._closed = False
         self._spent = 0.0
         self._depth = 0
         # Values handed in while no saved step is open, for the next one (smdebug's caches).
         self._pending_scalars: dict[str, tuple[object, float | None]] = {}
         self._pending_tensors: dict[str, tuple[torch.Tensor, list[str]]] = {}
-        self._registered: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
-        self._module_names: dict[int, str] = {}
-        # Modules saved by their forward hooks, hooked only in the steps that save them.
-        self._saved_modules: list[tuple[torch.nn.Module, str]] = []
-        self._saved_parameters: list[tuple[str, torch.nn.Parameter]] = []
-        self._save_handles: list[Any] = []
-        # The due collections the modules are hooked for (0: none; None: for an older plan).
-        self._hooked_for: int | None = 0
-        self._functions_saved = False
-        self._backward_gradients: list[tuple[str, torch.nn.Parameter]] = []
         self._models: list[torch.nn.Module] = []
-        self.guard = (
-            NonFiniteGuard(
-                self._module_names,
-                self._top_names,
-                lambda: self._models,
-                self._save_found_step,
-                self._save_io,
-            )
-            if nonfinite_guard and not self.dry_run
-            else None
-        )
-        self._guarding = False
-        self._replaying = False
+        self._handles: list[ModuleHookHandle] = []
         self.module_types = ModuleTypes()
-        self._resolved_modules: set[tuple[int, int]] = set()
-        self._names_resolved = -1
-        self._handles: list[Any] = []
         self.overhead = HookOverhead(
             _bytes=self._capture.bytes_written, blocked_seconds=self._capture.blocked_seconds
         )
-        self._overhead_file = OverheadFile(self.out_dir, self.overhead)
-        self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
+        self.records = SideRecords(
+            self.out_dir, self._capture, self.overhead, self.module_types, OVERHEAD_WRITE_SECONDS
+        )
+        self.modules = ModuleSaving(
+            self.plan,
+            self._capture,
+            self,
+            self.module_types,
+            replaying=lambda: self.checks.replaying,
+            gradients_due=lambda: (
+                self.follower.mode is ModeKeys.TRAIN and self.follower.updates_by_hand()
+            ),
+        )
+        self.follower = TrainingFollower(
+            lambda: [id(p) for ps in self.modules.registered.values() for _, p in ps],
+            lambda: (
+                self.state in (HookState.WAITING, HookState.SAVING) and not self.checks.replaying
+            ),
+        )
+        self.checks = self._in_training_checks(nonfinite_guard, training_rules or [])
         # Framework profiling rides along when a ProfilerConfig file is given
-        # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH).
-        self.profiler = self._framework_profiler()
-        self.follow_training = False
-        self._step_losses = StepLosses()
-        self._updates = OptimizerSteps(self._on_update)
-        self._train_step_open = False
-        self._repeat_forward = False
-        self._backward_in_step = False
-        self._by_hand: bool | None = None
-        self._optimizers: dict[int, bool] = {}
-        self._spikes_announced = False
-        self.spikes = self._spike_guard(training_rules or [])
+        # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH). It hears the step
+        # events first, so that each step's timing includes the hook's own work.
+        self.profiler = FrameworkProfiler.for_hook(strict=self.strict)
+        for listener in (self.profiler, self, GuardedListener(self._run, self.modules)):
+            if listener is not None:
+                self.follower.subscribe(listener)
+        self.follower.subscribe(GuardedListener(self._run, self.checks))
         if follow_training:
             self.start_following_training()
         _singleton = self
@@ -354,7 +332,17 @@ class Hook(SmdebugSurface):
         except Exception as error:
             if _strict_from_environment():
                 raise
-            return cls._turned_off(error)
+            log.error(
+                "trainprobe: the hook configuration cannot be used (%s: %s); the training goes "
+                "on without saving tensors. Set %s=1 to stop the training on such errors "
+                "instead.",
+                type(error).__name__,
+                error,
+                settings.STRICT.name,
+            )
+            hook = cls(DEFAULT_OUT_DIR, dry_run=True, strict=False)  # it saves nothing
+            hook.state = HookState.FAILED
+            return hook
         try:
             for collection_settings in arguments.collections:
                 collection_settings.apply(hook.collections)
@@ -362,48 +350,76 @@ class Hook(SmdebugSurface):
             hook._fail(error)
         return hook
 
-    @classmethod
-    def _turned_off(cls, error: Exception) -> Hook:
-        """A hook that saves nothing, standing in for one whose configuration is unusable."""
-        log.error(
-            "trainprobe: the hook configuration cannot be used (%s: %s); the training goes on "
-            "without saving tensors. Set %s=1 to stop the training on such errors instead.",
-            type(error).__name__,
-            error,
-            settings.STRICT.name,
-        )
-        hook = cls(DEFAULT_OUT_DIR, dry_run=True, strict=False)
-        hook._failed = True
-        return hook
+    # ----- the hook's state and step -----
 
-    def _framework_profiler(self) -> FrameworkProfiler | None:
-        """The framework profiler a ProfilerConfig file asks for; None (logged) if unusable."""
-        try:
-            return FrameworkProfiler.from_environment()
-        except Exception as error:
-            if self.strict:
-                raise
-            log.error(
-                "trainprobe: framework profiling is off for this run: its configuration cannot "
-                "be used (%s: %s). Training and saving tensors go on.",
-                type(error).__name__,
-                error,
+    def _in_training_checks(self, guard: bool, rules: Sequence[Any]) -> InTrainingChecks:
+        """The hook's in-training checks: the non-finite guard (``guard``, unless a dry run) and
+        the in-training spike rules among ``rules``."""
+        follower, modules, capture = self.follower, self.modules, self._capture
+        checks = InTrainingChecks(
+            NonFiniteGuard(
+                modules.names,
+                modules.top_names,
+                lambda: self._models,
+                self._save_found_step,
+                modules.save_io,
             )
-            return None
-
-    def _spike_guard(self, rules: Sequence[Any]) -> SpikeGuard | None:
-        """The guard running the in-training spike rules among ``rules``, if there are any."""
-        objects = [rule for rule in rules if isinstance(rule, Rule)]
-        configurations = [rule for rule in rules if not isinstance(rule, Rule)]
-        found = spike_rules([*configurations, *training_rules(objects)])
-        if not found:
-            return None
-        guard = SpikeGuard(
-            found, self._on_spike, self.out_dir, lambda: self._models, self._flush_spikes
+            if guard and not self.dry_run
+            else None,
+            strict=self.strict,
+            records=None if self.dry_run else self.records,
+            where=lambda: (
+                follower.step,
+                follower.mode,
+                follower.mode_step,
+                capture.resolve_worker().name,
+            ),
+            step_loss=follower.losses.peek,
+            run=self._run,
+            flush=capture.flush,
+            owns=follower.owns,
         )
-        guard.start()
-        self._handles.append(register_optimizer_step_post_hook(self._after_update))
-        return guard
+        checks.arm_spikes(rules, self.out_dir, lambda: self._models)
+        return checks
+
+    @property
+    def _active(self) -> bool:
+        """Whether the step in progress saves tensors."""
+        return self.state is HookState.SAVING
+
+    @_guarded
+    def _run(self, action: Callable[..., _R], *args: Any) -> _R:
+        """``action(*args)`` as an entry point of the hook (timed, failures contained)."""
+        return action(*args)
+
+    @property
+    def step(self) -> int:
+        """The global step in progress (-1 before the first)."""
+        return self.follower.step
+
+    @property
+    def mode(self) -> ModeKeys:
+        """The mode of the step in progress (or of the next, after ``set_mode``)."""
+        return self.follower.mode
+
+    @property
+    def mode_steps(self) -> dict[ModeKeys, int]:
+        """The step in progress within each mode."""
+        return self.follower.mode_steps
+
+    @property
+    def follow_training(self) -> bool:
+        """Whether steps, modes and losses are read from the training."""
+        return self.follower.following
+
+    @property
+    def worker(self) -> str | None:
+        """This process's worker name (``worker_<rank>``), once known."""
+        worker = self._capture.worker
+        return worker.name if worker is not None else None
+
+    def _worker_name(self) -> str:
+        return self._capture.resolve_worker().name
 
     # ----- registration -----
 
@@ -414,396 +430,74 @@ class Hook(SmdebugSurface):
         model = naming.unwrap(module)
         if model is not module and getattr(module, "_orig_mod", None) is not None:
             # A compiled model: a check in every module on every step would break its graph.
-            self.guard = None
-            self._functional_owner = ""  # nor are its activation functions watched
-        if id(model) in self._registered:
+            self.checks.guard = None
+            self.modules.functional_owner = ""  # nor are its activation functions watched
+        if id(model) in self.modules.registered:
             log.warning("trainprobe: %s is already registered; ignored", type(model).__name__)
             return
-        if self.profiler is not None:
-            # First, so that each step's timing includes the hook's own work.
-            self.profiler.register_module(model)
         top = type(model).__name__
-        self._top_names[id(model)] = top
-        if not self._models and (self.guard is not None or self.spikes is not None):
-            # Checks at each update of the first model registered (any optimizer's).
-            self._handles.append(register_optimizer_step_pre_hook(self._before_update))
+        self.modules.top_names[id(model)] = top
         self._models.append(model)
-        # Following the training, the step's mode is decided before the profiler starts it.
-        self._handles.append(
-            model.register_forward_pre_hook(
-                self._step_hook(id(model)), with_kwargs=True, prepend=self.follow_training
-            )
-        )
+        # Following the training, the step's mode is decided before any other pre-hook runs.
+        self.follower.watch(model, first=self.follow_training)
         parameters = [
             (naming.parameter_name(top, name), parameter)
             for name, parameter in model.named_parameters()
         ]
         saved_names = {id(parameter): name for name, parameter in parameters}
         for qualified, submodule in model.named_modules():
-            if id(submodule) in self._module_names:
+            if id(submodule) in self.modules.names:
                 continue
             name = qualified or top
-            self._module_names[id(submodule)] = name
             self.module_maps[submodule] = name
             setattr(submodule, "_module_name", name)  # noqa: B010 (smdebug's name for subclasses)
-            # A subclass's forward_hook (smdebug's extension point) replaces the hook's own.
             self.module_types.add(name, submodule)
-            if self.guard is not None:
+            guard = self.checks.guard
+            if guard is not None:
                 own = [
                     (saved_names[id(parameter)], parameter)
                     for parameter in submodule.parameters(recurse=False)
                 ]
-                self.guard.register(name, submodule, own)
-            if self._overrides_forward_hook():  # smdebug's extension point sees every forward
-                self._handles.append(submodule.register_forward_hook(self.forward_hook))
-            else:
-                self._saved_modules.append((submodule, name))
-        self._saved_parameters.extend(p for p in parameters if p[1].requires_grad)
-        self._unhook_saved_modules()  # hooked again, this model too, at the next saved step
-        self._handles.append(model.register_forward_hook(self._forward_end))
-        self._registered[id(model)] = parameters
+                guard.register(name, submodule, own)
+            # A subclass's forward_hook (smdebug's extension point) replaces the hook's own and
+            # sees every forward.
+            overridden = self._overrides_forward_hook()
+            if overridden:
+                self._handles.append(attach_forward_hook(submodule, self.forward_hook))
+            self.modules.add_module(submodule, name, hooked=not overridden)
+        self.modules.add_parameters(model, parameters)
 
     register_hook = register_module
-
-    def _hook_saved_modules(self, due: int) -> None:
-        """Hook, for a step saving the collections in ``due`` (SAVE_EVERYTHING: the step is
-        saved in full), the modules whose inputs or outputs they hold and, unless following the
-        training, the gradients they hold; watch activation functions if they hold those.
-
-        A module is judged by the names of its first input and output: a hooked module slows
-        every call of it, so a step that saves only parameters, gradients and losses hooks none
-        of the model's modules."""
-        if due == self._hooked_for:
-            return
-        self._unhook_saved_modules()
-        self._hooked_for = due
-        everything = due == SAVE_EVERYTHING
-
-        def holds(*names: str) -> bool:
-            return everything or self.plan.holds_any(names, due)
-
-        for module, name in self._saved_modules:
-            if holds(f"{name}{naming.INPUT_SUFFIX}0", f"{name}{naming.OUTPUT_SUFFIX}0"):
-                hook = self._module_hook(name)
-                self._save_handles.append(module.register_forward_hook(hook))
-        if not self.follow_training:  # else the gradients are read at the update
-            for name, parameter in self._saved_parameters:
-                if holds(naming.gradient_name(name)):
-                    hook = self._gradient_hook(name, parameter)
-                    self._save_handles.append(parameter.register_hook(hook))  # type: ignore[no-untyped-call]
-        self._functions_saved = holds(
-            *(
-                f"{top}.{kind}{suffix}0"
-                for top in self._top_names.values()
-                for kind in FUNCTION_TYPES
-                for suffix in (naming.INPUT_SUFFIX, naming.OUTPUT_SUFFIX)
-            )
-        )
-
-    def _unhook_saved_modules(self) -> None:
-        for handle in self._save_handles:
-            handle.remove()
-        self._save_handles.clear()
-        self._hooked_for = 0
-        self._functions_saved = False
-
-    def _forward_end(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-        self._functional.stop()
-        if self._guarding and self.guard is not None:
-            self.guard.add_output(outputs)
-        if self.follow_training:
-            loss = output_loss(outputs)
-            if loss is not None:
-                self._on_loss(LossSource.OUTPUT, LOSS_NAME, loss)
-
-    # ----- following the training (follow_training) -----
-
-    def start_following_training(self) -> None:
-        """Read steps, modes and losses from the training from now on (``follow_training``).
-
-        The process has one watch of its losses: the hook that called this last hears them."""
-        loss_watch().listener = self._on_loss
-        if self.follow_training:
-            return
-        self.follow_training = True
-        self._updates.start()
-
-    def _stop_following_training(self) -> None:
-        if not self.follow_training:
-            return
-        self._updates.stop()
-        watch = loss_watch()
-        if watch.listener == self._on_loss:
-            watch.listener = None
-
-    def _on_loss(
-        self,
-        source: LossSource,
-        name: str,
-        loss: torch.Tensor,
-        module: torch.nn.Module | None = None,
-    ) -> None:
-        """A loss of the step in progress, from ``source`` (see ``training_losses``)."""
-        if self._failed or self._closed or self._replaying:
-            return
-        if self._guarding and self.guard is not None:
-            self.guard.add_loss(name, loss)
-        if module is not None and name not in self._losses:
-            self._losses.add(name)
-            self.module_types.add(name, module)
-        if source is LossSource.BACKWARD:
-            self._backward_in_step = True
-        self._step_losses.add(source, name, loss)
-
-    def _continues_train_step(self, model: torch.nn.Module) -> bool:
-        """Take the mode of a forward of ``model`` from the training; True when the forward is
-        one more micro-batch of the TRAIN step in progress."""
-        mode = mode_of(model)
-        if mode is ModeKeys.TRAIN and self._train_step_open:
-            if not (self._backward_in_step and self._updates_by_hand()):
-                self._repeat_forward = True
-                if self.profiler is not None:
-                    self.profiler.continues_step = True
-                return True
-            self._train_step_open = False  # a training that updates without torch.optim
-            self._end_train_step()
-        self._repeat_forward = False
-        self._train_step_open = mode is ModeKeys.TRAIN
-        if mode is not self.mode:
-            self.set_mode(mode)
-        return False
-
-    def _updates_by_hand(self) -> bool:
-        """Whether the training updates its parameters without a ``torch.optim`` optimizer
-        (asked once, when a TRAIN forward follows a backward before any update was seen)."""
-        if self._by_hand is None:
-            self._by_hand = not optimizer_created()
-        return self._by_hand
-
-    # ----- in-training rules (training_rules) -----
-
-    def _before_update(
-        self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
-    ) -> tuple[Any, Any] | None:
-        """An optimizer is about to step: the non-finite guard checks the step's gradients, then
-        the spike rules judge the TRAIN step. Given a closure (Lightning's, LBFGS's), the step's
-        forward and backward run inside the optimizer's step: both act once the closure ran."""
-        if self._closed or self._failed or not self._owns(optimizer):
-            return None
-        if self._guarding or self.spikes is not None:
-            checked = with_closure(args, kwargs, lambda c: self._after_closure(c, optimizer))
-            if checked is not None:
-                return checked
-        self._check_update(optimizer)
-        return None
-
-    def _after_closure(
-        self, closure: Callable[[], Any], optimizer: torch.optim.Optimizer
-    ) -> Callable[[], Any]:
-        def checked() -> Any:
-            loss = closure()
-            self._check_update(optimizer)
-            return loss
-
-        return checked
-
-    def _check_update(self, optimizer: torch.optim.Optimizer) -> None:
-        waited, started = device_wait_seconds(), time.perf_counter()
-        try:
-            self._check_nonfinite(NonFiniteGuard.check_update)
-            self._judge_update(optimizer)
-        finally:
-            self._account(started, waited)
-
-    def _account(self, started: float, waited: float) -> None:
-        """Count the time since ``started`` as the hook's own, less any wait for the device
-        since ``waited`` (counted apart, against the current step)."""
-        elapsed = time.perf_counter() - started
-        waiting = device_wait_seconds() - waited
-        self._spent += elapsed - waiting
-        if waiting:
-            self.overhead.add_device_wait(self.step, waiting)
-
-    def _judge_update(self, optimizer: torch.optim.Optimizer) -> None:
-        guard = self.spikes
-        if guard is None or self.mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
-            return
-        try:
-            where = (self.step, self.mode, self._mode_step(), self._worker_name())
-            guard.judge_update(optimizer, self._step_losses.peek(), where)
-        except TrainingStopRequested:
-            raise  # the rule's StopTraining, before the spiking update
-        except Exception as error:
-            self._spikes_failed(error)
-
-    def _after_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self.spikes is not None:
-            self.spikes.after_update(optimizer)
-
-    def _judge_loss(self, loss: torch.Tensor) -> None:
-        """An EVAL or PREDICT step's loss: the spike rules judge it (no action)."""
-        guard = self.spikes
-        if guard is None or self.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
-            return
-        try:
-            guard.judge_loss(loss, (self.step, self.mode, self._mode_step(), self._worker_name()))
-        except Exception as error:
-            self._spikes_failed(error)
-
-    def _spikes_failed(self, error: Exception) -> None:
-        if self.strict:
-            raise error
-        self.spikes = None
-        log.warning(
-            "trainprobe: the in-training spike rules stop for the rest of this run (%s: %s); "
-            "the training goes on without them",
-            type(error).__name__,
-            error,
-        )
-
-    def _on_spike(self, record: SpikeRecord) -> None:
-        """A spike rule found a spike: its records are rewritten on the writer thread."""
-        self._write_spikes()
-
-    def _write_spikes(self) -> None:
-        guard = self.spikes
-        if guard is None or self.dry_run or not self._capture.writes:
-            return
-        out_dir, worker = self.out_dir, self._worker_name()
-        records, judged, names = list(guard.records), guard.judged(), guard.rule_names()
-
-        def write() -> None:
-            self.overhead.file_bytes += write_spikes(out_dir, worker, records, judged, names)
-
-        self._capture.ensure_writer().submit(SideJob(write))
-
-    def _flush_spikes(self) -> None:
-        """Have the spikes written now, before the training stops."""
-        try:
-            self._write_spikes()
-            self._capture.flush()
-        except Exception as error:
-            log.warning("trainprobe: the spikes could not be written before the stop: %s", error)
-
-    def _mode_step(self) -> int:
-        return self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
-
-    def _worker_name(self) -> str:
-        return self._capture.resolve_worker().name
-
-    def _owns(self, optimizer: torch.optim.Optimizer | None) -> bool:
-        """Whether ``optimizer`` updates a registered model (None: a GradScaler's update)."""
-        if optimizer is None:
-            return True
-        owned = self._optimizers.get(id(optimizer))
-        if owned is None:
-            registered = {id(p) for parameters in self._registered.values() for _, p in parameters}
-            owned = any(
-                id(parameter) in registered
-                for group in optimizer.param_groups
-                for parameter in group["params"]
-            )
-            self._optimizers[id(optimizer)] = owned
-        return owned
-
-    def _on_update(self, optimizer: torch.optim.Optimizer | None) -> None:
-        """An update of the training: the TRAIN step in progress ends (``follow_training``)."""
-        if not self._train_step_open or self._failed or self._closed:
-            return
-        if not self._owns(optimizer):
-            return
-        self._train_step_open = False
-        self._end_train_step()
-
-    @_guarded
-    def _end_train_step(self) -> None:
-        if self._active:
-            # The gradients the optimizer used: summed over the step's micro-batches.
-            self._save_gradients(self._saved_parameters)
-        self._finish_step()
-
-    def _save_gradients(self, parameters: list[tuple[str, torch.nn.Parameter]]) -> None:
-        """Save the ``.grad`` of each (saved name, parameter) that has one, together."""
-        self._capture.capture(
-            [(naming.gradient_name(name), p.grad) for name, p in parameters if p.grad is not None]
-        )
 
     def register_loss(self, loss_module: torch.nn.Module) -> None:
         """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
         if not isinstance(loss_module, torch.nn.Module):
             raise ConfigError("loss_module", loss_module, "a torch.nn.Module (a loss)")
-        if id(loss_module) in self._module_names:
+        if id(loss_module) in self.modules.names:
             return
         name = type(loss_module).__name__
-        self._module_names[id(loss_module)] = name
+        self.modules.add_module(loss_module, name, hooked=False)
         self.module_maps[loss_module] = name
         setattr(loss_module, "_module_name", name)  # noqa: B010
-        self._losses.add(name)
+        self.modules.losses.add(name)
         self.module_types.add(name, loss_module)
         if self._overrides_forward_hook():
             hook = self.forward_hook
-        else:
-            hook = self._module_hook(name, always=True)  # for the guard and the spike rules
-        self._handles.append(loss_module.register_forward_hook(hook))
+        else:  # for the guard and the spike rules
+            hook = self.modules.module_hook(name, always=True)
+        self._handles.append(attach_forward_hook(loss_module, hook))
 
-    def _step_hook(self, model_id: int) -> Callable[..., None]:
-        def step_start(module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
-            if self.follow_training and self._continues_train_step(module):
-                pass
-            elif self._failed or self._closed:
-                self._advance()
-            else:
-                self._on_step_start(model_id)
-            if "num_items_in_batch" in kwargs:
-                # A Hugging Face model divides each micro-batch's loss by the step's token count.
-                self._step_losses.partial = True
-            if self._guarding and not self._replaying:
-                self._keep_forward(module, args, kwargs)
-            # Outside the error guard: a rule's StopTraining request must stop the training.
-            self.stop_watch.raise_if_requested(self.step)
+    def start_following_training(self) -> None:
+        """Read steps, modes and losses from the training from now on (``follow_training``).
 
-        return _eager(step_start)
-
-    def _module_hook(self, name: str, always: bool = False) -> Callable[..., None]:
-        """The forward hook of a module saved at this step (``always``: a loss module, heard
-        at every step)."""
-        capture = _eager(functools.partial(self._on_module_io, name))
-
-        def module_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            if self._replaying:
-                return
-            if self._active:
-                capture(inputs, outputs)
-            # Out of compiled regions: it would break the graph every step.
-            elif always and not torch.compiler.is_compiling():
-                self._on_module_io(name, inputs, outputs)  # eager: no graph-break wrapper
-
-        return module_hook
-
-    def _gradient_hook(
-        self, name: str, parameter: torch.nn.Parameter
-    ) -> Callable[[torch.Tensor], None]:
-        """A parameter's gradient hook in a saved step: the gradients the backward computed are
-        saved together from ``.grad`` when it ends (their reductions batched; holding the
-        tensor the hook sees would make autograd copy it into ``.grad``)."""
-
-        def gradient_hook(grad: torch.Tensor) -> None:
-            if not self._active:
-                return
-            if not self._backward_gradients:
-                when_backward_ends(self._save_backward_gradients)
-            self._backward_gradients.append((name, parameter))
-
-        return gradient_hook
+        The process has one watch of its losses: the hook that called this last hears them."""
+        self.follower.start_following()
 
     # ----- modes, collections -----
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next forward starts a step of that mode."""
-        mode = ModeKeys.parse(mode)
-        self.mode = mode
-        if self.profiler is not None:
-            self.profiler.set_mode(mode)
+        self.follower.set_mode(ModeKeys.parse(mode))
 
     def get_collection(self, name: str, create: bool = True) -> Collection:
         """The collection ``name`` (created if missing and ``create``); ``.include(regex)`` it."""
@@ -817,223 +511,76 @@ class Hook(SmdebugSurface):
         """Add a collection built by hand (it is saved if named in ``include_collections``)."""
         self.collections.add(collection)
 
-    # ----- the step -----
-
-    @property
-    def worker(self) -> str | None:
-        """This process's worker name (``worker_<rank>``), once known."""
-        worker = self._capture.worker
-        return worker.name if worker is not None else None
-
-    def _advance(self) -> int:
-        """Count a new step; returns its mode step."""
-        self.step += 1
-        self.mode_steps[self.mode] += 1
-        return self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
+    # ----- the step's lifecycle (its events, from the training follower) -----
 
     @_guarded
-    def _on_step_start(self, model_id: int) -> None:
-        self._functional.stop()  # a forward that raised never reached its end
-        self._raise_writer_error_if_strict()
+    def step_ended(self, *, at_update: bool) -> None:
+        """The step in progress ends (``at_update``: at its update, whose gradients are saved,
+        summed over its micro-batches, unless a backward's end saved them)."""
+        if self.state is HookState.CLOSED:
+            return
+        if at_update:
+            if self._active and not self.modules.gradients_saved:
+                self.modules.save_gradients(self.modules.parameters)
+        else:
+            self.modules.functional.stop()  # a forward that raised never reached its end
+            self._raise_writer_error_if_strict()
         self._finish_step()
-        mode_step = self._advance()
-        self._prepare_if_changed()
+
+    @_guarded
+    def step_started(self, start: StepStart) -> None:
+        """A step starts: decide what it saves, and hook what that needs."""
+        if self.state is HookState.CLOSED:
+            return
+        self.modules.prepare_if_changed(self.collections, self.module_types, strict=self.strict)
         if not self._capture.writes:
-            self._guarding = False
+            self.checks.stop_guarding()
             return  # another rank writes (include_workers="one")
-        guard = self.guard
-        if guard is not None:
-            guard.begin(self.step, self.mode, mode_step)
-            self._guarding = guard.on
-        due = self.plan.due(self.mode, mode_step)
+        self.checks.begin_step(start.step, start.mode, start.mode_step)
+        due = self.plan.due(start.mode, start.mode_step)
         if self.dry_run:
             if due:
                 names = ", ".join(c.name for c in self.plan.collections_in(due))
-                log.info("trainprobe dry run: step %d would save %s", self.step, names)
+                log.info("trainprobe dry run: step %d would save %s", start.step, names)
             return
-        self._write_overhead_if_due()
-        if self.module_types.unwritten:
-            self._write_module_types()
-        self._capture.begin(self.step, self.mode, mode_step, due)
-        self._active = bool(due)
+        self.records.overhead_if_due(OVERHEAD_WRITE_SECONDS)
+        self.records.module_types_if_new()
+        self._capture.begin(start.step, start.mode, start.mode_step, due)
+        self.state = self.state.step_begun(bool(due))
         if due:
-            self._hook_saved_modules(due)
-        else:
-            self._unhook_saved_modules()
-        if self.spikes is not None and (due or not self._spikes_announced):
-            # The rules' evaluators learn early that the training judges them, and how far.
-            self._spikes_announced = True
-            self._write_spikes()
-        if due:
+            self.modules.hook_for(due, gradients=not self.follow_training)
             self._save_pending()
-            self._capture.capture(self._registered.get(model_id, []))
-            if self._functional_owner != "" and self._functions_saved:
-                self._functional_owner = self._top_names.get(model_id)
-                self._functional.start()
-        if guard is not None and guard.save_next_in_full:
-            guard.save_next_in_full = False
+            self._capture.capture(self.modules.registered.get(id(start.model), []))
+            self.modules.watch_functions(id(start.model))
+        else:
+            self.modules.unhook()
+        if self.checks.step_begun(saved=bool(due)):
             self._save_rest_in_full()
 
-    def _save_rest_in_full(self) -> None:
-        """The step has gone non-finite: save the rest of it raw, and every parameter."""
-        self._capture.save_in_full()
-        self._active = True
-        self._hook_saved_modules(SAVE_EVERYTHING)
-        for parameters in self._registered.values():
-            self._capture.capture(parameters)
-
-    def _save_pending(self) -> None:
-        scalars, self._pending_scalars = self._pending_scalars, {}
-        for name, (value, timestamp) in scalars.items():
-            self._capture.add_scalar(name, value, timestamp)
-        tensors, self._pending_tensors = self._pending_tensors, {}
-        for name, (tensor, collections) in tensors.items():
-            self._save_tensor(name, tensor, collections)
-
-    def _prepare_if_changed(self) -> None:
-        revision = self.collections.revision
-        if revision == self.plan.revision and len(self._module_names) == self._names_resolved:
-            return
-        self._resolve_module_collections()
-        self.module_types.attach(self.collections)
-        self._names_resolved = len(self._module_names)
-        if self.plan.is_stale():
-            self.plan.prepare(strict=self.strict)
-        if self._hooked_for:
-            self._hooked_for = None  # hooked again for the new plan at the next saved step
-
-    def _resolve_module_collections(self) -> None:
-        for collection in self.collections:
-            for module, (inputs, outputs) in list(collection.modules.items()):
-                key = (id(collection), id(module))
-                name = self._module_names.get(id(module))
-                if name is None or key in self._resolved_modules:
-                    continue
-                self._resolved_modules.add(key)
-                if inputs:
-                    collection.include(name + naming.INPUT_SUFFIX)
-                if outputs:
-                    collection.include(name + naming.OUTPUT_SUFFIX)
-
-    def _write_overhead_if_due(self) -> None:
-        """Have the writer thread save the overhead so far, when a minute has passed."""
-        if not self._overhead_file.reserved:
-            self._overhead_file.reserved = True
-            reserve = functools.partial(
-                self._overhead_file.reserve, self._capture.resolve_worker().name
-            )
-            self._capture.ensure_writer().submit(SideJob(reserve))
-        now = time.monotonic()
-        if now < self._overhead_due_at or not self._overhead_file.enabled:
-            return
-        self._overhead_due_at = now + OVERHEAD_WRITE_SECONDS
-        write = functools.partial(self._overhead_file.write, self._capture.resolve_worker().name)
-        self._capture.ensure_writer().submit(SideJob(write))
-
-    def _write_module_types(self) -> None:
-        """Have the writer thread record the module types registered so far."""
-        self.module_types.unwritten = False
-        out_dir, worker = self.out_dir, self._capture.resolve_worker().name
-        modules = dict(self.module_types.modules)
-
-        def write() -> None:
-            self.overhead.file_bytes += write_module_types(out_dir, worker, modules)
-
-        self._capture.ensure_writer().submit(SideJob(write))
+    def forward_starting(
+        self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A forward starts: a rule's stop request stops the training here (outside the error
+        guard: it must reach the training)."""
+        self.stop_watch.raise_if_requested(self.step)
 
     def _finish_step(self) -> None:
-        self._save_step_losses()
-        self._active = False
-        guard = self.guard
-        if guard is not None:
-            self._check_nonfinite(NonFiniteGuard.finish, always=True)
-            self._guarding = guard.on and self.guard is not None
-            if guard.unwritten:
-                self._write_origin(guard)
+        losses = self.follower.take_losses()
+        if self.follow_training:
+            # A hook that does not follow the training saves its losses as they come.
+            for name, loss in losses:
+                self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
+        self.state = self.state.step_begun(False)
+        self.checks.end_step(losses[0][1] if losses else None)
         finished = self._capture.finish()
         if finished is not None:
             self.overhead.add(finished.step, self._spent)
             self._spent = 0.0
 
-    def _save_step_losses(self) -> None:
-        """Check and save the losses the step computed (``follow_training``)."""
-        self._backward_in_step = False
-        losses = self._step_losses.take()
-        if losses:
-            self._judge_loss(losses[0][1])
-        if not self.follow_training:
-            return  # a hook that does not follow the training saves its losses as they come
-        for name, loss in losses:
-            self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
-
-    def _close_records(self) -> None:
-        """Write what is still unwritten of the module types and the non-finite origin."""
-        if self.dry_run or not self._capture.writes:
-            return
-        if self.module_types.unwritten and self.step >= 0:
-            self._write_module_types()
-        if self.spikes is not None:
-            try:
-                self.spikes.read_pending(wait=True)
-            except Exception as error:
-                self._spikes_failed(error)
-        self._write_spikes()  # with the final counts of the steps judged
-        guard = self.guard
-        if guard is not None:
-            try:
-                guard.close()
-            except Exception as error:
-                self._guard_failed(error)
-            if guard.unwritten:
-                self._write_origin(guard)
-
-    def _guard_failed(self, error: Exception) -> bool:
-        """The non-finite guard failed: it turns itself off; saving and training go on."""
-        if self.strict:
-            raise error
-        self.guard, self._guarding = None, False
-        log.warning(
-            "trainprobe: the non-finite guard stops for the rest of this run (%s: %s); "
-            "tensors are still saved as configured",
-            type(error).__name__,
-            error,
-        )
-        return False
-
-    def _write_origin(self, guard: NonFiniteGuard) -> None:
-        """Have the writer thread record where the first NaN started (before the step ends)."""
-        guard.unwritten = False
-        origin, out_dir = guard.origin, self.out_dir
-        if origin is None:
-            return
-        worker = self._capture.resolve_worker().name
-        log.warning("trainprobe: %s", origin.describe())
-
-        def write() -> None:
-            self.overhead.file_bytes += write_nonfinite_origin(out_dir, worker, origin)
-
-        self._capture.ensure_writer().submit(SideJob(write))
-
-    def _check_nonfinite(
-        self, check: Callable[[NonFiniteGuard], None], *, always: bool = False
-    ) -> None:
-        """Run one of the guard's checks (``always``: even while it is not guarding the step).
-        A replay it makes runs the model's forward: the hook's own forward hooks stand aside."""
-        guard = self.guard
-        if guard is None or not (self._guarding or always):
-            return
-        self._replaying = True
-        try:
-            check(guard)
-        except Exception as error:
-            self._guard_failed(error)
-        finally:
-            self._replaying = False
-
-    @_guarded
-    def _keep_forward(self, model: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
-        """A forward of the step starts: the guard keeps what a replay of it needs."""
-        self._check_nonfinite(lambda guard: guard.keep_forward(model, args, kwargs))
+    def _save_rest_in_full(self) -> None:
+        """The step has gone non-finite: save the rest of it raw, and every parameter."""
+        self.state = self.state.step_begun(True)
+        self.modules.save_in_full(gradients=not self.follow_training)
 
     def _save_found_step(self, losses: list[tuple[str, torch.Tensor]]) -> None:
         """The guard found the open step non-finite: save the rest of it in full, with its
@@ -1043,50 +590,48 @@ class Hook(SmdebugSurface):
             return
         for name, loss in losses:
             self._capture.capture_named(name, naming.OUTPUT_SUFFIX, loss)
-        self._save_gradients(self._saved_parameters)
+        self.modules.save_gradients(self.modules.parameters)
 
-    def _save_io(self, name: str, inputs: Any, outputs: Any) -> None:
-        """Save a module's (or an activation function's) inputs and outputs: in a saved step,
-        and for a non-finite step's replay from its origin on."""
-        self._capture.capture_named(name, naming.INPUT_SUFFIX, inputs)
-        self._capture.capture_named(name, naming.OUTPUT_SUFFIX, outputs)
+    def _save_pending(self) -> None:
+        scalars, self._pending_scalars = self._pending_scalars, {}
+        for name, (value, timestamp) in scalars.items():
+            self._capture.add_scalar(name, value, timestamp)
+        tensors, self._pending_tensors = self._pending_tensors, {}
+        for name, (tensor, collections) in tensors.items():
+            self._save_tensor(name, tensor, collections)
+
+    # ----- what the modules' hooks hand in -----
 
     @_guarded
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
-        is_loss = name in self._losses
+        """A hooked module's forward returned (a loss module's at every step)."""
+        is_loss = name in self.modules.losses
         if is_loss and self.follow_training:
             return  # the step's losses are checked and saved at its end
         if is_loss and isinstance(outputs, torch.Tensor):
-            if self.spikes is not None:
-                self._step_losses.add(LossSource.MODULE, name, outputs)  # for the spike rules
-            if self._guarding and self.guard is not None:
-                self.guard.add_loss(name, outputs)
-        if self._active and not self._repeat_forward:
-            self._save_io(name, inputs, outputs)
+            if self.checks.spikes is not None:  # for the spike rules
+                self.follower.losses.add(LossSource.MODULE, name, outputs)
+            self.checks.loss_heard(LossSource.MODULE, name, outputs, None)
+        if self._active and not self.follower.continuing:
+            self.modules.save_io(name, inputs, outputs)
 
     @_guarded
     def _on_function(self, kind: str, inputs: Any, outputs: Any) -> None:
         """An activation function was called in the forward of a save step."""
-        owner = self._functional_owner
-        if not self._active or owner is None or self._repeat_forward:
+        owner = self.modules.functional_owner
+        if not self._active or owner is None or self.follower.continuing:
             return
         name = f"{owner}.{kind}"
         if name not in self.module_types.modules:
             self.module_types.modules[name] = FUNCTION_TYPES[kind]
             self.module_types.unwritten = True
-        self._save_io(name, inputs, outputs)
+        self.modules.save_io(name, inputs, outputs)
 
     @_guarded
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         """A gradient handed in by smdebug's ``backward_hook`` (a subclass's tensor hook)."""
         if self._active:
             self._capture.capture([(name, grad)])
-
-    @_guarded
-    def _save_backward_gradients(self) -> None:
-        computed, self._backward_gradients = self._backward_gradients, []
-        if self._active:
-            self._save_gradients(computed)
 
     @_guarded
     def _save_named(self, name: str, suffix: str, value: Any) -> None:
@@ -1099,11 +644,7 @@ class Hook(SmdebugSurface):
         if not isinstance(tensor_value, torch.Tensor):
             raise ConfigError("tensor_value", tensor_value, "a torch.Tensor")
         if self._active:
-            self._record(tensor_name, tensor_value)
-
-    @_guarded
-    def _record(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
-        self._capture.capture_named(tensor_name, naming.OUTPUT_SUFFIX, tensor_value)
+            self._save_named(tensor_name, naming.OUTPUT_SUFFIX, tensor_value)
 
     def save_tensor(
         self,
@@ -1132,9 +673,9 @@ class Hook(SmdebugSurface):
         self.plan.forget(tensor_name)
         current = self._capture.current
         if current is not None and self.plan.is_stale():
-            self._prepare_if_changed()
+            self.modules.prepare_if_changed(self.collections, self.module_types, strict=self.strict)
             current.due = self.plan.due(current.mode, current.mode_step)
-            self._active = bool(current.due)
+            self.state = self.state.step_begun(bool(current.due))
         if not self._active:
             # As smdebug: kept for the next step that saves anything (step 0 before the first).
             self._pending_tensors[tensor_name] = (tensor, names)
@@ -1160,21 +701,17 @@ class Hook(SmdebugSurface):
             self._pending_scalars.pop(full_name, None)
             self._pending_scalars[full_name] = (value, timestamp)
             return
-        self._add_scalar(full_name, value, timestamp)
-
-    @_guarded
-    def _add_scalar(self, name: str, value: object, timestamp: float | None) -> None:
-        self._capture.add_scalar(name, value, timestamp)
+        self._run(self._capture.add_scalar, full_name, value, timestamp)
 
     # ----- failures -----
 
     def _fail(self, error: BaseException) -> None:
         if self.strict:
             raise error
-        if self._failed:
+        if self.state is HookState.FAILED:
             return
-        self._failed = True
-        self._active = False
+        if self.state is not HookState.CLOSED:
+            self.state = HookState.FAILED
         log.error(
             "trainprobe: saving tensors failed and stops for the rest of this run (%s: %s). "
             "Training continues; what was already saved under %s is intact. %s "
@@ -1191,7 +728,7 @@ class Hook(SmdebugSurface):
         # for the job's runner, its report and its rules.
         writer = self._capture.ensure_writer()
         self.overhead.saving_stopped(writer.failed_step, error)
-        self._overhead_file.write(self._capture.resolve_worker().name)
+        self.records.overhead_file.write(self._worker_name())
         if self.strict:
             return  # raised on the training thread at the next step
         self._fail(error)
@@ -1209,38 +746,41 @@ class Hook(SmdebugSurface):
 
     def close(self) -> None:
         """Finish the last step, write the collections file and ``training_job_end.ts``."""
-        if self._closed:
+        if self.state is HookState.CLOSED:
             return
-        self._closed = True
-        self._functional.stop()
-        self._stop_following_training()
-        if self.spikes is not None:
-            self.spikes.stop()
+        failed = self.state is HookState.FAILED
+        self.modules.functional.stop()
+        self.follower.close()
+        if self.profiler is not None:
+            self.follower.unsubscribe(self.profiler)
+        self.checks.stop()
         if self.profiler is not None:
             try:
                 self.profiler.close()
             except Exception:
                 log.warning("trainprobe: closing the framework profiler failed", exc_info=True)
         try:
-            if not self._failed:
+            if not failed:
                 if self._capture.current is not None and self._capture.writes:
                     self._save_pending()  # smdebug writes what it still holds into the last step
                 self._finish_step()
-                self._close_records()
+                if not self.dry_run and self._capture.writes:
+                    if self.step >= 0:
+                        self.records.module_types_if_new()
+                    self.checks.close()
         except Exception as error:
             self._fail(error)
+        self.state = HookState.CLOSED
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        self._unhook_saved_modules()
+        self.modules.unhook()
         if self.dry_run or not self._capture.writes:
             return
         try:
             worker = self._capture.resolve_worker()
             self._capture.close(training_end=worker.is_chief)
-            # The writer thread has stopped: the count of bytes is final.
-            self._overhead_file.write(worker.name)
-            self._overhead_file.release(worker.name)
+            self.records.final_overhead()  # the writer thread has stopped: its count is final
         except Exception as error:
             self._fail(error)
         self._raise_writer_error_if_strict()
@@ -1250,8 +790,3 @@ class Hook(SmdebugSurface):
             f"<trainprobe.pytorch.Hook out_dir={self.out_dir!r} step={self.step} "
             f"mode={self.mode.name} collections={[c.name for c in self.plan.saved]}>"
         )
-
-
-def _eager(function: Callable[..., _R]) -> Callable[..., _R]:
-    """``function`` run as plain Python even inside a compiled region (a graph break)."""
-    return torch.compiler.disable(function)  # type: ignore[no-untyped-call,no-any-return]

@@ -116,6 +116,11 @@ class HostCopy:
         self.bfloat16 = bfloat16
         self.nbytes = host.numel() * host.element_size()
 
+    @property
+    def arriving(self) -> bool:
+        """Whether the content may still be arriving from the device (an asynchronous copy)."""
+        return self._event is not None
+
     def result(self) -> np.ndarray:
         """Wait for the copy (on CUDA) and return the content as a numpy array."""
         if self._host is None:

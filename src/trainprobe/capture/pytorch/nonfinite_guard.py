@@ -7,7 +7,9 @@ non-finite, and the norm, the largest magnitude, cannot overflow. On the CPU, fi
 them all laid end to end (two operations, whatever their number); only when that is not finite
 each tensor's l2 norm in float32 (the largest magnitude runs ten times slower there), and a tensor
 found non-finite is checked element by element before it counts (a large finite sum or square
-overflows). A TRAIN step is checked
+overflows). The pass is the update's summary's (``update_summary``), which the spike rules read
+too: with GradientNormSpike armed it is one l2 norm a tensor, accumulated in float64 (it cannot
+overflow), over the gradients that rule needs as well. A TRAIN step is checked
 when its optimizer is about to step, other steps when they end. A clean step so dispatches a
 handful of operations whatever the model's size, and nothing is hooked into its modules:
 
@@ -46,13 +48,11 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from trainprobe.capture.overhead import wait_for_device
 from trainprobe.capture.pytorch import naming
-from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
 from trainprobe.capture.pytorch.nonfinite_replay import (
     KeptForward,
     all_finite,
@@ -60,6 +60,7 @@ from trainprobe.capture.pytorch.nonfinite_replay import (
     replay,
     word_for,
 )
+from trainprobe.capture.pytorch.update_summary import UpdateSummary
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.nonfinite_file import NonFiniteOrigin
 
@@ -129,64 +130,14 @@ class _Found:
 
 @dataclass
 class _Pending:
-    """A step's flags on their way to the host (GPU)."""
+    """A step's flags on their way to the host (GPU), in an update's summary: ``checked`` names
+    the summary's values in order (None: a value that is not the guard's)."""
 
     where: _Where
-    checked: list[_Checked]
-    values: torch.Tensor
-    event: Any
+    checked: list[_Checked | None]
+    summary: UpdateSummary
     kept: list[KeptForward]
     shadowed: bool
-
-
-def _norms(tensors: list[torch.Tensor]) -> tuple[list[int], torch.Tensor]:
-    """Each tensor's norm (the largest magnitude; the l2 norm where the host reads values
-    freely), one fused kernel per device and dtype, as one vector on the first tensor's device;
-    with the tensors' indices in the vector's order."""
-    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-    for index, tensor in enumerate(tensors):
-        groups.setdefault((tensor.device, tensor.dtype), []).append(index)
-    device = tensors[0].device
-    order: list[int] = []
-    parts: list[torch.Tensor] = []
-    for (where, _), members in groups.items():
-        group = [tensors[i] for i in members]
-        if host_reads_are_free(where):
-            norms = torch._foreach_norm(group, 2, dtype=torch.float32)
-        else:
-            norms = torch._foreach_norm(group, math.inf)
-        parts.append(torch.stack(list(norms)))
-        order.extend(members)
-    if len(parts) == 1:
-        return order, parts[0]
-    return order, torch.cat([part.to(device, torch.float32) for part in parts])
-
-
-def _sum_is_finite(tensors: list[torch.Tensor]) -> bool:
-    """Whether ``tensors`` are dense, on the host, and all finite, short of an overflow (which the
-    per-tensor check that follows clears): a single value (a loss) is read as it is, the others
-    summed laid end to end. Two operations, whatever their number: right after a backward pass
-    each distinct operation costs tens of microseconds on the CPU (its code is out of the
-    caches), a per-tensor norm several."""
-    if not host_reads_are_free(tensors[0].device):
-        return False
-    rest = []
-    for tensor in tensors:
-        if tensor.layout != torch.strided:
-            return False  # sparse: checked one by one
-        if tensor.ndim == 0 and host_reads_are_free(tensor.device):
-            if not math.isfinite(cast(float, tensor.tolist())):  # read without an operation
-                return False
-        else:
-            rest.append(tensor if tensor.ndim == 1 else tensor.reshape(-1))
-    if not rest:
-        return True
-    try:
-        with torch.no_grad():
-            flat = torch.cat(rest)
-    except RuntimeError:  # on several devices: checked one by one
-        return False
-    return math.isfinite(cast(float, flat.sum().tolist()))
 
 
 class _Shadow:
@@ -313,14 +264,20 @@ class NonFiniteGuard:
         if self.origin is None:
             self._outputs.append(outputs)
 
-    def check_update(self) -> None:
-        """An optimizer is about to step: check the losses so far and the gradients."""
+    def update_tensors(self) -> tuple[list[_Checked], list[torch.Tensor]]:
+        """An optimizer is about to step: the losses so far and the gradients, to be checked
+        in the update's summary (``check_update``)."""
         self._read_pending(block=True)  # before the copy of the parameters is refreshed
         if not self.on:
-            return
-        checked, tensors = self._take_unchecked()
-        if tensors:
-            self._check(checked, tensors, update=True)
+            return [], []
+        return self._take_unchecked()
+
+    def check_update(
+        self, checked: list[_Checked], tensors: list[torch.Tensor], summary: UpdateSummary
+    ) -> None:
+        """Read the update's ``summary`` of the tensors ``update_tensors`` gave."""
+        if checked:
+            self._check(checked, tensors, summary, update=True)
 
     def finish(self) -> None:
         """The step ends: check what the step computed since the last check; read the flags
@@ -339,7 +296,9 @@ class NonFiniteGuard:
                 top = self._top_name()
                 checked = [_Checked(_OUTPUT, top, i) for i in range(len(tensors))]
             if tensors:
-                self._check(checked, tensors, update=False)
+                summary = UpdateSummary(tensors)
+                self._check(checked, tensors, summary, update=False)
+                summary.send()
         self._kept, self._outputs = [], []
 
     def close(self) -> None:
@@ -370,39 +329,45 @@ class NonFiniteGuard:
 
     # ----- checking -----
 
-    def _check(self, checked: list[_Checked], tensors: list[torch.Tensor], update: bool) -> None:
-        if _sum_is_finite(tensors):
+    def _check(
+        self,
+        checked: list[_Checked],
+        tensors: list[torch.Tensor],
+        summary: UpdateSummary,
+        update: bool,
+    ) -> None:
+        """Read the flags of ``tensors`` (named by ``checked``) in ``summary``: at once where the
+        host reads them freely (a tensor found non-finite is then checked element by element:
+        its norm may have overflowed), a step late elsewhere."""
+        if summary.clean or summary.flags is None:
             return
-        with torch.no_grad():
-            order, values = _norms(tensors)
-        if host_reads_are_free(values.device):
+        if summary.flags_now is not None:
             found: list[tuple[_Checked, torch.Tensor | None]] = [
-                (checked[i], tensors[i])
-                for i, value in zip(order, values.tolist(), strict=True)
-                if not math.isfinite(value) and not all_finite([tensors[i]])
+                (checked[index], tensors[index])
+                for index, value in zip(summary.flag_order, summary.flags_now, strict=True)
+                if index is not None
+                and not math.isfinite(value)
+                and not all_finite([tensors[index]])
             ]
             if found:
                 self._found(_Found(self._where, found, self._kept, now=True, shadowed=False))
             return
         shadowed = update and self._refresh_shadow()
-        host, event = to_host_later(values)
-        in_order = [checked[i] for i in order]
-        self._pending.append(_Pending(self._where, in_order, host, event, self._kept, shadowed))
+        named = [None if index is None else checked[index] for index in summary.flag_order]
+        self._pending.append(_Pending(self._where, named, summary, self._kept, shadowed))
 
     def _read_pending(self, block: bool = False, closing: bool = False) -> None:
         """Read the flags that have reached the host (``block``: wait for all of them)."""
         while self._pending:
             item = self._pending[0]
-            if item.event is not None:
-                if not block and not item.event.query():
-                    return
-                wait_for_device(item.event)
+            if not block and not item.summary.ready():
+                return
             self._pending.pop(0)
-            values = item.values.tolist()
+            values = item.summary.read()
             found: list[tuple[_Checked, torch.Tensor | None]] = [
                 (checked, None)
-                for checked, value in zip(item.checked, values, strict=True)
-                if not math.isfinite(value)
+                for checked, value in zip(item.checked, values, strict=False)
+                if checked is not None and not math.isfinite(value)
             ]
             if found and self.on:
                 had_origin = self.origin is not None

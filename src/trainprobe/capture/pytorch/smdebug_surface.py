@@ -36,12 +36,18 @@ class SmdebugSurface:
     """smdebug's overridable and semi-internal hook methods, over trainprobe's capture."""
 
     profiler: FrameworkProfiler | None
-    step: int
-    _active: bool
 
     def __init__(self) -> None:
         self.module_maps: dict[torch.nn.Module, str] = {}
         self.last_saved_step: int | None = None
+
+    @property
+    def step(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def _active(self) -> bool:
+        raise NotImplementedError
 
     def _on_module_io(self, name: str, inputs: Any, outputs: Any) -> None:
         raise NotImplementedError

@@ -23,6 +23,12 @@ once a step, and a rank records only the spikes of its own loss. EVAL and PREDIC
 judged too (each mode has its own window), with no action. Each spike becomes a ``SpikeRecord``
 (``storage.spike_records``).
 
+A rule's configuration is read by ``capture.in_training_rules``, as the Keras hook reads it:
+its parameters and defaults are the catalogue's, its actions read by ``parse_actions``, so a
+value the configuration refuses is refused here with the same message. Actions are
+``SpikeAction``s. The values judged at an update come from its summary (``update_summary``):
+the one pass over the gradients that the non-finite guard reads too, and one copy to the host.
+
 Where reading a value on the host would wait for the device (a GPU), the clean path does not:
 when every rule's action is none, or SkipStep with a fused optimizer (``fused=True``), each rule
 judges on the device (``DeviceSpikeWindow``), a spike skips the update through the optimizer's
@@ -37,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import math
 import time
@@ -49,53 +54,54 @@ from typing import Any
 
 import torch
 
-from trainprobe.capture.overhead import wait_for_device
+from trainprobe.capture.in_training_rules import SkipBudget, SpikeRuleConfig, spike_rule_configs
 from trainprobe.capture.pytorch.device_spike_window import VERDICT_FIELDS, DeviceSpikeWindow
-from trainprobe.capture.pytorch.host_copy import host_reads_are_free, to_host_later
-from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
+from trainprobe.capture.pytorch.host_copy import host_reads_are_free
+from trainprobe.capture.pytorch.update_summary import UpdateSummary
+from trainprobe.capture.spike_window import SpikeWindow
 from trainprobe.capture.stop_request import TrainingStopRequested
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.actions import Rollback
+from trainprobe.config.rules import Rule
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.spike_records import SpikeRecord
+from trainprobe.storage.spike_records import SpikeAction, SpikeRecord
 from trainprobe.storage.stop_request import StopRequest, write_stop_request
 
-__all__ = ["ROLLBACK_LIMIT_BYTES", "SPIKE_RULES", "SpikeGuard", "SpikeRule", "spike_rules"]
+__all__ = ["ROLLBACK_LIMIT_BYTES", "SpikeGuard", "SpikeRule", "spike_rules"]
 
 log = logging.getLogger("trainprobe")
-
-SPIKE_RULES = ("LossSpike", "GradientNormSpike")
-"""The rules the hook runs inside the training."""
 
 ROLLBACK_LIMIT_BYTES = 4 << 30
 """The largest snapshot (model and optimizer state) a rollback keeps."""
 
-_ACTIONS = {"SkipStep": "skip", "Rollback": "rollback", "StopTraining": "stop"}
-
 
 @dataclass
 class SpikeRule:
-    """One configured in-training rule: what it judges, when, and what it does on a spike."""
+    """One configured in-training rule (``config``) and what it has judged so far."""
 
-    name: str
-    """The rule configuration's name (the rule's name unless the job named it otherwise)."""
-    rule: str
-    """``LossSpike`` or ``GradientNormSpike``."""
-    settings: SpikeSettings = field(default_factory=SpikeSettings)
-    action: str = "none"
-    max_skips: int = 10
-    max_skips_window: int = 100
-    rollback_steps: int = 50
-    lr_factor: float = 1.0
+    config: SpikeRuleConfig
     windows: dict[ModeKeys, SpikeWindow] = field(default_factory=dict)
     device_windows: dict[ModeKeys, DeviceSpikeWindow] = field(default_factory=dict)
     judged: dict[ModeKeys, int] = field(default_factory=dict)
-    skips: deque[int] = field(default_factory=deque)
+    budget: SkipBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.budget = SkipBudget(self.config.max_skips, self.config.max_skips_window)
+
+    @property
+    def name(self) -> str:
+        """The rule configuration's name."""
+        return self.config.name
+
+    @property
+    def action(self) -> SpikeAction:
+        """What the rule does at a spike of a TRAIN step."""
+        return self.config.action
 
     def judge(self, mode: ModeKeys, value: float) -> tuple[bool, float | None, float | None, Any]:
         """Judge a value of ``mode``: (spike, window mean, deviation, z)."""
         window = self.windows.get(mode)
         if window is None:
-            window = self.windows[mode] = SpikeWindow(self.settings)
+            window = self.windows[mode] = SpikeWindow(self.config.settings)
         self.judged[mode] = self.judged.get(mode, 0) + 1
         verdict = window.judge(value)
         return verdict.spike, verdict.mean, verdict.std, verdict.z
@@ -104,105 +110,17 @@ class SpikeRule:
         """Judge a value of ``mode`` on its device: the verdict as a tensor (``VERDICT_FIELDS``)."""
         window = self.device_windows.get(mode)
         if window is None:
-            window = self.device_windows[mode] = DeviceSpikeWindow(self.settings, value.device)
+            settings = self.config.settings
+            window = self.device_windows[mode] = DeviceSpikeWindow(settings, value.device)
         self.judged[mode] = self.judged.get(mode, 0) + 1
         return window.judge(value)
 
-    def allows_another_skip(self, update: int) -> bool:
-        """Note a skip at ``update``; False when it is one too many for the window."""
-        self.skips.append(update)
-        while self.skips and self.skips[0] <= update - self.max_skips_window:
-            self.skips.popleft()
-        return len(self.skips) <= self.max_skips
 
-
-def spike_rules(configurations: Iterable[Mapping[str, Any]]) -> list[SpikeRule]:
-    """The in-training rules among ``configurations`` (a hook configuration's ``TrainingRules``,
-    or ``DebugRuleConfigurations``): each ``{"RuleConfigurationName", "RuleName" or
-    RuleParameters' "rule_to_invoke", "RuleParameters"}``. ConfigError names a bad field."""
-    rules = []
-    for index, configuration in enumerate(configurations):
-        where = f"TrainingRules[{index}]"
-        if not isinstance(configuration, Mapping):
-            raise ConfigError(where, configuration, "a rule configuration object")
-        parameters = configuration.get("RuleParameters") or {}
-        if not isinstance(parameters, Mapping):
-            raise ConfigError(f"{where}.RuleParameters", parameters, "a map of strings")
-        rule = configuration.get("RuleName") or parameters.get("rule_to_invoke")
-        if rule not in SPIKE_RULES:
-            continue
-        name = str(configuration.get("RuleConfigurationName") or rule)
-        rules.append(_rule(str(rule), name, parameters, f"{where}.RuleParameters"))
-    return rules
-
-
-def _rule(rule: str, name: str, parameters: Mapping[str, Any], where: str) -> SpikeRule:
-    def number(key: str, kind: type, default: float, minimum: float, above: bool = False) -> Any:
-        return _number(parameters, key, kind, default, minimum, f"{where}.{key}", above)
-
-    defaults = SpikeSettings()
-    settings = SpikeSettings(
-        window=number("window", int, defaults.window, 2),
-        sigma=number("sigma", float, defaults.sigma, 0, above=True),
-        warmup=number("warmup_steps", int, defaults.warmup, 0),
-        ratio=number("ratio", float, defaults.ratio, 0),
-    )
-    found = SpikeRule(
-        name=name,
-        rule=rule,
-        settings=settings,
-        max_skips=number("max_skips", int, 10, 1),
-        max_skips_window=number("max_skips_window", int, 100, 1),
-    )
-    actions = f"{where}.action_json"
-    for action in _actions(parameters.get("action_json"), actions):
-        kind = _ACTIONS.get(str(action.get("name")))
-        if kind is None:
-            continue  # a notification (Email, SMS, Webhook): the rule's evaluator sends it
-        found.action = kind
-        if kind == "rollback":
-            found.rollback_steps = _number(action, "steps", int, 50, 1, f"{actions}.steps")
-            found.lr_factor = _number(
-                action, "lr_factor", float, 1.0, 0, f"{actions}.lr_factor", above=True
-            )
-    return found
-
-
-def _number(
-    values: Mapping[str, Any],
-    key: str,
-    kind: type,
-    default: float,
-    minimum: float,
-    field: str,
-    above: bool = False,
-) -> Any:
-    """``values[key]`` (a string) as an int or a float of at least (or above) ``minimum``."""
-    text = values.get(key)
-    if text is None or text == "":
-        return default
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value < minimum or (above and value == minimum):
-        allowed = f"{'an integer' if kind is int else 'a number'} "
-        allowed += f"{'above' if above else 'at least'} {minimum:g}"
-        raise ConfigError(field, text, allowed)
-    return value
-
-
-def _actions(text: object, where: str) -> list[Mapping[str, Any]]:
-    if text is None or text == "":
-        return []
-    try:
-        document = json.loads(str(text))
-    except ValueError:
-        raise ConfigError(where, text, "the JSON of an action or a list of actions") from None
-    items = document if isinstance(document, list) else [document]
-    if not all(isinstance(item, Mapping) for item in items):
-        raise ConfigError(where, text, "the JSON of an action or a list of actions")
-    return items
+def spike_rules(rules: Iterable[Mapping[str, Any] | Rule]) -> list[SpikeRule]:
+    """The in-training rules among ``rules`` (configuration entries or SDK ``Rule`` objects),
+    read by ``capture.in_training_rules``. ConfigError names a bad field, as the configuration
+    does."""
+    return [SpikeRule(config) for config in spike_rule_configs(rules)]
 
 
 class SpikeGuard:
@@ -239,7 +157,7 @@ class SpikeGuard:
 
     @property
     def loss_rules(self) -> list[SpikeRule]:
-        return [rule for rule in self.rules if rule.rule == "LossSpike"]
+        return [rule for rule in self.rules if rule.config.judges_loss]
 
     def start(self) -> None:
         """Skip a scheduler's step after a skipped update (patches ``LRScheduler.step``)."""
@@ -265,26 +183,33 @@ class SpikeGuard:
 
     # ----- judging -----
 
+    @property
+    def wants_gradient_norm(self) -> bool:
+        """Whether a rule judges the gradients' global norm (the summary computes it)."""
+        return any(not rule.config.judges_loss for rule in self.rules)
+
     def judge_update(
         self,
         optimizer: torch.optim.Optimizer,
-        loss: torch.Tensor | None,
+        summary: UpdateSummary,
         where: tuple[int, ModeKeys, int, str],
     ) -> None:
-        """Judge a TRAIN step in its optimizer's pre-hook and act before the update.
+        """Judge a TRAIN step in its optimizer's pre-hook and act before the update, from the
+        update's ``summary`` (its loss, its gradients' norm).
 
         ``where`` is (step, mode, mode step, worker). Raises TrainingStopRequested to stop.
         """
         update = self._updates
         self._updates += 1
         self.read_pending()
+        loss = summary.loss
         if self._judges_on_device(optimizer, loss):
-            self._judge_on_device(optimizer, loss, where, update)
+            self._judge_on_device(optimizer, summary, where, update)
             return
         step, mode, mode_step, worker = where
         found: list[tuple[SpikeRule, float, float | None, float | None, Any]] = []
         for rule in self.rules:
-            judged = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            judged = _value(rule, summary)
             if judged is None:
                 continue
             number = float(judged)
@@ -295,20 +220,21 @@ class SpikeGuard:
             self._keep_snapshot(update, optimizer)
             return
         # Every rank acts on a spike of any rank; each records only its own.
-        rule = max([item[0] for item in found] or self.rules, key=lambda r: _STRENGTH[r.action])
+        rule = max([item[0] for item in found] or self.rules, key=lambda r: r.action.strength)
         action = rule.action
-        if action in ("skip", "rollback") and not rule.allows_another_skip(update):
+        skips = (SpikeAction.SKIP, SpikeAction.ROLLBACK)
+        if action in skips and not rule.budget.allows_another(update):
             self._too_many_skips(rule)
-            action = "stop"
-        if action == "rollback" and not self._roll_back(optimizer, rule.lr_factor):
-            action = "skip"
-        if action in ("skip", "rollback"):
+            action = SpikeAction.STOP
+        if action is SpikeAction.ROLLBACK and not self._roll_back(optimizer, rule.config.rollback):
+            action = SpikeAction.SKIP
+        if action in skips:
             _drop_gradients(optimizer)
             self._skipped_schedulers += 1
         for spiking, seen, mean, std, z in found:
-            taken = action if spiking is rule else "none"
+            taken = action if spiking is rule else SpikeAction.NONE
             self._record(spiking, seen, mean, std, z, taken, (step, mode, mode_step, worker))
-        if action == "stop":
+        if action is SpikeAction.STOP:
             self._stop(rule, step)
 
     def _judges_on_device(
@@ -325,27 +251,27 @@ class SpikeGuard:
         if host_reads_are_free(device):
             return False
         actions = {rule.action for rule in self.rules}
-        if not actions <= {"none", "skip"}:
+        if not actions <= {SpikeAction.NONE, SpikeAction.SKIP}:
             return False
-        return "skip" not in actions or bool(optimizer.defaults.get("fused"))
+        return SpikeAction.SKIP not in actions or bool(optimizer.defaults.get("fused"))
 
     def _judge_on_device(
         self,
         optimizer: torch.optim.Optimizer,
-        loss: torch.Tensor | None,
+        summary: UpdateSummary,
         where: tuple[int, ModeKeys, int, str],
         update: int,
     ) -> None:
         judged: list[tuple[SpikeRule, torch.Tensor]] = []
         for rule in self.rules:
-            value = _gradient_norm(optimizer) if rule.rule == "GradientNormSpike" else loss
+            value = _value(rule, summary)
             if value is not None:
                 judged.append((rule, rule.judge_on_device(where[1], value)))
         if not judged:
             return
         verdicts = torch.stack([verdict for _, verdict in judged])
         flag = _any_rank_on_device(verdicts[:, 0].amax())
-        skipping = any(rule.action == "skip" for rule, _ in judged)
+        skipping = any(rule.action is SpikeAction.SKIP for rule, _ in judged)
         if skipping:
             found = flag.to(torch.float32)
             existing = getattr(optimizer, "found_inf", None)
@@ -356,9 +282,9 @@ class SpikeGuard:
                 found = found.to(existing.device).reshape(existing.shape)
                 optimizer.found_inf = torch.maximum(existing, found)  # type: ignore[attr-defined]
         row = torch.cat([verdicts.flatten(), flag.reshape(1).double()])
-        copy, event = to_host_later(row)
+        offset = summary.add(row)  # sent to the host with the summary, in one copy
         rules = [rule for rule, _ in judged]
-        self._pending.append(_Pending(rules, copy, event, where, skipping, update))
+        self._pending.append(_Pending(rules, summary, offset, where, skipping, update))
 
     def after_update(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer stepped: take back the ``found_inf`` this guard gave it."""
@@ -372,20 +298,19 @@ class SpikeGuard:
         the host (``wait``: at the end, wait for them). May raise TrainingStopRequested."""
         while self._pending:
             pending = self._pending[0]
-            if not wait and pending.event is not None and not pending.event.query():
+            if not wait and not pending.summary.ready():
                 return
             self._pending.popleft()
-            if pending.event is not None:
-                wait_for_device(pending.event)
-            values = pending.copy.tolist()
-            flag = values[-1] > 0.5
             width = len(VERDICT_FIELDS)
+            end = pending.offset + len(pending.rules) * width + 1
+            values = pending.summary.read()[pending.offset : end]
+            flag = values[-1] > 0.5
             stopping: SpikeRule | None = None
             for index, rule in enumerate(pending.rules):
                 spike, value, mean, std, z, warm = values[index * width : (index + 1) * width]
                 if spike < 0.5:
                     continue
-                skipped = pending.skipping and rule.action == "skip"
+                skipped = pending.skipping and rule.action is SpikeAction.SKIP
                 warmed = warm > 0.5
                 self._record(
                     rule,
@@ -393,10 +318,10 @@ class SpikeGuard:
                     mean if warmed else None,
                     std if warmed else None,
                     z if warmed and math.isfinite(z) else None,
-                    "skip" if skipped else "none",
+                    SpikeAction.SKIP if skipped else SpikeAction.NONE,
                     pending.where,
                 )
-                if skipped and not rule.allows_another_skip(pending.update):
+                if skipped and not rule.budget.allows_another(pending.update):
                     stopping = rule
             if flag and pending.skipping:
                 self._skipped_schedulers += 1
@@ -405,13 +330,7 @@ class SpikeGuard:
                 self._stop(stopping, pending.where[0])
 
     def _too_many_skips(self, rule: SpikeRule) -> None:
-        log.warning(
-            "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
-            "training instead",
-            rule.name,
-            rule.max_skips,
-            rule.max_skips_window,
-        )
+        log.warning("trainprobe: %s", rule.budget.too_many(rule.name))
 
     def judge_loss(self, loss: torch.Tensor, where: tuple[int, ModeKeys, int, str]) -> None:
         """Judge a step's loss where no update follows (EVAL, PREDICT): recorded, no action."""
@@ -420,7 +339,7 @@ class SpikeGuard:
         for rule in self.loss_rules:
             spike, mean, std, z = rule.judge(mode, number)
             if spike:
-                self._record(rule, number, mean, std, z, "none", where)
+                self._record(rule, number, mean, std, z, SpikeAction.NONE, where)
 
     def _record(
         self,
@@ -429,7 +348,7 @@ class SpikeGuard:
         mean: float | None,
         std: float | None,
         z: Any,
-        action: str,
+        action: SpikeAction,
         where: tuple[int, ModeKeys, int, str],
     ) -> None:
         step, mode, mode_step, worker = where
@@ -452,7 +371,7 @@ class SpikeGuard:
 
     def rule_names(self) -> dict[str, str]:
         """Each rule configuration's rule, by configuration name."""
-        return {rule.name: rule.rule for rule in self.rules}
+        return {rule.name: rule.config.rule for rule in self.rules}
 
     def judged(self) -> dict[str, dict[str, int]]:
         """How many steps each rule judged, by mode."""
@@ -464,7 +383,8 @@ class SpikeGuard:
     # ----- actions -----
 
     def _keep_snapshot(self, update: int, optimizer: torch.optim.Optimizer) -> None:
-        steps = [rule.rollback_steps for rule in self.rules if rule.action == "rollback"]
+        rollbacks = [rule.config.rollback for rule in self.rules]
+        steps = [rollback.steps for rollback in rollbacks if rollback is not None]
         if not steps or self._snapshot_too_large or update % min(steps) != 0:
             return
         models = self._models()
@@ -495,9 +415,10 @@ class SpikeGuard:
                 (size * 3) >> 20,
             )
 
-    def _roll_back(self, optimizer: torch.optim.Optimizer, lr_factor: float) -> bool:
-        if self._snapshot is None:
+    def _roll_back(self, optimizer: torch.optim.Optimizer, rollback: Rollback | None) -> bool:
+        if self._snapshot is None or rollback is None:
             return False
+        lr_factor = rollback.lr_factor
         update, weights, state = self._snapshot
         with torch.no_grad():
             for model, saved in zip(self._models(), weights, strict=False):
@@ -531,16 +452,14 @@ class SpikeGuard:
         raise TrainingStopRequested(request, step)
 
 
-_STRENGTH = {"none": 0, "skip": 1, "rollback": 2, "stop": 3}
-
-
 @dataclass
 class _Pending:
     """An update judged on the device, its verdicts on their way to the host."""
 
     rules: list[SpikeRule]
-    copy: torch.Tensor
-    event: Any
+    summary: UpdateSummary
+    offset: int
+    """Where the verdicts start in what the summary sends."""
     where: tuple[int, ModeKeys, int, str]
     skipping: bool
     update: int
@@ -556,15 +475,9 @@ def _any_rank_on_device(flag: torch.Tensor) -> torch.Tensor:
     return flag
 
 
-def _gradient_norm(optimizer: torch.optim.Optimizer) -> torch.Tensor | None:
-    grads = [
-        p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None
-    ]
-    if not grads:
-        return None
-    norms = torch._foreach_norm(grads)
-    total = torch.linalg.vector_norm(torch.stack([norm.to(norms[0].device) for norm in norms]))
-    return total  # type: ignore[no-any-return]
+def _value(rule: SpikeRule, summary: UpdateSummary) -> torch.Tensor | None:
+    """What ``rule`` judges of an update: the gradients' global norm, or the step's loss."""
+    return summary.loss if rule.config.judges_loss else summary.gradient_norm
 
 
 def _drop_gradients(optimizer: torch.optim.Optimizer) -> None:

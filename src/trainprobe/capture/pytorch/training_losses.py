@@ -1,13 +1,15 @@
 """The loss of each step, found wherever the training computes it, as the user sees it.
 
 A hook that follows the training (``Hook(follow_training=True)``, as under ``trainprobe run``)
-does not wait for ``register_loss``. In a step, the loss may come from four places, and the
+does not wait for ``register_loss``. In a step, the loss may come from six places, and the
 first of them that the step has is its loss:
 
 1. **a model's output**: the ``loss`` of what the model returned (Hugging Face's outputs, a dict);
 2. **a loss module**: any ``torch.nn`` loss called, even one created inside ``forward`` each call;
 3. **a loss function**: ``torch.nn.functional``'s (``cross_entropy``, ``mse_loss``, ...);
-4. **the tensor ``backward()`` was called on**, for a loss computed any other way.
+4. **the tensor ``backward()`` was called on**, for a loss computed any other way;
+5. **what a Lightning step returned**, 6. **or logged under a loss's name**: an evaluation or test
+   step's loss computed as a plain expression (``lightning_losses``).
 
 Each is taken before a script scales it for gradient accumulation (a loss divided by the number of
 micro-batches, or ``accelerator.backward``'s division), except the last, which only ``backward``
@@ -54,6 +56,8 @@ class LossSource(IntEnum):
     MODULE = 1
     FUNCTION = 2
     BACKWARD = 3
+    RETURNED = 4
+    LOGGED = 5
 
 
 def output_loss(outputs: object) -> torch.Tensor | None:
@@ -71,10 +75,23 @@ class StepLosses:
         self._found: dict[LossSource, dict[str, list[torch.Tensor]]] = {}
         self.partial = False
         """Whether each micro-batch's loss is a part of the step's (their sum is the loss)."""
+        self.complete = False
+        """Whether the step's loss is known and later losses of the step are not part of it:
+        an optimizer's closure was evaluated once, and ``step()`` returns that evaluation's
+        loss (L-BFGS evaluates it again at other weights)."""
 
-    def add(self, source: LossSource, name: str, loss: torch.Tensor) -> None:
-        """Note a loss of the step."""
-        self._found.setdefault(source, {}).setdefault(name, []).append(loss.detach())
+    def add(
+        self, source: LossSource, name: str, loss: torch.Tensor, *, first_only: bool = False
+    ) -> None:
+        """Note a loss of the step. ``first_only``: the step is one forward (EVAL, PREDICT);
+        a loss of a name it already has came from elsewhere (a model the hook does not follow,
+        run after the step's own) and is not part of it."""
+        if self.complete:
+            return
+        found = self._found.setdefault(source, {})
+        if first_only and name in found:
+            return
+        found.setdefault(name, []).append(loss.detach())
 
     def has(self, source: LossSource) -> bool:
         """Whether a loss from ``source`` or a better one was seen in this step."""
@@ -91,6 +108,7 @@ class StepLosses:
         """The step's losses (name, value) from its best source; the step starts over."""
         found, self._found = self._found, {}
         partial, self.partial = self.partial, False
+        self.complete = False
         if not found:
             return []
         best = found[min(found)]
@@ -117,6 +135,9 @@ class TrainingLosses:
 
     def __init__(self) -> None:
         self.listener: Callable[..., None] | None = None
+        self.backward_ended: Callable[[], None] | None = None
+        """Called when a ``backward()`` the watch saw has returned: the gradients it computed
+        are in ``.grad``."""
         self._inside_loss_module = 0
         self._originals: list[tuple[object, str, Any]] = []
 
@@ -159,7 +180,11 @@ class TrainingLosses:
     def _backward(self, original: Any, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if tensor.numel() == 1:
             self._report(LossSource.BACKWARD, LOSS_NAME, tensor)
-        return original(tensor, *args, **kwargs)
+        result = original(tensor, *args, **kwargs)
+        ended = self.backward_ended
+        if ended is not None:
+            ended()
+        return result
 
     def _report(self, *loss: Any) -> None:
         listener = self.listener

@@ -17,15 +17,27 @@ from what the training does:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from trainprobe.storage.modes import ModeKeys
 
-__all__ = ["OptimizerSteps", "mode_of", "optimizer_created", "when_backward_ends", "with_closure"]
+__all__ = [
+    "OptimizerSteps",
+    "UpdateListener",
+    "mode_of",
+    "optimizer_created",
+    "optimizer_steps",
+    "when_backward_ends",
+    "with_closure",
+]
 
 
 def mode_of(model: torch.nn.Module) -> ModeKeys:
@@ -52,48 +64,129 @@ def optimizer_created() -> bool:
     return False
 
 
-class OptimizerSteps:
-    """Calls ``on_update(optimizer)`` after every update of the process's training: each
-    optimizer step, and each ``GradScaler.update()`` (whose optimizer step may have been
-    skipped; ``optimizer`` is then None).
+class UpdateListener:
+    """What hears the process's updates (see ``OptimizerSteps``); each method does nothing
+    unless overridden."""
 
-    ``on_update`` is called more often than there are updates (a GradScaler's update follows the
-    optimizer's step it allowed): the hook counts a TRAIN step only when one is open.
+    def update_starting(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """``optimizer.step()`` is about to run (its pre-hook's arguments: the optimizer
+        first); new arguments (a closure wrapped), or None to leave them."""
+        return None
+
+    def closure_evaluated(self, optimizer: Any) -> None:
+        """The closure the step was given has been evaluated the first time: the evaluation
+        whose loss ``step()`` returns."""
+
+    def update_ended(self, optimizer: Any) -> None:
+        """An update ended: ``optimizer.step()`` returned, or ``GradScaler.update()`` did
+        (``optimizer`` is then None: its optimizer's step may have been skipped)."""
+
+
+class OptimizerSteps:
+    """The process's optimizer steps, heard in one place: PyTorch's global optimizer step pre-
+    and post-hooks and ``GradScaler.update``, registered once, handed to every subscribed
+    ``UpdateListener`` in the order they subscribed.
+
+    ``update_ended`` is called more often than there are updates (a GradScaler's update follows
+    the optimizer's step it allowed): the hook counts a TRAIN step only when one is open. The
+    process has one (``optimizer_steps``), started before the script runs under the automatic
+    hook: a closure whose step began before the hook was made is heard too.
     """
 
-    def __init__(self, on_update: Callable[[Any], None]) -> None:
-        self._on_update = on_update
-        self._handle: Any = None
+    def __init__(self) -> None:
+        self.listeners: list[UpdateListener] = []
+        self._handles: list[Any] = []
         self._scaler_update: Any = None
 
+    def subscribe(self, listener: UpdateListener) -> None:
+        """Hand ``listener`` the updates from now on (once, however often subscribed)."""
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+
+    def unsubscribe(self, listener: UpdateListener) -> None:
+        """Stop handing ``listener`` the updates."""
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
     def start(self) -> None:
-        """Start watching (once)."""
-        if self._handle is not None:
+        """Start watching; again, start again what was removed meanwhile (a test that cleared
+        PyTorch's global optimizer hooks)."""
+        if self._handles and all(_registered(handle) for handle in self._handles):
             return
-        self._handle = register_optimizer_step_post_hook(self._stepped)
+        for handle in self._handles:
+            handle.remove()
+        self._handles = [
+            register_optimizer_step_pre_hook(self._stepping),
+            register_optimizer_step_post_hook(self._stepped),
+        ]
+        if self._scaler_update is not None:
+            return
         scaler = torch.amp.GradScaler
         original = scaler.update
         self._scaler_update = original
-        on_update = self._on_update
+        watch = self
 
         def update(scaler_self: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(scaler_self, *args, **kwargs)
-            on_update(None)
+            for listener in list(watch.listeners):
+                listener.update_ended(None)
             return result
 
         scaler.update = update  # type: ignore[method-assign,assignment]
 
-    def stop(self) -> None:
-        """Stop watching."""
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
-        if self._scaler_update is not None:
-            torch.amp.GradScaler.update = self._scaler_update  # type: ignore[method-assign]
-            self._scaler_update = None
-
     def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._on_update(optimizer)
+        for listener in list(self.listeners):
+            listener.update_ended(optimizer)
+
+    def _stepping(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        changed = False
+        for listener in list(self.listeners):
+            arguments = listener.update_starting(optimizer, args, kwargs)
+            if arguments is not None:
+                args, kwargs = arguments
+                changed = True
+        watch = self
+
+        def noting_the_first_evaluation(closure: Callable[..., Any]) -> Callable[..., Any]:
+            first = True
+
+            @functools.wraps(closure)
+            def evaluate(*closure_args: Any, **closure_kwargs: Any) -> Any:
+                nonlocal first
+                result = closure(*closure_args, **closure_kwargs)
+                if first:
+                    first = False
+                    for listener in list(watch.listeners):
+                        listener.closure_evaluated(optimizer)
+                return result
+
+            return evaluate
+
+        noted = with_closure(args, kwargs, noting_the_first_evaluation)
+        if noted is not None:
+            return noted
+        return (args, kwargs) if changed else None
+
+
+def _registered(handle: Any) -> bool:
+    hooks = handle.hooks_dict_ref()
+    return hooks is not None and handle.id in hooks
+
+
+_steps: OptimizerSteps | None = None
+
+
+def optimizer_steps() -> OptimizerSteps:
+    """The process's watch of its optimizer steps, started on first use."""
+    global _steps
+    if _steps is None:
+        _steps = OptimizerSteps()
+    _steps.start()
+    return _steps
 
 
 def when_backward_ends(callback: Callable[[], None]) -> None:

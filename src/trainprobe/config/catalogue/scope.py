@@ -28,20 +28,29 @@ _ACTIVATIONS_BY_TYPE = (
 
 _SCOPES = {
     "LossNotDecreasing": RuleScope(
-        "A loss whose mean over its newest saved steps (up to 5) is, every num_steps steps, no "
-        "lower (by diff_percent) than the mean of those at least num_steps before, or rose by "
-        "more than increase_threshold_percent; a NaN or infinite loss.",
-        "A rise or dip shorter than the 5 saved steps it averages over. A loss that falls by "
-        "just over diff_percent every num_steps, however slowly that converges. Losses the job "
-        "does not save (a functional loss never given to the hook).",
+        "A training loss whose mean over its newest 5 saved steps is, every num_steps TRAIN "
+        "steps, no lower (by diff_percent) than the mean of 5 saved at least num_steps before, "
+        "or rose by more than increase_threshold_percent beyond the batches' noise; the same "
+        "for the evaluation passes, "
+        "each one value (its mean), against earlier passes; a NaN or infinite loss.",
+        "A rise or dip shorter than the 5 saved steps it averages over, or a rise within two "
+        "standard errors of the batches' losses; batches of one evaluation pass against each "
+        "other (they share the same weights). A loss that falls "
+        "by just over diff_percent every num_steps, however slowly that converges. Losses the "
+        "job does not save (a functional loss never given to the hook).",
     ),
     "Overfit": RuleScope(
-        "A validation loss above the training loss by more than ratio_threshold, patience "
-        "evaluations in a row.",
-        "Overfitting that shows in metrics but not in the loss; jobs that save no EVAL steps.",
+        "A validation loss (the mean of the newest evaluation passes, 5 losses or more) above "
+        "the training loss of the same stretch by more than ratio_threshold, beyond the "
+        "batches' noise, patience evaluation passes in a row.",
+        "A gap within two standard errors of the batches' losses (near a loss of 0, a few "
+        "hard samples move a batch by tens of percent); overfitting that shows in metrics but "
+        "not in the loss; jobs that save no EVAL steps.",
     ),
     "Overtraining": RuleScope(
-        "A training or validation loss with no new best (by delta) for patience saved steps.",
+        "A training loss (the mean of its newest 5) with no new best (by delta) for "
+        "patience_train saved steps, or a validation loss (the newest evaluation passes, 5 "
+        "losses or more) with none for patience_validation evaluation passes.",
         "A loss that still improves by tiny amounts above delta; the steps between saves.",
     ),
     "ExplodingTensor": RuleScope(

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.rule import Evidence
+from trainprobe.storage.modes import step_in_words
 
 __all__ = ["Notice"]
 
@@ -25,12 +27,15 @@ class Notice:
     trial_path: str
     step: int | None
     evidence: tuple[Evidence, ...] = field(default_factory=tuple)
-    status: str = "IssuesFound"
+    status: RuleEvaluationStatus = RuleEvaluationStatus.ISSUES_FOUND
+    where: str | None = None
+    """The step as the training counts it (``TRAIN step 10 (step 20)``); ``step N`` if None."""
 
     @property
     def subject(self) -> str:
         """A one-line summary: the email subject, the first line of every message."""
-        at = f" at step {self.step}" if self.step is not None else ""
+        where = self.where or (None if self.step is None else step_in_words(self.step))
+        at = f" at {where}" if where is not None else ""
         return f"[trainprobe] rule {self.rule}: issues found{at}"
 
     def text(self) -> str:

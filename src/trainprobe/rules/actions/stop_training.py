@@ -31,15 +31,17 @@ def request_stop(
     *,
     step: int | None = None,
     training_job_prefix: str | None = None,
+    where: str | None = None,
 ) -> StopRequest:
     """Ask the training writing tensors to ``out_dir`` to stop at its next step; returns the
-    request written."""
+    request written. ``where`` names ``step`` as the training counts it."""
     request = StopRequest(
         rule=rule,
         message=message,
         step=step,
         time=time.time(),
         training_job_prefix=training_job_prefix,
+        where=where,
     )
     write_stop_request(out_dir, request)
     return request
@@ -74,6 +76,7 @@ class StopTrainingAction:
             reason,
             step=notice.step,
             training_job_prefix=self.training_job_prefix,
+            where=notice.where,
         )
         if self.on_request is not None:
             self.on_request(request)

@@ -54,7 +54,7 @@ class _ActivationRule(BuiltinRule):
         names = self.selection.names(self.base_trial, step)
         if not names:
             raise self.insufficient(
-                f"no tensor of {self.selection.describe()} was saved at step {step}"
+                f"no tensor of {self.selection.describe()} was saved at {self.step_words(step)}"
             )
         fired = False
         judged = False
@@ -93,7 +93,8 @@ class _ActivationRule(BuiltinRule):
             )
         if not judged:
             raise self.insufficient(
-                f"the values of {self.selection.describe()} were not saved at step {step} "
+                f"the values of {self.selection.describe()} were not saved at "
+                f"{self.step_words(step)} "
                 f"({self.rule_name} needs the raw activations, not reductions)"
             )
         return fired

@@ -30,7 +30,7 @@ from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
 from trainprobe.rules.rule import InsufficientInformationForRuleInvocation, Rule
 
-__all__ = ["BuiltinRule", "Parameters", "compile_patterns", "number", "steps_in_words"]
+__all__ = ["BuiltinRule", "Parameters", "compile_patterns", "number"]
 
 _NAMES_SHOWN = 3
 
@@ -45,15 +45,6 @@ def number(value: float) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.4g}"
-
-
-def steps_in_words(steps: Sequence[int]) -> str:
-    """Steps as a person reads them: ``step 0``, ``steps 0 and 10``, ``steps 0-90 (10 steps)``."""
-    if len(steps) == 1:
-        return f"step {steps[0]}"
-    if len(steps) == 2:
-        return f"steps {steps[0]} and {steps[1]}"
-    return f"steps {steps[0]}-{steps[-1]} ({len(steps)} steps)"
 
 
 def compile_patterns(field: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
@@ -186,8 +177,19 @@ class BuiltinRule(Rule):
             if len(names) > _NAMES_SHOWN:
                 shown += f" ({len(names)} in all)"
             steps = sorted({step for found in tensors.values() for step in found})
-            said.append(f"Set aside {why}, at {steps_in_words(steps)}: {shown}.")
+            said.append(f"Set aside {why}, at {self.steps_words(steps)}: {shown}.")
         return said
+
+    def steps_words(self, steps: Sequence[int]) -> str:
+        """Global steps as the training counts them: ``TRAIN step 0``, ``TRAIN step 0 and
+        TRAIN step 10``, ``10 steps, from TRAIN step 0 to TRAIN step 90``."""
+        if len(steps) == 1:
+            return self.step_words(steps[0])
+        if len(steps) == 2:
+            return f"{self.step_words(steps[0])} and {self.step_words(steps[1])}"
+        return (
+            f"{len(steps)} steps, from {self.step_words(steps[0])} to {self.step_words(steps[-1])}"
+        )
 
     def value(self, name: str, step: int, trial: Trial | None = None) -> np.ndarray | None:
         """Tensor ``name``'s raw value at global ``step``, or None when it was not saved."""

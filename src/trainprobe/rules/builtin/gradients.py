@@ -45,7 +45,7 @@ NEVER_NONZERO = (
     "reach)"
 )
 INVARIANT_BIAS = (
-    f"biases whose gradient was below threshold while their layer's weight gradient was above "
+    "biases whose gradient was below threshold while their layer's weight gradient was above "
     f"it and over {INVARIANCE_RATIO:g} times larger (the loss is invariant to such a bias: one "
     "before a normalisation, or attention's key bias under softmax)"
 )
@@ -101,7 +101,7 @@ class VanishingGradient(BuiltinRule):
         names = GRADIENTS.names(self.base_trial, step)
         if not names:
             raise self.insufficient(
-                f"no gradients were saved at step {step}: save the gradients collection"
+                f"no gradients were saved at {self.step_words(step)}: save the gradients collection"
             )
         means: dict[str, float] = {}
         not_finite = False
@@ -116,12 +116,14 @@ class VanishingGradient(BuiltinRule):
             means[name] = mean
         if not means and not_finite:
             raise self.insufficient(
-                f"every gradient saved at step {step} is NaN or infinite (ExplodingTensor is "
+                f"every gradient saved at {self.step_words(step)} is NaN or infinite "
+                "(ExplodingTensor is "
                 "the rule for those)"
             )
         if not means:
             raise self.insufficient(
-                f"neither the gradients nor their abs_mean reduction were saved at step {step}"
+                "neither the gradients nor their abs_mean reduction were saved at "
+                f"{self.step_words(step)}"
             )
         others_alive = any(mean >= self.threshold for mean in means.values())
         fired = False
@@ -138,7 +140,7 @@ class VanishingGradient(BuiltinRule):
             self.record(
                 message=(
                     f"{name}: mean |g| = {number(mean)} < threshold "
-                    f"{number(self.threshold)} at step {step}"
+                    f"{number(self.threshold)} at {self.step_words(step)}"
                 ),
                 tensor=name,
                 step=step,
@@ -220,7 +222,7 @@ class WeightUpdateRatio(BuiltinRule):
         names = _weights(self.base_trial).names(self.base_trial, step)
         if not names:
             raise self.insufficient(
-                f"no weights were saved at step {step}: save the weights collection"
+                f"no weights were saved at {self.step_words(step)}: save the weights collection"
             )
         fired = False
         compared = False
@@ -252,7 +254,8 @@ class WeightUpdateRatio(BuiltinRule):
                 self._record(name, previous_step, step, ratio, "<", "small", self.small_threshold)
         if not compared:
             raise self.insufficient(
-                f"no weight was saved (raw) both at step {step} and at an earlier training step"
+                f"no weight was saved (raw) both at {self.step_words(step)} and at an earlier "
+                "training step"
                 + ("" if self.num_steps is None else f" at most {self.num_steps} steps before")
             )
         return fired
@@ -263,7 +266,7 @@ class WeightUpdateRatio(BuiltinRule):
         self.record(
             message=(
                 f"{name}: update/weight ratio {number(ratio)} {sign} {which}_threshold "
-                f"{number(bound)} between steps {before} and {step}"
+                f"{number(bound)} between {self.step_words(before)} and {self.step_words(step)}"
             ),
             tensor=name,
             step=step,
@@ -336,7 +339,8 @@ class PoorWeightInitialization(BuiltinRule):
         ]
         if not any(found is not None for found in judged):
             raise self.insufficient(
-                f"no {self.activations.describe()}, gradients or losses were saved at step {step}"
+                f"no {self.activations.describe()}, gradients or losses were saved at "
+                f"{self.step_words(step)}"
             )
         return any(judged)
 
@@ -359,7 +363,7 @@ class PoorWeightInitialization(BuiltinRule):
         self.record(
             message=(
                 f"activation input variances differ by a factor of {number(ratio)} > threshold "
-                f"{number(self.threshold)} at step {step}: {high_name} {number(high)}, "
+                f"{number(self.threshold)} at {self.step_words(step)}: {high_name} {number(high)}, "
                 f"{low_name} {number(low)}"
             ),
             tensor=low_name,
@@ -389,7 +393,7 @@ class PoorWeightInitialization(BuiltinRule):
             message=(
                 f"the 5th-95th percentile spread of the gradients ({len(names)} tensors) is "
                 f"{number(spread)} < distribution_range {number(self.distribution_range)} at "
-                f"step {step}"
+                f"{self.step_words(step)}"
             ),
             tensor=names[0] if len(names) == 1 else None,
             step=step,
@@ -417,7 +421,7 @@ class PoorWeightInitialization(BuiltinRule):
                 self.record(
                     message=(
                         f"{name}: the loss has not decreased for {self._since_best[name]} saved "
-                        f"steps (patience {self.patience}) at step {step}; best "
+                        f"steps (patience {self.patience}) at {self.step_words(step)}; best "
                         f"{number(best)}, now {number(loss)}"
                     ),
                     tensor=name,

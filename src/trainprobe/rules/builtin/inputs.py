@@ -93,7 +93,7 @@ class CheckInputImages(BuiltinRule):
         if not added:
             raise self.insufficient(
                 f"no image batch (names matching {self.regex}, with a channel axis "
-                f"{self.channel}) was saved at step {step}"
+                f"{self.channel}) was saved at {self.step_words(step)}"
             )
         fired = False
         for name, seen in self._seen.items():
@@ -109,7 +109,7 @@ class CheckInputImages(BuiltinRule):
                             f"{name}: channel {index} has mean {number(mean)} over "
                             f"{seen.images} images, |mean| > threshold_mean "
                             f"{number(self.threshold_mean)}; the inputs look unnormalized "
-                            f"(at step {step})"
+                            f"(at {self.step_words(step)})"
                         ),
                         tensor=name,
                         step=step,
@@ -118,7 +118,7 @@ class CheckInputImages(BuiltinRule):
                     )
         images = max(seen.images for seen in self._seen.values())
         return fired or self.nothing_due(
-            f"{images} image(s) seen up to step {step}, fewer than threshold_samples "
+            f"{images} image(s) seen up to {self.step_words(step)}, fewer than threshold_samples "
             f"{self.threshold_samples}: CheckInputImages judges the channel means over that many"
         )
 
@@ -183,7 +183,8 @@ class NLPSequenceRatio(BuiltinRule):
                     self.record(
                         message=(
                             f"{name}: token {number(token)} is {number(percent)}% of the "
-                            f"{value.size} tokens at step {step}, more than its threshold "
+                            f"{value.size} tokens at {self.step_words(step)}, more than its "
+                            "threshold "
                             f"{number(threshold)}%"
                         ),
                         tensor=name,
@@ -193,6 +194,7 @@ class NLPSequenceRatio(BuiltinRule):
                     )
         if not judged:
             raise self.insufficient(
-                f"no input sequence ({self.selection.describe()}) was saved at step {step}"
+                f"no input sequence ({self.selection.describe()}) was saved at "
+                f"{self.step_words(step)}"
             )
         return fired

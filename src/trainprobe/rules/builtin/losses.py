@@ -1,33 +1,68 @@
 """Rules about the loss curve: LossNotDecreasing, Overfit, Overtraining.
 
 They read scalar losses (one value per step): the tensors of the job's ``losses`` collection,
-or of the names and collections given. Training losses are those of TRAIN steps (and of GLOBAL
-steps, for a script that never sets a mode); validation losses are those of EVAL steps. XGBoost's
-losses are all GLOBAL and named by evaluation set (``train-logloss``, ``validation-logloss``):
-there the name says which is which (``evaluation_sets``).
+or of the names and collections given. They judge training progress, so a loss is judged
+against losses of the same kind: a training loss (of a TRAIN step, or a GLOBAL step for a script
+that never sets a mode) against training losses, an evaluation pass (the EVAL steps between two
+training steps, ``loss_series``) as one value, its mean, against evaluation passes or against
+the training; never one batch of a pass against another. Each side of a comparison is smoothed
+over at least ``WINDOW`` saved losses, and a rule judges nothing before it holds them.
+
+XGBoost's losses are all GLOBAL and named by evaluation set (``train-logloss``,
+``validation-logloss``): there the name says which is which (``evaluation_sets``), and each
+round's value, computed over a whole data set, is judged as it is.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import math
+from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from trainprobe.analysis.trial import Trial
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.evaluation_sets import MetricPair, metric_pairs, validation_names
+from trainprobe.rules.builtin.loss_series import (
+    PASS_MODES,
+    WINDOW,
+    EvaluationPasses,
+    LossSeries,
+    LossValue,
+    mean_of,
+    newest_window,
+    noise_of,
+    window_words,
+)
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = ["LossNotDecreasing", "Overfit", "Overtraining"]
 
-_TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+_NOT_FINITE = "losses that were NaN or infinite (LossNotDecreasing fires on those)"
+_RISE_WITHIN_NOISE = (
+    "rises above increase_threshold_percent only within the batches' noise (two standard "
+    "errors of the difference of the means; not counted)"
+)
+_NAMES_SAID = 3
+_PASS_COMPLETES = "an evaluation pass is judged once complete, when the training resumes or ends"
 
 
 class _LossRule(BuiltinRule):
-    """Reads the scalar losses a rule looks at."""
+    """Reads the scalar losses a rule looks at, and gathers EVAL steps into passes."""
+
+    def __init__(
+        self,
+        base_trial: Trial,
+        other_trials: Sequence[Trial] | None = None,
+        action_str: str = "",
+    ) -> None:
+        super().__init__(base_trial, other_trials, action_str)
+        self._passes = EvaluationPasses()
+        self._comparisons = 0
+        """How many comparisons the rule has made (a step that made one was judged)."""
 
     def losses_at(self, step: int, selection: TensorSelection) -> dict[str, float]:
         """The scalar value of each selected tensor saved (raw) at ``step``."""
@@ -38,61 +73,74 @@ class _LossRule(BuiltinRule):
                 found[name] = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
         return found
 
+    def where(self, step: int) -> tuple[ModeKeys, int]:
+        """``step``'s mode (GLOBAL when not known) and its step in that mode."""
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        return mode or ModeKeys.GLOBAL, step if mode_step is None else mode_step
 
-WINDOW = 5
-"""LossNotDecreasing compares means of at most this many saved losses, not single mini-batches."""
+    def judge_pass(self, name: str, value: LossValue) -> bool:
+        """Judge a complete evaluation pass of loss ``name``; whether the condition is met."""
+        return False
+
+    def complete_passes(self, step: int, mode: ModeKeys, mode_step: int) -> bool:
+        """Judge the passes that ``step`` shows complete."""
+        fired = False
+        for name, value in self._passes.complete_before(step, mode, mode_step):
+            fired |= self.judge_pass(name, value)
+        return fired
+
+    def judge_at_end(self) -> bool | None:
+        """The training has ended: judge the evaluation passes its end completes. Whether the
+        condition is met; None when that made no comparison (the rule's runner then records
+        nothing). A rule that has judged nothing says again what it waits for, now that the
+        last pass is counted (InsufficientInformation)."""
+        compared, fired, completed = self._comparisons, False, False
+        for name, value in self._passes.complete_all():
+            completed = True
+            fired |= self.judge_pass(name, value)
+        if fired or self._comparisons > compared:
+            return fired
+        if completed and not self.has_judged:
+            raise self.insufficient(self.waiting())
+        return None
+
+    def waiting(self) -> str:
+        """What the rule waits for before its first judgement, in words."""
+        return "waiting for losses to judge"
+
+    def no_loss(self, step: int, selection: TensorSelection, compared_before: int) -> bool:
+        """For a step that saved none of the losses: what it judged (passes it completed),
+        else InsufficientInformation saying so."""
+        if self._comparisons > compared_before:
+            return False
+        raise self.insufficient(
+            f"no scalar loss of {selection.describe()} was saved at {self.step_words(step)}"
+        )
 
 
-@dataclass
-class _History:
-    """One loss's finite values by position (the step number the rule counts in), oldest first."""
-
-    positions: list[int] = field(default_factory=list)
-    entries: list[tuple[int, float]] = field(default_factory=list)
-
-    def add(self, position: int, step: int, loss: float) -> None:
-        self.positions.append(position)
-        self.entries.append((step, loss))
-
-    def windows(self, gap: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
-        """(earlier, recent): the newest entries (at most ``WINDOW``, at most half of those
-        saved) and the ``WINDOW`` entries before them, the newest of which is at least ``gap``
-        positions before the newest entry; None while no entry is that far back."""
-        newest = len(self.entries) - 1
-        far_enough = bisect_right(self.positions, self.positions[-1] - gap) - 1
-        if far_enough < 0:
-            return None
-        size = min(WINDOW, max(1, len(self.entries) // 2))
-        last_earlier = min(far_enough, newest - size)
-        earlier = self.entries[max(0, last_earlier - WINDOW + 1) : last_earlier + 1]
-        return earlier, self.entries[newest - size + 1 :]
-
-
-def _mean_of(window: list[tuple[int, float]]) -> tuple[float, str]:
-    """A window's mean loss, and where it comes from in words."""
-    mean = float(np.mean([loss for _, loss in window]))
-    if len(window) == 1:
-        return mean, f"{number(mean)} at step {window[0][0]}"
-    steps = f"steps {window[0][0]}-{window[-1][0]}"
-    return mean, f"{number(mean)} (mean of {len(window)} saved, {steps})"
+def _listed(parts: list[str]) -> str:
+    shown = "; ".join(parts[:_NAMES_SAID])
+    if len(parts) > _NAMES_SAID:
+        shown += f"; and {len(parts) - _NAMES_SAID} more"
+    return shown
 
 
 class LossNotDecreasing(_LossRule):
     """Fires when a loss has not decreased enough over ``num_steps`` steps, or is not finite.
 
-    Every ``num_steps`` steps (counted in ``mode``'s own step numbers; GLOBAL counts every
-    step), the loss now is compared with the loss at least ``num_steps`` steps before. With
-    GLOBAL, each mode's losses are a series of their own: a validation loss is compared with
-    validation losses, never with a training batch's. If it
+    The training loss and the evaluation passes are judged apart, each against its own kind
+    (``mode`` TRAIN or EVAL judges only that one; GLOBAL both). Every ``num_steps`` steps
+    (counted in the mode's own steps: TRAIN steps for the training loss, EVAL steps for the
+    passes), the loss now is compared with the loss at least ``num_steps`` steps before. If it
     went up, the rule fires when it rose by more than ``increase_threshold_percent`` percent;
     otherwise it fires when it fell by less than ``diff_percent`` percent (a flat loss fires).
 
-    Each side of the comparison is smoothed, since one mini-batch's loss is noisy: "now" is
-    the mean of the newest ``WINDOW`` saved losses (fewer while fewer than twice as many are
-    saved), "before" the mean of the ``WINDOW`` saved losses that precede them, the newest of
-    those at least ``num_steps`` steps back. The first check needs two saved losses
-    ``num_steps`` apart, as SageMaker's; until one is made the rule has judged nothing, and a
-    job that never gets that far ends in Error, not NoIssuesFound.
+    Each side of the comparison is smoothed, since one mini-batch's loss is noisy: "now" is the
+    mean of the newest values holding ``WINDOW`` saved losses (the newest 5 training losses; the
+    newest evaluation passes, each one value, its mean, holding 5 losses together), "before" the
+    mean of as many before them, the newest of those at least ``num_steps`` steps back. Until
+    the rule holds that much it judges nothing and says what it waits for; a job that never
+    gets that far ends in Error, not NoIssuesFound.
 
     A loss that is NaN or infinite is an issue at the step it was saved.
 
@@ -136,8 +184,7 @@ class LossNotDecreasing(_LossRule):
         self.increase_threshold_percent = parameters.real("increase_threshold_percent")
         self.mode = ModeKeys[parameters.text("mode")]
         self._patterns = parameters.patterns("tensor_regex")
-        self._history: dict[tuple[str, ModeKeys | None], _History] = {}
-        self._last_evaluated: dict[tuple[str, ModeKeys | None], int] = {}
+        self._series: dict[tuple[str, ModeKeys], LossSeries] = {}
 
     def _selection(self) -> TensorSelection:
         collections = list(self.collection_names)
@@ -147,75 +194,114 @@ class LossNotDecreasing(_LossRule):
             return TensorSelection(collections=tuple(collections), patterns=self._patterns)
         return loss_selection(self.base_trial)
 
+    def _wanted(self, mode: ModeKeys) -> bool:
+        return self.mode == ModeKeys.GLOBAL or mode == self.mode
+
     def invoke_at_step(self, step: int) -> bool:
-        """Whether a loss at ``step`` is not finite, or, due for a check, has not decreased
-        enough."""
-        step_mode, mode_step = self.base_trial.mode_modestep(step)
-        if self.mode != ModeKeys.GLOBAL and step_mode != self.mode:
+        """Whether a loss at ``step`` is not finite, or, due for a check (a training loss, or an
+        evaluation pass ``step`` completes), has not decreased enough."""
+        mode, mode_step = self.where(step)
+        compared = self._comparisons
+        fired = self.complete_passes(step, mode, mode_step)
+        if not self._wanted(mode):
+            if fired or self._comparisons > compared:
+                return fired
             raise self.insufficient(
-                f"step {step} is not a {self.mode.name} step; the rule checks {self.mode.name} "
-                "losses"
+                f"{self.step_words(step)} is not a {self.mode.name} step; the rule checks "
+                f"{self.mode.name} losses"
             )
-        position = step if self.mode == ModeKeys.GLOBAL or mode_step is None else mode_step
         selection = self._selection()
         losses = self.losses_at(step, selection)
         if not losses:
-            raise self.insufficient(
-                f"no scalar loss of {selection.describe()} was saved at step {step}"
-            )
-        fired = False
+            return fired or self.no_loss(step, selection, compared)
+        # XGBoost's metrics are each over a whole data set: judged as they are, unsmoothed.
+        exact = mode == ModeKeys.GLOBAL and validation_names(losses) is not None
         for name, loss in losses.items():
             if not np.isfinite(loss):
                 fired = True
                 self.record(
-                    message=f"{name}: the loss is {number(loss)} at step {step}",
+                    message=f"{name}: the loss is {number(loss)} at {self.step_words(step)}",
                     tensor=name,
                     step=step,
                     value=loss,
                 )
-                continue
-            series = (name, step_mode)
-            history = self._history.setdefault(series, _History())
-            if history.positions and history.positions[-1] >= position:
-                continue
-            history.add(position, step, loss)
-            last = self._last_evaluated.get(series)
-            if last is not None and position < last + self.num_steps:
-                continue
-            windows = history.windows(self.num_steps)
-            if windows is None:
-                continue
-            self._last_evaluated[series] = position
-            self.has_judged = True
-            fired |= self._compare(name, step_mode, *windows)
-        if fired:
-            return True
-        first = min((history.positions[0] for history in self._history.values()), default=0)
-        return self.nothing_due(
-            f"waiting for losses num_steps {self.num_steps} steps apart: those saved up to "
-            f"step {step} span {position - first} (run longer, or lower num_steps)"
-        )
+            elif mode in PASS_MODES:
+                self._passes.add(name, mode, step, mode_step, loss)
+            else:
+                value = LossValue.at_step(loss, mode, step, mode_step)
+                fired |= self._judge(name, value, least=1 if exact else WINDOW)
+        if fired or self._comparisons > compared:
+            return fired
+        return self.nothing_due(self.waiting())
+
+    def judge_pass(self, name: str, value: LossValue) -> bool:
+        return self._wanted(value.mode) and self._judge(name, value)
+
+    def _judge(self, name: str, value: LossValue, least: int = WINDOW) -> bool:
+        """Add ``value`` to its series and, when due, compare the series' windows (each of
+        ``least`` saved losses or more)."""
+        series = self._series.setdefault((name, value.mode), LossSeries(value.mode, least))
+        if not series.add(value):
+            return False
+        last = series.last_compared
+        if last is not None and value.position < last + self.num_steps:
+            return False
+        windows = series.windows(self.num_steps)
+        if windows.earlier is None or windows.recent is None:
+            return False
+        series.last_compared = value.position
+        series.forget_before(windows.earlier[0])
+        self.has_judged = True
+        self._comparisons += 1
+        return self._compare(name, value.mode, windows.earlier, windows.recent)
+
+    def waiting(self) -> str:
+        """What the rule waits for before its first comparison, series by series."""
+        parts = [
+            f"{name}: {series.windows(self.num_steps).waiting}"
+            for (name, _), series in sorted(self._series.items())
+            if series.last_compared is None
+        ]
+        if self._passes.open_passes():
+            parts.append(_PASS_COMPLETES)
+        return "waiting for losses to compare: " + (_listed(parts) or "none saved yet")
+
+    def remarks(self) -> list[str]:
+        """Besides what was set aside: a series never compared while others were."""
+        said = super().remarks()
+        if not self.has_judged:
+            return said
+        for (name, mode), series in sorted(self._series.items()):
+            if series.last_compared is None and self._wanted(mode):
+                waiting = series.windows(self.num_steps).waiting
+                kind = "evaluation passes" if mode in PASS_MODES else "losses"
+                said.append(f"The {kind} of {name} were never compared: {waiting}.")
+        return said
 
     def _compare(
         self,
         name: str,
-        mode: ModeKeys | None,
-        earlier: list[tuple[int, float]],
-        recent: list[tuple[int, float]],
+        mode: ModeKeys,
+        earlier: list[LossValue],
+        recent: list[LossValue],
     ) -> bool:
-        before, before_words = _mean_of(earlier)
-        loss, loss_words = _mean_of(recent)
+        before, loss = mean_of(earlier), mean_of(recent)
         if before == 0:
             return False
         change = 100.0 * (loss - before) / abs(before)
-        kind = "validation loss" if mode == ModeKeys.EVAL else "loss"
-        went = f"{name}: the {kind} went from {before_words} to {loss_words}"
+        kind = "validation loss" if mode in PASS_MODES else "loss"
+        went = f"{name}: the {kind} went from {window_words(earlier)} to {window_words(recent)}"
         if change > 0:
             if change <= self.increase_threshold_percent:
                 return False
+            noise = 100.0 * noise_of(earlier, recent) / abs(before)
+            if change - noise <= self.increase_threshold_percent:
+                self.set_aside(_RISE_WITHIN_NOISE, name, recent[-1].last_step)
+                return False
             message = (
                 f"{went}, up {number(change)}% > increase_threshold_percent "
-                f"{number(self.increase_threshold_percent)}%"
+                f"{number(self.increase_threshold_percent)}% beyond the batches' noise (+/- "
+                f"{number(noise)}%)"
             )
             threshold = self.increase_threshold_percent
         else:
@@ -225,19 +311,32 @@ class LossNotDecreasing(_LossRule):
                 f"{went}, down {number(abs(change))}% < diff_percent {number(self.diff_percent)}%"
             )
             threshold = self.diff_percent
-        step = recent[-1][0]
+        step = recent[-1].last_step
         self.record(message=message, tensor=name, step=step, value=loss, threshold=threshold)
         return True
+
+
+_WITHIN_NOISE = (
+    "evaluation passes whose validation loss was above ratio_threshold only within the "
+    "batches' noise (two standard errors of the difference; not counted)"
+)
 
 
 class Overfit(_LossRule):
     """Fires when the validation loss pulls away from the training loss.
 
-    At each EVAL step from ``start_step`` on, it compares the mean loss of the current
-    validation phase (the EVAL steps since the last training step) with the mean loss of the
-    latest training phase: when ``(mean_val - mean_train) / mean_train > ratio_threshold`` at
-    ``patience`` evaluations in a row, it fires. XGBoost evaluates both sets at every round: each
-    round compares a validation set's loss with the training set's loss of the same metric.
+    Each complete evaluation pass from ``start_step`` on is one evaluation: the mean validation
+    loss of the newest passes (those holding at least ``WINDOW`` saved losses: the pass alone
+    when it has 5 batches or more) against the mean training loss of the same stretch of the
+    training (the training losses since the pass before them, at least the newest ``WINDOW``).
+    It counts when ``(mean_val - mean_train) / mean_train > ratio_threshold`` beyond the noise
+    of the batches: the difference, less two standard errors, still exceeds ratio_threshold of
+    the training loss. Near a loss of 0 a few hard samples move a batch's loss by tens of
+    percent, and a healthy training whose validation loss falls with its training loss is not
+    overfitting. After ``patience`` evaluations in a row, it fires.
+
+    XGBoost evaluates both sets at every round, each over a whole data set: each round compares
+    a validation set's loss with the training set's loss of the same metric.
     """
 
     modes = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL)
@@ -268,14 +367,16 @@ class Overfit(_LossRule):
         self.patience = parameters.integer("patience")
         self.ratio_threshold = parameters.real("ratio_threshold")
         self._patterns = parameters.patterns("tensor_regex")
-        self._phases: dict[str, _Phases] = {}
+        self._training: dict[str, list[LossValue]] = {}
+        self._evaluations: dict[str, list[LossValue]] = {}
+        self._strikes: dict[str, int] = {}
 
     def invoke_at_step(self, step: int) -> bool:
         """Whether the validation loss has been too far above the training loss for
         ``patience`` evaluations, as of ``step``."""
-        mode = self.base_trial.mode(step)
-        if mode not in (*_TRAINING, ModeKeys.EVAL):
-            raise self.insufficient(f"step {step} is neither a training nor an EVAL step")
+        mode, mode_step = self.where(step)
+        compared = self._comparisons
+        fired = self.complete_passes(step, mode, mode_step)
         selection = (
             TensorSelection(patterns=self._patterns)
             if self._patterns
@@ -283,116 +384,142 @@ class Overfit(_LossRule):
         )
         losses = self.losses_at(step, selection)
         if not losses:
-            raise self.insufficient(
-                f"no scalar loss of {selection.describe()} was saved at step {step}"
-            )
+            return fired or self.no_loss(step, selection, compared)
         pairs = metric_pairs(losses) if mode == ModeKeys.GLOBAL else []
-        fired = (
-            self._compare_sets(step, losses, pairs)
-            if pairs
-            else self._compare_phases(step, mode, losses)
-        )
-        return fired or self.nothing_due(
-            f"no validation loss could be compared with a training loss yet, as of step {step}: "
-            f"Overfit compares the losses of EVAL steps (from start_step {self.start_step}) "
-            "with those of the TRAIN steps before them"
-        )
-
-    def _compare_phases(self, step: int, mode: ModeKeys, losses: dict[str, float]) -> bool:
-        """Each loss of an EVAL step against the same loss's latest training phase."""
-        fired = False
+        if pairs:
+            fired |= self._compare_sets(step, losses, pairs)
         for name, loss in losses.items():
-            phases = self._phases.setdefault(name, _Phases())
-            if mode != ModeKeys.EVAL:
-                phases.add_training(loss)
-                continue
-            phases.add_validation(loss)
-            if step < self.start_step or not phases.training:
-                continue
-            train = float(np.mean(phases.training))
-            validation = float(np.mean(phases.validation))
-            if train <= 0:
-                continue
-            difference = (
-                f"(mean validation loss {number(validation)} - mean training loss "
-                f"{number(train)}) / mean training loss"
-            )
-            fired |= self._judge(phases, name, step, train, validation, difference)
-        return fired
+            if pairs:
+                break
+            if not math.isfinite(loss):
+                self.set_aside(_NOT_FINITE, name, step)
+            elif mode == ModeKeys.EVAL:
+                self._passes.add(name, mode, step, mode_step, loss)
+            else:
+                training = self._training.setdefault(name, [])
+                training.append(LossValue.at_step(loss, mode, step, mode_step))
+        if fired or self._comparisons > compared:
+            return fired
+        return self.nothing_due(self.waiting())
 
-    def _compare_sets(self, step: int, losses: dict[str, float], pairs: list[MetricPair]) -> bool:
-        """Each validation set's loss against the training set's, at one XGBoost round."""
-        fired = False
-        for pair in pairs:
-            phases = self._phases.setdefault(pair.validation, _Phases())
-            train, validation = losses[pair.training], losses[pair.validation]
-            if step < self.start_step or train <= 0:
-                continue
-            shown = number(train)
-            difference = f"({number(validation)} - {pair.training} {shown}) / {shown}"
-            fired |= self._judge(phases, pair.validation, step, train, validation, difference)
-        return fired
+    def judge_pass(self, name: str, value: LossValue) -> bool:
+        """One evaluation: the newest passes against the training losses of the same stretch."""
+        evaluations = self._evaluations.setdefault(name, [])
+        evaluations.append(value)
+        if value.first_step < self.start_step:
+            return False
+        validation = newest_window(evaluations)
+        training = self._training.get(name, [])
+        if validation is None or not training:
+            return False
+        # The training losses saved before the newest pass, since the pass before the window.
+        end = bisect_left([item.last_step for item in training], value.first_step)
+        earlier = len(evaluations) - len(validation) - 1
+        since = evaluations[earlier].last_step if earlier >= 0 else -1
+        start = bisect_left([item.last_step for item in training], since)
+        start = max(0, min(start, end - WINDOW))
+        if end - start < WINDOW:
+            return False
+        window = training[start:end]
+        # Later evaluations look at later stretches only.
+        del training[:start]
+        del evaluations[: max(0, earlier)]
+        self.has_judged = True
+        self._comparisons += 1
+        return self._judge(name, value, validation, window)
 
     def _judge(
-        self,
-        phases: _Phases,
-        tensor: str,
-        step: int,
-        train: float,
-        validation: float,
-        difference: str,
+        self, name: str, value: LossValue, validation: list[LossValue], window: list[LossValue]
     ) -> bool:
-        """Count one evaluation whose validation loss is ``ratio_threshold`` above the training
-        loss; fire, with ``difference`` showing the sum, after ``patience`` in a row."""
-        self.has_judged = True
-        ratio = (validation - train) / train
-        phases.strikes = phases.strikes + 1 if ratio > self.ratio_threshold else 0
-        if phases.strikes < self.patience:
+        train, val = mean_of(window), mean_of(validation)
+        if train <= 0:
+            return False
+        noise = noise_of(window, validation)
+        ratio = (val - train) / train
+        beyond = val - noise - train > self.ratio_threshold * train
+        if ratio > self.ratio_threshold and not beyond:
+            self.set_aside(_WITHIN_NOISE, name, value.last_step)
+        strikes = self._strikes[name] = self._strikes.get(name, 0) + 1 if beyond else 0
+        if strikes < self.patience:
             return False
         self.record(
             message=(
-                f"{tensor}: {difference} = {number(ratio)} > ratio_threshold "
-                f"{number(self.ratio_threshold)} at step {step}, {phases.strikes} "
-                f"evaluation(s) in a row (patience {self.patience})"
+                f"{name}: (mean validation loss {number(val)} - mean training loss "
+                f"{number(train)}) / mean training loss = {number(ratio)} > ratio_threshold "
+                f"{number(self.ratio_threshold)} beyond the batches' noise (+/- "
+                f"{number(noise / train)}) at the evaluation pass of {value.words()}, "
+                f"{strikes} evaluation(s) in a row (patience {self.patience}); validation "
+                f"{window_words(validation)}, training {window_words(window)}"
             ),
-            tensor=tensor,
-            step=step,
+            tensor=name,
+            step=value.last_step,
             value=ratio,
             threshold=self.ratio_threshold,
         )
         return True
 
+    def _compare_sets(self, step: int, losses: dict[str, float], pairs: list[MetricPair]) -> bool:
+        """Each validation set's loss against the training set's, at one XGBoost round."""
+        fired = False
+        for pair in pairs:
+            train, validation = losses[pair.training], losses[pair.validation]
+            if step < self.start_step or train <= 0:
+                continue
+            self.has_judged = True
+            self._comparisons += 1
+            ratio = (validation - train) / train
+            strikes = self._strikes.get(pair.validation, 0) + 1
+            self._strikes[pair.validation] = strikes if ratio > self.ratio_threshold else 0
+            if ratio <= self.ratio_threshold or strikes < self.patience:
+                continue
+            fired = True
+            shown = number(train)
+            self.record(
+                message=(
+                    f"{pair.validation}: ({number(validation)} - {pair.training} {shown}) / "
+                    f"{shown} = {number(ratio)} > ratio_threshold "
+                    f"{number(self.ratio_threshold)} at {self.step_words(step)}, {strikes} "
+                    f"evaluation(s) in a row (patience {self.patience})"
+                ),
+                tensor=pair.validation,
+                step=step,
+                value=ratio,
+                threshold=self.ratio_threshold,
+            )
+        return fired
 
-@dataclass
-class _Phases:
-    """One loss's latest training phase and current validation phase."""
-
-    training: list[float] = field(default_factory=list)
-    validation: list[float] = field(default_factory=list)
-    in_validation: bool = False
-    strikes: int = 0
-
-    def add_training(self, loss: float) -> None:
-        if self.in_validation:
-            self.training = []
-            self.in_validation = False
-        self.training.append(loss)
-
-    def add_validation(self, loss: float) -> None:
-        if not self.in_validation:
-            self.validation = []
-            self.in_validation = True
-        self.validation.append(loss)
+    def waiting(self) -> str:
+        parts = []
+        for name in sorted(set(self._training) | set(self._evaluations)):
+            passes = self._evaluations.get(name, [])
+            held = sum(len(item.losses) for item in passes)
+            parts.append(
+                f"{name}: {len(passes)} complete evaluation pass(es) holding {held} EVAL "
+                f"loss(es), {len(self._training.get(name, []))} training loss(es)"
+            )
+        if self._passes.open_passes():
+            parts.append(_PASS_COMPLETES)
+        if not self._evaluations and not self._passes.open_passes():
+            parts.append(
+                "no EVAL loss saved yet: save evaluation steps (the hook's set_mode(modes.EVAL), "
+                "or the model's eval() under torch.no_grad())"
+            )
+        start = f" from start_step {self.start_step}" if self.start_step else ""
+        return (
+            f"Overfit compares each complete evaluation pass{start} (with the newest passes, "
+            f"holding {WINDOW} EVAL losses or more) with the training losses before it "
+            f"({WINDOW} or more): {_listed(parts)}; run longer, or save the losses more often"
+        )
 
 
 @dataclass
 class _Optimum:
-    """The best loss seen and how many saved steps ago it was reached."""
+    """The best smoothed loss seen, and how many smoothed values ago it was reached."""
 
     best: float
     since: int = 0
     seen: int = 1
-    """How many saved steps the loss has been seen at."""
+    """How many smoothed values of the loss have been seen."""
 
 
 class Overtraining(_LossRule):
@@ -400,8 +527,11 @@ class Overtraining(_LossRule):
 
     As early stopping does: a loss reaches a new optimum when it falls more than ``delta`` below
     the best so far. When the training loss has not for ``patience_train`` saved training
-    steps, or the validation loss for ``patience_validation`` saved EVAL steps, the rule fires.
-    The losses are the job's ``losses`` collection (or the tensors named like a loss).
+    steps, or the validation loss for ``patience_validation`` evaluation passes, the rule fires.
+    The loss followed is smoothed, as LossNotDecreasing's: the mean of the newest 5 training
+    losses, and of the newest evaluation passes holding 5 EVAL losses (each pass one value, its
+    mean: batches of one pass share their weights, so they are not steps of progress). The
+    losses are the job's ``losses`` collection (or the tensors named like a loss).
     """
 
     modes = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL)
@@ -429,48 +559,98 @@ class Overtraining(_LossRule):
         self.patience_validation = parameters.integer("patience_validation")
         self.delta = parameters.real("delta")
         self._optima: dict[tuple[str, bool], _Optimum] = {}
+        self._recent: dict[tuple[str, bool], list[LossValue]] = {}
+        self._observed: dict[tuple[str, bool], int] = {}
 
     def invoke_at_step(self, step: int) -> bool:
-        """Whether, as of ``step``, a loss has gone ``patience_*`` steps without a new optimum."""
-        mode = self.base_trial.mode(step)
-        if mode not in (*_TRAINING, ModeKeys.EVAL):
-            raise self.insufficient(f"step {step} is neither a training nor an EVAL step")
+        """Whether, as of ``step``, a loss has gone ``patience_*`` values without a new
+        optimum."""
+        mode, mode_step = self.where(step)
+        compared = self._comparisons
+        fired = self.complete_passes(step, mode, mode_step)
         selection = loss_selection(self.base_trial)
         losses = self.losses_at(step, selection)
         if not losses:
-            raise self.insufficient(
-                f"no scalar loss of {selection.describe()} was saved at step {step}"
-            )
+            return fired or self.no_loss(step, selection, compared)
         by_set = validation_names(losses) if mode == ModeKeys.GLOBAL else None
-        fired = False
         for name, loss in losses.items():
-            validation = name in by_set if by_set is not None else mode == ModeKeys.EVAL
-            patience = self.patience_validation if validation else self.patience_train
-            kind = "validation" if validation else "training"
-            parameter = "patience_validation" if validation else "patience_train"
-            optimum = self._optima.get((name, validation))
-            seen = 1 if optimum is None else optimum.seen + 1
-            self.has_judged |= seen > patience
-            if optimum is None or loss < optimum.best - self.delta:
-                self._optima[name, validation] = _Optimum(loss, seen=seen)
-                continue
-            optimum.seen = seen
-            optimum.since += 1
-            if optimum.since >= patience:
-                fired = True
-                self.record(
-                    message=(
-                        f"{name}: the {kind} loss has not improved by more than delta "
-                        f"{number(self.delta)} on its best {number(optimum.best)} for "
-                        f"{optimum.since} saved steps ({parameter} {patience}) at step {step}"
-                    ),
-                    tensor=name,
-                    step=step,
-                    value=optimum.since,
-                    threshold=patience,
+            value = LossValue.at_step(loss, mode, step, mode_step)
+            if not math.isfinite(loss):
+                self.set_aside(_NOT_FINITE, name, step)
+            elif by_set is not None:
+                # XGBoost: a round's metric is over a whole data set, judged as it is.
+                fired |= self._observe(name, name in by_set, value, least=1)
+            elif mode == ModeKeys.EVAL:
+                self._passes.add(name, mode, step, mode_step, loss)
+            else:
+                fired |= self._observe(name, False, value)
+        if fired or self._comparisons > compared:
+            return fired
+        return self.nothing_due(self.waiting())
+
+    def judge_pass(self, name: str, value: LossValue) -> bool:
+        return self._observe(name, True, value)
+
+    def _observe(self, name: str, validation: bool, value: LossValue, least: int = WINDOW) -> bool:
+        """Follow the smoothed loss with ``value``; whether it has gone patience values
+        without a new optimum."""
+        key = (name, validation)
+        self._observed[key] = self._observed.get(key, 0) + 1
+        recent = self._recent.setdefault(key, [])
+        recent.append(value)
+        window = newest_window(recent, least=least)
+        if window is None:
+            return False
+        del recent[: len(recent) - len(window)]
+        smoothed = mean_of(window)
+        patience = self.patience_validation if validation else self.patience_train
+        optimum = self._optima.get(key)
+        seen = 1 if optimum is None else optimum.seen + 1
+        if seen > patience:
+            self.has_judged = True
+            self._comparisons += 1
+        if optimum is None or smoothed < optimum.best - self.delta:
+            self._optima[key] = _Optimum(smoothed, seen=seen)
+            return False
+        optimum.seen = seen
+        optimum.since += 1
+        if optimum.since < patience:
+            return False
+        kind = "validation" if validation else "training"
+        parameter = "patience_validation" if validation else "patience_train"
+        unit = "evaluation passes" if value.mode in PASS_MODES else "saved steps"
+        self.record(
+            message=(
+                f"{name}: the {kind} loss has not improved by more than delta "
+                f"{number(self.delta)} on its best {number(optimum.best)} for {optimum.since} "
+                f"{unit} ({parameter} {patience}), as of {value.words()}: now "
+                f"{window_words(window)}"
+            ),
+            tensor=name,
+            step=value.last_step,
+            value=optimum.since,
+            threshold=patience,
+        )
+        return True
+
+    def waiting(self) -> str:
+        parts = []
+        for (name, validation), observed in sorted(self._observed.items()):
+            if validation:
+                parts.append(
+                    f"{name}: {observed} evaluation pass(es) complete; the validation loss is "
+                    f"followed from the first passes holding {WINDOW} EVAL losses, and judged "
+                    f"after patience_validation {self.patience_validation} more passes"
                 )
-        return fired or self.nothing_due(
-            f"no loss was saved at more than patience_train {self.patience_train} training "
-            f"steps or patience_validation {self.patience_validation} EVAL steps yet, as of "
-            f"step {step}: Overtraining gives a loss that many steps to improve"
+            else:
+                parts.append(
+                    f"{name}: {observed} training loss(es) saved, "
+                    f"{WINDOW + self.patience_train} needed (the mean of {WINDOW}, then "
+                    f"patience_train {self.patience_train} more)"
+                )
+        if self._passes.open_passes():
+            parts.append(_PASS_COMPLETES)
+        return (
+            f"waiting for a loss followed long enough to judge: {_listed(parts)}; run longer, "
+            "or lower patience_train or patience_validation"
         )

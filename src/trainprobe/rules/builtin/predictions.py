@@ -102,7 +102,8 @@ class ClassImbalance(BuiltinRule):
         labels = self._read(self._labels, step, scores=False)
         if labels is None:
             raise self.insufficient(
-                f"no labels (names matching {self.labels_regex}) were saved at step {step}"
+                f"no labels (names matching {self.labels_regex}) were saved at "
+                f"{self.step_words(step)}"
             )
         self.counts.update(labels.tolist())
         predictions = self._read(self._predictions, step, scores=self.argmax)
@@ -113,7 +114,8 @@ class ClassImbalance(BuiltinRule):
         seen = sum(self.counts.values())
         if seen < self.samples:
             return self.nothing_due(
-                f"{seen} label(s) counted up to step {step}, fewer than samples {self.samples}: "
+                f"{seen} label(s) counted up to {self.step_words(step)}, fewer than samples "
+                f"{self.samples}: "
                 "ClassImbalance judges the classes over that many"
             )
         self.has_judged = True
@@ -130,7 +132,8 @@ class ClassImbalance(BuiltinRule):
             message=(
                 f"class {largest} has {self.counts[largest]} samples and class {smallest} "
                 f"{self.counts[smallest]}: a ratio of {number(ratio)} > threshold_imbalance "
-                f"{number(self.threshold_imbalance)} after {seen} labels, at step {step}"
+                f"{number(self.threshold_imbalance)} after {seen} labels, at "
+                f"{self.step_words(step)}"
             ),
             step=step,
             value=ratio,
@@ -149,7 +152,7 @@ class ClassImbalance(BuiltinRule):
                         f"class {label}: {self.mispredicted[label]} of its "
                         f"{self.predicted[label]} samples were mispredicted, a fraction of "
                         f"{number(fraction)} > threshold_misprediction "
-                        f"{number(self.threshold_misprediction)}, at step {step}"
+                        f"{number(self.threshold_misprediction)}, at {self.step_words(step)}"
                     ),
                     step=step,
                     value=fraction,
@@ -235,11 +238,12 @@ class Confusion(BuiltinRule):
             raise self.insufficient(
                 f"labels ({self.labels!r} or collection {self.labels_collection!r}) and "
                 f"predictions ({self.predictions!r} or collection "
-                f"{self.predictions_collection!r}) were not both saved at step {step}"
+                f"{self.predictions_collection!r}) were not both saved at {self.step_words(step)}"
             )
         if labels.shape != predictions.shape:
             raise self.insufficient(
-                f"at step {step} there are {labels.size} labels but {predictions.size} predictions"
+                f"at {self.step_words(step)} there are {labels.size} labels but "
+                f"{predictions.size} predictions"
             )
         categories = self.category_no or int(max(labels.max(), predictions.max())) + 1
         inside = (labels >= 0) & (labels < categories) & (predictions >= 0)
@@ -262,7 +266,7 @@ class Confusion(BuiltinRule):
                     message=(
                         f"class {i}: {matrix[i, i]} of its {rows[i]} samples were predicted "
                         f"as {i}, a ratio of {number(share)} < min_diag "
-                        f"{number(self.min_diag)} at step {step}"
+                        f"{number(self.min_diag)} at {self.step_words(step)}"
                     ),
                     step=step,
                     value=share,
@@ -279,7 +283,7 @@ class Confusion(BuiltinRule):
                         message=(
                             f"{matrix[j, i]} of the {columns[i]} samples predicted as class "
                             f"{i} are of class {j}: a ratio of {number(share)} > max_off_diag "
-                            f"{number(self.max_off_diag)} at step {step}"
+                            f"{number(self.max_off_diag)} at {self.step_words(step)}"
                         ),
                         step=step,
                         value=share,

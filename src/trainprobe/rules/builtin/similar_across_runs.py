@@ -90,7 +90,7 @@ class SimilarAcrossRuns(BuiltinRule):
                 detail = f"largest difference {number(difference)}"
             self.record(
                 message=(
-                    f"{name} differs from {other.name}'s at step {step} ({detail}; "
+                    f"{name} differs from {other.name}'s at {self.step_words(step)} ({detail}; "
                     "numpy.allclose with rtol=1e-05, atol=1e-08)"
                 ),
                 tensor=name,
@@ -99,7 +99,8 @@ class SimilarAcrossRuns(BuiltinRule):
             )
         if not compared:
             raise self.insufficient(
-                f"no tensor of {self.selection.describe()} was saved (raw) at step {step} in "
+                f"no tensor of {self.selection.describe()} was saved (raw) at "
+                f"{self.step_words(step)} in "
                 f"both {self.base_trial.name} and {other.name}"
             )
         return fired

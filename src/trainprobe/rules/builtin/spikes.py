@@ -27,7 +27,7 @@ from trainprobe.capture.spike_window import SpikeSettings, SpikeVerdict, SpikeWi
 from trainprobe.rules.builtin.base import BuiltinRule, Parameters, number
 from trainprobe.rules.builtin.losses import _LossRule
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
-from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.modes import ModeKeys, step_in_words
 from trainprobe.storage.spike_records import SpikeRecord, read_spike_files
 from trainprobe.storage.training_end import training_has_ended
 
@@ -218,10 +218,10 @@ class LossSpike(_SpikeRule, _LossRule):
         losses = self.losses_at(step, selection)
         if not losses:
             raise self.insufficient(
-                f"no scalar loss of {selection.describe()} was saved at step {step}"
+                f"no scalar loss of {selection.describe()} was saved at {self.step_words(step)}"
             )
         fired, judged = False, False
-        where = f"{mode.name} step {step if mode_step is None else mode_step} (step {step})"
+        where = step_in_words(step, mode, mode_step)
         for name, loss in losses.items():
             key = (name, mode)
             window = self._windows.setdefault(key, SpikeWindow(self.settings))
@@ -241,7 +241,7 @@ class LossSpike(_SpikeRule, _LossRule):
             return fired
         seen = min(self._seen.get((name, mode), 0) for name in losses)
         raise self.insufficient(
-            f"the {mode.name} losses are warming up: {seen} saved by step {step}, "
+            f"the {mode.name} losses are warming up: {seen} saved by {where}, "
             f"warmup_steps {self.warmup_steps} needed before one is judged"
         )
 

@@ -79,7 +79,7 @@ class StalledTrainingRule(BuiltinRule):
         ``step`` being written."""
         written = self.written_at(step)
         if written is None:
-            raise self.insufficient(f"cannot tell when step {step} was written")
+            raise self.insufficient(f"cannot tell when {self.step_words(step)} was written")
         previous = self._previous
         self._previous = (step, written)
         if previous is None:
@@ -89,8 +89,9 @@ class StalledTrainingRule(BuiltinRule):
             return False
         self.record(
             message=(
-                f"no step was written for {number(gap)} s, between step {previous[0]} and step "
-                f"{step} (threshold {self.threshold} s)"
+                f"no step was written for {number(gap)} s, between "
+                f"{self.step_words(previous[0])} and {self.step_words(step)} (threshold "
+                f"{self.threshold} s)"
             ),
             step=step,
             value=gap,
@@ -111,8 +112,8 @@ class StalledTrainingRule(BuiltinRule):
         if idle <= self.threshold:
             return False
         since = (
-            f"since step {last_step} was written"
-            if written is not None
+            f"since {self.step_words(last_step)} was written"
+            if written is not None and last_step is not None
             else "since the rule started"
         )
         where = self.where_stuck()

@@ -41,7 +41,7 @@ class _SelectedTensorsRule(BuiltinRule):
         names = self.selection.names(self.base_trial, step)
         if not names:
             raise self.insufficient(
-                f"no tensor of {self.selection.describe()} was saved at step {step}"
+                f"no tensor of {self.selection.describe()} was saved at {self.step_words(step)}"
             )
         return names
 
@@ -95,7 +95,8 @@ class ExplodingTensor(_SelectedTensorsRule):
                 found.append((name, bad, nans, infinities, size))
         if not judged:
             raise self.insufficient(
-                f"neither values nor reductions of {self.selection.describe()} at step {step}"
+                f"neither values nor reductions of {self.selection.describe()} at "
+                f"{self.step_words(step)}"
             )
         if found:
             self._record_origin(step)
@@ -103,7 +104,7 @@ class ExplodingTensor(_SelectedTensorsRule):
         for name, bad, nans, infinities, size in found:
             self.record(
                 message=(
-                    f"{name}: {bad} {what} value(s) of {size} at step {step} "
+                    f"{name}: {bad} {what} value(s) of {size} at {self.step_words(step)} "
                     f"({nans} NaN, {infinities} infinite)"
                 ),
                 tensor=name,
@@ -178,7 +179,8 @@ class AllZero(_SelectedTensorsRule):
                 fired = True
                 self.record(
                     message=(
-                        f"{name}: {number(percent)}% of its values are zero at step {step} "
+                        f"{name}: {number(percent)}% of its values are zero at "
+                        f"{self.step_words(step)} "
                         f"(threshold {number(self.threshold)}%)"
                     ),
                     tensor=name,
@@ -188,7 +190,8 @@ class AllZero(_SelectedTensorsRule):
                 )
         if not judged:
             raise self.insufficient(
-                f"the values of {self.selection.describe()} were not saved at step {step}"
+                f"the values of {self.selection.describe()} were not saved at "
+                f"{self.step_words(step)}"
             )
         return fired
 
@@ -260,7 +263,7 @@ class TensorVariance(_SelectedTensorsRule):
         if not judged:
             raise self.insufficient(
                 f"neither the values nor a variance or std of {self.selection.describe()} "
-                f"were saved at step {step}"
+                f"were saved at {self.step_words(step)}"
             )
         return fired
 
@@ -268,7 +271,7 @@ class TensorVariance(_SelectedTensorsRule):
         self.record(
             message=(
                 f"{name}: variance {number(variance)} {sign} threshold {number(bound)} "
-                f"at step {step}"
+                f"at {self.step_words(step)}"
             ),
             tensor=name,
             step=step,
@@ -341,7 +344,8 @@ class UnchangedTensor(_SelectedTensorsRule):
                 fired = True
                 self.record(
                     message=(
-                        f"{name} has not changed over steps {', '.join(map(str, steps))} "
+                        f"{name} has not changed over {len(steps)} saved steps, from "
+                        f"{self.step_words(steps[0])} to {self.step_words(steps[-1])} "
                         f"(numpy.allclose with rtol={number(self.rtol)}, "
                         f"atol={number(self.atol)})"
                     ),
@@ -352,12 +356,13 @@ class UnchangedTensor(_SelectedTensorsRule):
                 )
         if not judged:
             raise self.insufficient(
-                f"the values of {self.selection.describe()} were not saved at step {step} "
+                f"the values of {self.selection.describe()} were not saved at "
+                f"{self.step_words(step)} "
                 "(UnchangedTensor compares raw values, not reductions)"
             )
         return fired or self.nothing_due(
             f"{self.selection.describe()} was saved at fewer than {self._window} steps of a "
-            f"mode yet, as of step {step}: UnchangedTensor compares num_steps "
+            f"mode yet, as of {self.step_words(step)}: UnchangedTensor compares num_steps "
             f"{self.num_steps} saved steps"
         )
 

@@ -87,7 +87,8 @@ class FeatureImportanceOverweight(BuiltinRule):
         self.record(
             message=(
                 f"the {self.nfeatures} most important of {len(importances)} features "
-                f"({', '.join(top)}) hold {number(share)} of the importance at step {step}, "
+                f"({', '.join(top)}) hold {number(share)} of the importance at "
+                f"{self.step_words(step)}, "
                 f"more than threshold {number(self.threshold)}"
             ),
             step=step,
@@ -122,7 +123,8 @@ class TreeDepth(BuiltinRule):
         found = [value for value in nodes if value is not None and value.size]
         if not found:
             raise self.insufficient(
-                f"no trees/Node tensor was saved at step {step}: save the trees collection"
+                f"no trees/Node tensor was saved at {self.step_words(step)}: save the trees "
+                "collection"
             )
         largest = int(max(np.max(value) for value in found))
         deepest = tree_depth(largest)
@@ -131,7 +133,7 @@ class TreeDepth(BuiltinRule):
         self.record(
             message=(
                 f"the largest tree node number is {largest}, a depth of {deepest} "
-                f"(floor of log2) > depth {number(self.depth)} at step {step}"
+                f"(floor of log2) > depth {number(self.depth)} at {self.step_words(step)}"
             ),
             tensor=names[0],
             step=step,

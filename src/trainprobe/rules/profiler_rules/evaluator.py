@@ -5,9 +5,11 @@ It uses the rule engine's statuses, verdict and output (``trainprobe.rules.verdi
 evaluation's ``step`` (as the integers smdebug's invoker handed its profiler rules were), and each
 line of ``evaluations.jsonl`` also holds the window's ``window_start_us`` and ``window_end_us``.
 
-- The status is InProgress while the job runs. When the rule first fires the status becomes
-  IssuesFound at once (the evaluation goes on: its report keeps counting) and the rule's actions
-  run; at the end it is IssuesFound if the rule ever fired, else NoIssuesFound.
+- The status is InProgress while the job runs, and counts the windows evaluated (a window is
+  evaluated once its data is complete, ``scan_interval_us`` after it began). When the rule first
+  fires the status becomes IssuesFound at once (the evaluation goes on: its report keeps
+  counting) and the rule's actions run; at the end it is IssuesFound if the rule ever fired,
+  else NoIssuesFound.
 - A rule that fails ends in Error, saying what failed and where; the other rules go on.
 - After each window the rule's report data is written, atomically, to
   ``<output_dir>/profiler-output/profiler-reports/<Rule>.json`` (one file per rule a
@@ -103,7 +105,7 @@ class ProfilerRuleEvaluator(RuleRun):
         if self.finished or self.next_start_us is not None:
             return
         self.next_start_us = first_us
-        self._set_status(IN_PROGRESS, f"evaluating {self.profiler_output_dir}")
+        self._set_status(IN_PROGRESS, self._progress())
 
     def finish_stopped(self, why: str) -> None:
         """End the run as Stopped, saying how far it got."""
@@ -142,11 +144,10 @@ class ProfilerRuleEvaluator(RuleRun):
             time=started_at,
         )
         self._write_reports(rule)
-        if self._writer is not None:
-            line = evaluation.to_json()
-            line.update(window_start_us=window.start_us, window_end_us=window.end_us)
-            self._writer.append_evaluation(line)
-        if self.on_evaluation is not None:
+        line = evaluation.to_json()
+        line.update(window_start_us=window.start_us, window_end_us=window.end_us)
+        self._write_evaluation(window.index, line)
+        if self.on_evaluation is not None and not self._written_before(window.index):
             self.on_evaluation(evaluation)
         self.verdict.steps_evaluated += 1
         if fired:
@@ -155,6 +156,16 @@ class ProfilerRuleEvaluator(RuleRun):
                 self._first_issue(evaluation)
             else:
                 self._set_status(ISSUES_FOUND, self._details())
+        elif not self.verdict.issues:
+            self._set_status(IN_PROGRESS, self._progress())
+
+    def _progress(self) -> str:
+        """What an InProgress status says: how far the evaluation got, and when it goes on."""
+        seconds = self.scan_interval_us / 1e6
+        return (
+            f"evaluating {self.profiler_output_dir}: {self.windows} window(s) evaluated; the next "
+            f"once its {seconds:g} s of data are complete, the last at the job's end"
+        )
 
     def conclude(self) -> None:
         """The job has ended and every window is evaluated: end with the verdict."""

@@ -9,7 +9,9 @@ runner reads the job for all its rules (a ProfilerReport runs the 11 rules on th
    without any is reported at once): system readings or framework events.
 2. Each rule's windows start there and are ``scan_interval_us`` long (60 s by default). A window is
    evaluated once its data is complete (``ProfilerTrial.ready_until_us``), so a rule follows a live
-   job about one window behind. The runner looks for new data every ``poll_interval`` seconds.
+   job about one window behind. The runner looks for new data every ``poll_interval`` seconds,
+   and for the job's end marker (a local one) every ``END_LOOK_SECONDS`` in between, so that
+   the verdicts follow the job's end at once.
 3. Once the job has ended (``ProfilerTrial.ended``: the ``training_job_end.ts`` marker, or
    ``job_ended``), the remaining windows up to the newest data are evaluated, the last one ending
    there, and every rule ends: IssuesFound if it ever fired, else NoIssuesFound; Error if it failed
@@ -36,6 +38,7 @@ from trainprobe.rules.profiler_rules.definition import ProfilerRuleDefinition
 from trainprobe.rules.profiler_rules.evaluator import ProfilerRuleEvaluator
 from trainprobe.rules.profiler_rules.trial import DEFAULT_FRAMEWORK_WAIT, ProfilerTrial
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
+from trainprobe.storage import files
 
 __all__ = [
     "DEFAULT_NO_DATA_TIMEOUT",
@@ -46,6 +49,8 @@ __all__ = [
 
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_NO_DATA_TIMEOUT = 300.0
+END_LOOK_SECONDS = 0.1
+"""How often the runner looks for a local job's end marker between its looks for data."""
 
 Definitions = (
     ProfilerRuleDefinition
@@ -134,7 +139,7 @@ class ProfilerRuleRunner(RuleFollowing[ProfilerRuleEvaluator]):
                             "framework profiling runs and writes there.",
                         )
                     return
-                self._stop.wait(self.poll_interval)
+                self._wait()
                 continue
             for evaluator in self._active():
                 evaluator.start(trial.first_us)
@@ -146,7 +151,20 @@ class ProfilerRuleRunner(RuleFollowing[ProfilerRuleEvaluator]):
             starts = [e.next_start_us for e in self._active() if e.next_start_us is not None]
             if starts:
                 trial.forget_before(min(starts))
+            self._wait()
+
+    def _wait(self) -> None:
+        """Until the next look for data: ``poll_interval``, cut short by a stop, or by the
+        job's end marker where looking for it costs only a ``stat`` (a local job)."""
+        if files.is_url(self.profiler_output_dir):
             self._stop.wait(self.poll_interval)
+            return
+        deadline = time.monotonic() + self.poll_interval
+        while not self._stop.is_set() and not self.trial.ended():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, END_LOOK_SECONDS))
 
     def _evaluate_ready(self, ended: bool) -> None:
         trial = self.trial

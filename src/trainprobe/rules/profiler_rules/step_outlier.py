@@ -94,7 +94,7 @@ class StepOutlier(WindowRule):
             if steps.outliers > self.count("n_outliers"):
                 fired = True
                 self.record(
-                    f"{steps.outliers} {key[1]} steps on {key[0]} took longer than "
+                    f"{steps.outliers} {_mode_of(key[1])} steps on {key[0]} took longer than "
                     f"{steps.threshold:.3f} s",
                     steps.outliers,
                     self.count("n_outliers"),
@@ -147,7 +147,7 @@ class StepOutlier(WindowRule):
         mean = float(np.mean(steps.durations))
         if steps.outliers > self.count("n_outliers"):
             return (
-                f"{steps.outliers} {phase} steps on {node} took longer than "
+                f"{steps.outliers} {_mode_of(phase)} steps on {node} took longer than "
                 f"{steps.threshold:.3f} s (the mean, {mean:.3f} s, plus "
                 f"{self.number('stddev'):g} standard deviations), more than the "
                 f"{self.count('n_outliers')} tolerated. Look at what these steps do differently: "
@@ -156,8 +156,14 @@ class StepOutlier(WindowRule):
             )
         return (
             f"Step durations were steady: {steps.outliers} outlier(s) among "
-            f"{len(steps.durations)} {phase} steps on {node} (mean {mean:.3f} s)."
+            f"{len(steps.durations)} {_mode_of(phase)} steps on {node} (mean {mean:.3f} s)."
         )
+
+
+def _mode_of(phase: str) -> str:
+    """The mode a step event's phase names, for a sentence: ``TRAIN`` for
+    ``Step:ModeKeys.TRAIN``."""
+    return phase.removeprefix(STEP_PHASE_PREFIX)
 
 
 def _inside(events: Sequence[TraceEvent], steps: list[TraceEvent]) -> list[TraceEvent]:

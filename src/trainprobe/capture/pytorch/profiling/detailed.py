@@ -2,9 +2,12 @@
 
 smdebug's detailed profiling drove private autograd-profiler calls that stopped working after
 PyTorch 1.8; this uses the public ``torch.profiler.profile``: CPU activity, and CUDA activity when
-a GPU is present, with ``record_shapes`` and ``profile_memory``. Each profiled step is marked
+a GPU is present, with ``record_shapes`` and ``profile_memory`` (the flight recorder leaves
+memory out: PyTorch's CPU allocator then warns on the training's standard error about every
+thousandth block freed that was allocated before the profile). Each profiled step is marked
 ``ProfilerStep#<step>`` in the trace (the mark ``profile.step()`` puts there under a schedule),
-so TensorBoard's and HTA's readers find the steps.
+so TensorBoard's and HTA's readers find the steps. The profiler library's own messages are kept
+out of the training's output (``settings.KINETO_LOG_LEVEL``).
 
 The trace goes to ``framework/pytorch/detailed_profiling/<YYYYMMDDHH>/<startstep:09>/
 <node>.<startUs>.pt.trace.json`` (see ``trainprobe.storage.trace_file``), exported to a temporary
@@ -20,6 +23,7 @@ import time
 
 import torch
 
+from trainprobe import settings
 from trainprobe.storage import files
 from trainprobe.storage.locations import join
 from trainprobe.storage.trace_file import detailed_profiling_file
@@ -28,12 +32,16 @@ __all__ = ["DetailedProfiling"]
 
 
 class DetailedProfiling:
-    """One ``torch.profiler`` session at a time, started and stopped at step starts."""
+    """One ``torch.profiler`` session at a time, started and stopped at step starts
+    (``memory``: with the allocations and frees)."""
 
-    def __init__(self, out_dir: str, node_id: str, framework: str = "pytorch") -> None:
+    def __init__(
+        self, out_dir: str, node_id: str, framework: str = "pytorch", *, memory: bool = True
+    ) -> None:
         self.out_dir = out_dir
         self.node_id = node_id
         self.framework = framework
+        self.memory = memory
         self.written: list[str] = []
         self._profile: torch.profiler.profile | None = None
         self._start_step = 0
@@ -51,8 +59,9 @@ class DetailedProfiling:
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         profile = torch.profiler.profile(
-            activities=activities, record_shapes=True, profile_memory=True
+            activities=activities, record_shapes=True, profile_memory=self.memory
         )
+        settings.set_unless_set(settings.KINETO_LOG_LEVEL, settings.KINETO_QUIET)
         profile.start()
         self._profile = profile
         self._start_step = step

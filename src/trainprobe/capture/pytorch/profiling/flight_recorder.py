@@ -12,7 +12,9 @@ told of every step start by the ``FrameworkProfiler``. Three triggers start a ca
   ``request_interval`` seconds.
 
 Captures are written as ``trainprobe.storage.flight_captures`` lays them out, with the detailed
-profiler's torch.profiler settings. Bounds: one capture in flight at a time (a trigger meanwhile
+profiler's torch.profiler settings less the memory events (nobody asked for this capture: it must
+add nothing to the training's output, where PyTorch's allocator reports frees it cannot size
+while memory is profiled). Bounds: one capture in flight at a time (a trigger meanwhile
 is ignored; a request waits), a trace over ``max_bytes`` is not kept (its manifest says so), and
 at most ``max_traces`` traces a process: the oldest comparison goes first, then new triggers are
 refused. The steps a capture profiles and the step after it are not judged (the profiler slows
@@ -89,7 +91,7 @@ class FlightRecorder:
         """The captures this process made, oldest first."""
         self.traces: list[tuple[Capture, str]] = []
         """The traces kept, oldest first, with the capture each belongs to."""
-        self._profile = DetailedProfiling(out_dir, node_id)
+        self._profile = DetailedProfiling(out_dir, node_id, memory=False)
         self._in_flight: _InFlight | None = None
         self._last: tuple[int, str, float] | None = None
         self._quiet_until = -1

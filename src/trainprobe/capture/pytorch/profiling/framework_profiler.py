@@ -20,13 +20,15 @@ false) it writes, under ``out_dir`` (by default the config's ``LocalPath``), the
 - over the Python profiling range, cProfile or Pyinstrument profiles per step segment, and one
   from the profiler's creation to step 0 (``.python_profiling``).
 
-Where the moments come from: a forward pre-hook on the model starts a step (as smdebug's hook
-does) and a forward hook ends its forward pass; a hook on the gradient of the model's output
-starts the backward pass, and a callback queued to autograd's engine ends it; torch.optim's global
-step pre- and post-hooks time the optimizer, and the pre-hook hands the step a timed copy of its
-closure, if it has one; ``torch.utils.data.DataLoader`` iteration is wrapped
-(``.dataloader_patch``). Steps count every forward of a registered model, whatever the mode
-(``set_mode``); ranges are in these global steps, and events carry the step within its mode.
+Where the moments come from: the step events of a training follower
+(``trainprobe.capture.pytorch.training_follower``): the hook's, which the profiler it makes
+subscribes to, or, on its own, one of the profiler's for each registered model (each forward a
+step of the mode ``set_mode`` set, as smdebug's hook counts). A step's start starts it, a
+forward's end ends its forward pass; a hook on the gradient of the model's output starts the
+backward pass, and a callback queued to autograd's engine ends it; the updates time the optimizer,
+and hand the step a timed copy of its closure, if it has one; ``torch.utils.data.DataLoader``
+iteration is wrapped (``.dataloader_patch``). Ranges are in global steps, and events carry the
+step within its mode. A hook's profiler attaches nothing to the model of its own.
 
 The flight recorder rides along (``.flight_recorder``; ``TRAINPROBE_FLIGHT_RECORDER=no`` turns it
 off): told of every step start, it captures the steps after a slow one, or after a request, with
@@ -55,10 +57,6 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import torch
-from torch.optim.optimizer import (
-    register_optimizer_step_post_hook,
-    register_optimizer_step_pre_hook,
-)
 
 from trainprobe.capture.at_exit import close_at_exit
 from trainprobe.capture.profiler_config_file import ProfilerConfigFile, find_profiler_config
@@ -70,6 +68,7 @@ from trainprobe.capture.pytorch.profiling.recorder import TimelineRecorder
 from trainprobe.capture.pytorch.profiling.schedule import Schedules
 from trainprobe.capture.pytorch.profiling.sessions import ProfilingSessions
 from trainprobe.capture.pytorch.profiling.timeline import OPTIMIZER_CLOSURE, StepRecord
+from trainprobe.capture.pytorch.training_follower import StepListener, StepStart, TrainingFollower
 from trainprobe.capture.pytorch.training_steps import when_backward_ends, with_closure
 from trainprobe.capture.stack_watch import StackWatch
 from trainprobe.config.errors import ConfigError
@@ -135,7 +134,7 @@ def framework_plan(config: ProfilerConfig) -> ProfilingPlan:
     return plan
 
 
-class FrameworkProfiler:
+class FrameworkProfiler(StepListener):
     """Profiles a PyTorch training as a ProfilerConfig says (see the module docstring).
 
     ``config`` is a ``ProfilingPlan`` or the path of a ProfilerConfig request JSON file (then
@@ -174,9 +173,6 @@ class FrameworkProfiler:
         self.step = -1
         self.mode = ModeKeys.GLOBAL
         self.mode_steps = dict.fromkeys(ModeKeys, -1)
-        self.continues_step = False
-        """Set by a hook that follows the training: the next forward continues the TRAIN step
-        in progress (a micro-batch of gradient accumulation), so it starts no step."""
         self._spent = 0.0
         self._plan = plan
         self._schedules = Schedules.of(plan, 0, time.time())
@@ -209,10 +205,8 @@ class FrameworkProfiler:
         self._registered: set[int] = set()
         self._recorder.configure(plan)
         self._recorder.refresh(self.active, plan)
-        self._handles: list[Any] = [
-            register_optimizer_step_pre_hook(self._optimizer_started),
-            register_optimizer_step_post_hook(self._optimizer_ended),
-        ]
+        self._follower: TrainingFollower | None = None
+        """The profiler's own step events, for the models it registered itself."""
         dataloader_patch.add_listener(self._recorder)
         if self.active and plan.python is not None:
             point = ProfilePoint("prestepzero", None, "start", _now_us())
@@ -230,6 +224,23 @@ class FrameworkProfiler:
         """
         path = find_profiler_config()
         return None if path is None else cls(path, out_dir, node_id)
+
+    @classmethod
+    def for_hook(cls, *, strict: bool) -> FrameworkProfiler | None:
+        """The profiler a tensor hook runs: ``from_environment``'s, or None, logged, when its
+        configuration cannot be used (raised when ``strict``): training and saving go on."""
+        try:
+            return cls.from_environment()
+        except Exception as error:
+            if strict:
+                raise
+            log.error(
+                "trainprobe: framework profiling is off for this run: its configuration cannot "
+                "be used (%s: %s). Training and saving tensors go on.",
+                type(error).__name__,
+                error,
+            )
+            return None
 
     @property
     def plan(self) -> ProfilingPlan:
@@ -269,20 +280,24 @@ class FrameworkProfiler:
     # ----- registration, modes -----
 
     def register_module(self, module: torch.nn.Module) -> None:
-        """Profile ``module``'s steps: each of its forwards starts one."""
+        """Profile ``module``'s steps on its own (no tensor hook): each of its forwards starts
+        one. A hook that profiles registers its models with itself instead."""
         if not isinstance(module, torch.nn.Module):
             raise ConfigError("module", module, "a torch.nn.Module")
         model = naming.unwrap(module)
         if id(model) in self._registered:
             return
         self._registered.add(id(model))
-        name = type(model).__name__
-        self._handles.append(model.register_forward_pre_hook(self._forward_pre_hook(name)))
-        self._handles.append(model.register_forward_hook(self._forward_hook()))
+        if self._follower is None:
+            self._follower = TrainingFollower(lambda: (), lambda: not self._closed)
+            self._follower.subscribe(self)
+        self._follower.watch(model, first=False)
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next step is of that mode."""
         self.mode = ModeKeys.parse(mode)
+        if self._follower is not None:
+            self._follower.set_mode(self.mode)
 
     def record_event(
         self,
@@ -297,43 +312,55 @@ class FrameworkProfiler:
             TimelineEvent(training_phase, op_name, start_time * 1e6, duration * 1e6, args)
         )
 
-    def _forward_pre_hook(self, name: str) -> Callable[..., None]:
-        def forward_pre_hook(module: torch.nn.Module, inputs: Any) -> None:
-            started = time.perf_counter()
-            try:
-                step = self.step
-                self._start_step(name)
-                if self.step == step and self._recorder.recording:  # the step goes on
-                    self._recorder.timeline.forward_started(_now_us())
-            except Exception as error:
-                self._fail("profiler", error)
-            self._spent += time.perf_counter() - started
+    # ----- the step events (StepListener) -----
 
-        return _eager(forward_pre_hook)
+    def step_started(self, start: StepStart) -> None:
+        """A step starts (the follower counted it)."""
+        started = time.perf_counter()
+        try:
+            self._start_step(start)
+        except Exception as error:
+            self._fail("profiler", error)
+        self._spent += time.perf_counter() - started
 
-    def _forward_hook(self) -> Callable[..., None]:
-        def forward_hook(module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
-            started = time.perf_counter()
-            try:
-                self._end_forward(outputs)
-            except Exception as error:
-                self._fail("profiler", error)
-            self._spent += time.perf_counter() - started
+    def step_continued(self, model: torch.nn.Module) -> None:
+        """Another forward of the TRAIN step in progress (a micro-batch)."""
+        started = time.perf_counter()
+        try:
+            if self._recorder.recording:
+                self._recorder.timeline.forward_started(_now_us())
+        except Exception as error:
+            self._fail("profiler", error)
+        self._spent += time.perf_counter() - started
 
-        return _eager(forward_hook)
+    def forward_ended(self, model: torch.nn.Module, outputs: Any) -> None:
+        """A forward of the step ended."""
+        started = time.perf_counter()
+        try:
+            self._end_forward(outputs)
+        except Exception as error:
+            self._fail("profiler", error)
+        self._spent += time.perf_counter() - started
+
+    def update_starting(
+        self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """An optimizer is about to step: time it, and its closure."""
+        return self._optimizer_started(optimizer, args, kwargs)
+
+    def update_ended(self, optimizer: Any) -> None:
+        """The optimizer stepped."""
+        self._optimizer_ended(optimizer)
 
     # ----- the step -----
 
-    def _start_step(self, model: str) -> None:
-        if self.continues_step:  # one more micro-batch of the hook's TRAIN step
-            self.continues_step = False
-            return
+    def _start_step(self, start: StepStart) -> None:
         entry_us = _now_us()
         if self._watch is not None and "config" not in self._off:
             self._check_config()
-        self.step += 1
-        self.mode_steps[self.mode] += 1
-        mode_step = self.step if self.mode == ModeKeys.GLOBAL else self.mode_steps[self.mode]
+        self.step, self.mode, mode_step = start.step, start.mode, start.mode_step
+        self.mode_steps[start.mode] = mode_step
+        model = type(start.model).__name__
         if not self.active:
             return
         step, mode, now = self.step, self.mode, entry_us / 1e6
@@ -441,7 +468,7 @@ class FrameworkProfiler:
             self._fail("timeline", error)
         self._spent += time.perf_counter() - started
 
-    def _optimizer_ended(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _optimizer_ended(self, optimizer: Any) -> None:
         started = time.perf_counter()
         start_us = self._optimizer_starts.pop(id(optimizer), None)
         if start_us is None or not self._recorder.recording:
@@ -505,9 +532,8 @@ class FrameworkProfiler:
         active = self.active
         try:
             dataloader_patch.remove_listener(self._recorder)
-            for handle in self._handles:
-                handle.remove()
-            self._handles.clear()
+            if self._follower is not None:
+                self._follower.close()
             if active:
                 self._stop_all("stepend")
         except Exception as error:
