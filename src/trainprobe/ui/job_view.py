@@ -284,7 +284,8 @@ class JobView:
             if is_xgboost_output(debug_output):
                 self._framework = "XGBoost"
             else:
-                self._framework = "Keras" if _is_keras_output(debug_output) else "PyTorch"
+                keras = step_reader.has_collections(debug_output, _KERAS_COLLECTIONS)
+                self._framework = "Keras" if keras else "PyTorch"
         return self._framework or ""
 
     def _has_collections(self) -> bool:
@@ -461,15 +462,3 @@ def job_row(
 _KERAS_COLLECTIONS = frozenset({CollectionKeys.OPTIMIZER_VARIABLES, CollectionKeys.SM_METRICS})
 """Collections the Keras hook always writes and the PyTorch hook never does (smdebug's
 TensorFlow hooks wrote them too)."""
-
-
-def _is_keras_output(debug_output: str) -> bool:
-    """Whether the tensors at ``debug_output`` were written by a Keras (TensorFlow) hook."""
-    try:
-        for name in step_reader.list_collections_files(debug_output):
-            content = step_reader.read_collections_file(debug_output, name)
-            if set(content.collections) >= _KERAS_COLLECTIONS:
-                return True
-    except (OSError, ValueError):
-        return False
-    return False

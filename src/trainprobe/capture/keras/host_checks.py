@@ -20,7 +20,7 @@ import numpy as np
 from trainprobe.capture.in_training_rules import SpikeRuleConfig
 from trainprobe.capture.keras.step_checks import (
     RULE_FIELDS,
-    SUMMARY_FIELDS,
+    CheckedRules,
     Observation,
     gradient_norms,
 )
@@ -30,31 +30,19 @@ from trainprobe.storage.spike_records import SpikeAction
 __all__ = ["HostChecks"]
 
 
-class HostChecks:
+class HostChecks(CheckedRules):
     """``StepChecks`` for a step whose values the host reads for free (see the module
     docstring); its ``summary`` is the latest."""
 
     def __init__(
         self, gradient_count: int, rules: Sequence[SpikeRuleConfig], *, guard: bool
     ) -> None:
-        self.guard = guard
-        self.rules = list(rules)
-        self.gradient_count = gradient_count
+        super().__init__(gradient_count, rules, guard=guard)
         self._windows = [SpikeWindow(rule.settings) for rule in self.rules]
         self._rows = [[-1.0] * (len(RULE_FIELDS) - 2) + [0.0, 0.0] for _ in self.rules]
         self._found = [-1.0] * 6
         self._stopped = -1.0
-        self.summary = np.full(len(SUMMARY_FIELDS) + len(RULE_FIELDS) * len(self.rules), -1.0)
-
-    @property
-    def needs_norm(self) -> bool:
-        """Whether a rule judges the gradients' norm."""
-        return any(not rule.judges_loss for rule in self.rules)
-
-    @property
-    def may_skip(self) -> bool:
-        """Whether an update may be skipped: a rule's action decides the step."""
-        return any(rule.action is not SpikeAction.NONE for rule in self.rules)
+        self.summary = np.full(self.summary_size, -1.0)
 
     def observe(
         self,

@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from trainprobe.capture.collections import Collection, CollectionKeys, CollectionSet
+from trainprobe.capture.collections import (
+    CollectionAccess,
+    CollectionKeys,
+    CollectionSet,
+)
 from trainprobe.capture.keras.step_saver import StepSaver
 from trainprobe.capture.keras.values import host_copy
 from trainprobe.capture.save_plan import SavePlan
@@ -23,7 +27,7 @@ from trainprobe.storage.modes import ModeKeys
 __all__ = ["SmdebugCalls"]
 
 
-class SmdebugCalls:
+class SmdebugCalls(CollectionAccess):
     """smdebug's KerasHook methods, over the hook's collections, plan and saver."""
 
     collections: CollectionSet
@@ -52,18 +56,6 @@ class SmdebugCalls:
         """Accepted for smdebug's scripts: the mode comes from the training itself."""
         if not isinstance(mode, ModeKeys):
             raise ConfigError("mode", mode, "a trainprobe.keras.modes value")
-
-    def get_collection(self, name: str, create: bool = True) -> Collection:
-        """The collection ``name`` (created if missing and ``create``)."""
-        return self.collections.get(name, create=create)
-
-    def get_collections(self) -> dict[str, Collection]:
-        """Every collection of this hook, by name."""
-        return {collection.name: collection for collection in self.collections}
-
-    def add_collection(self, collection: Collection) -> None:
-        """Add a collection built by hand (saved if named in ``include_collections``)."""
-        self.collections.add(collection)
 
     def save_scalar(self, name: str, value: object, sm_metric: bool = False) -> None:
         """Save ``value`` as ``scalar/<name>`` at the next saved step (``sm_metric``: also in the

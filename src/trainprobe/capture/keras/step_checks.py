@@ -38,7 +38,14 @@ from trainprobe.capture.in_training_rules import SpikeRuleConfig
 from trainprobe.capture.keras.step_state import StepState
 from trainprobe.storage.spike_records import SpikeAction
 
-__all__ = ["RULE_FIELDS", "SUMMARY_FIELDS", "Observation", "StepChecks", "gradient_norms"]
+__all__ = [
+    "RULE_FIELDS",
+    "SUMMARY_FIELDS",
+    "CheckedRules",
+    "Observation",
+    "StepChecks",
+    "gradient_norms",
+]
 
 SUMMARY_FIELDS = (
     "update",  # the last update judged
@@ -90,7 +97,35 @@ def _measures(gradients: Sequence[Any], backend: str) -> Any:
     return ops.stack([ops.sum(ops.abs(ops.cast(g, "float32"))) for g in gradients])
 
 
-class StepChecks:
+class CheckedRules:
+    """What one model's checks judge: the non-finite check (``guard``) and the spike ``rules``,
+    over ``gradient_count`` gradients; ``StepChecks`` judges them in the step, ``HostChecks``
+    on the host."""
+
+    def __init__(
+        self, gradient_count: int, rules: Sequence[SpikeRuleConfig], *, guard: bool
+    ) -> None:
+        self.guard = guard
+        self.rules = list(rules)
+        self.gradient_count = gradient_count
+
+    @property
+    def needs_norm(self) -> bool:
+        """Whether a rule judges the gradients' norm."""
+        return any(not rule.judges_loss for rule in self.rules)
+
+    @property
+    def may_skip(self) -> bool:
+        """Whether an update may be skipped: a rule's action decides the step."""
+        return any(rule.action is not SpikeAction.NONE for rule in self.rules)
+
+    @property
+    def summary_size(self) -> int:
+        """The summary's length: ``SUMMARY_FIELDS``, then ``RULE_FIELDS`` for each rule."""
+        return len(SUMMARY_FIELDS) + len(RULE_FIELDS) * len(self.rules)
+
+
+class StepChecks(CheckedRules):
     """The checks of one model's training (see the module docstring): their entries in the
     step's state, their judgement, and where their summary lies."""
 
@@ -102,10 +137,8 @@ class StepChecks:
         *,
         guard: bool,
     ) -> None:
+        super().__init__(gradient_count, rules, guard=guard)
         self.state = step_state
-        self.guard = guard
-        self.rules = list(rules)
-        self.gradient_count = gradient_count
         step_state.add(_FOUND, (6,), "float32", -1.0)
         step_state.add(_STOP, (), "float32", -1.0)
         for index, rule in enumerate(self.rules):
@@ -119,25 +152,6 @@ class StepChecks:
     def summary_name(self) -> str:
         """The step state's entry that holds the summary."""
         return _SUMMARY
-
-    @property
-    def summary_size(self) -> int:
-        return len(SUMMARY_FIELDS) + len(RULE_FIELDS) * len(self.rules)
-
-    @property
-    def needs_norm(self) -> bool:
-        """Whether a rule judges the gradients' norm."""
-        return any(not rule.judges_loss for rule in self.rules)
-
-    @property
-    def needs_loss(self) -> bool:
-        """Whether the loss is judged (the non-finite check or LossSpike)."""
-        return self.guard or any(rule.judges_loss for rule in self.rules)
-
-    @property
-    def may_skip(self) -> bool:
-        """Whether an update may be skipped: a rule's action decides the step."""
-        return any(rule.action is not SpikeAction.NONE for rule in self.rules)
 
     def observe(
         self,
