@@ -7,13 +7,22 @@ imported) these configurations run in turn, ``--repeat`` times each, the order r
 run a ``fit`` of ``--steps`` batches after one warm-up ``fit``:
 
 - no hook;
-- the default hook (losses, metrics and sm_metrics every 500 steps, and at the epoch's end);
+- the default hook (losses, metrics and sm_metrics every 500 steps, and at the epoch's end; the
+  non-finite check inside every step);
+- the default hook without its in-training checks (``nonfinite_guard=False``);
+- the default hook with LossSpike and GradientNormSpike judging every step, SkipStep armed;
 - weights, biases, gradients and losses as reductions (min, max, mean, l2 norm) every step;
 - the same raw every step.
 
-Printed per configuration: the median time of a step, its ratio to no hook, and the hook's own
-time a step inside the training's thread (``hook.overhead``) as a share of the step without a
-hook. A run's time includes waiting for the hook's writer at the end. Nothing is asserted.
+Printed per configuration: the median time of a step (wall clock, and the process's CPU time:
+with one thread, the steadier measure on a shared machine; and the ratio of the fastest runs'
+CPU times, which other processes can only slow), their ratios to no hook, and the
+hook's own time a step in its callbacks (``hook.overhead``) as a share of the step without a
+hook; the checks run inside the compiled step, so their cost shows in the step's time, not in
+the callbacks'. On the PyTorch backend, whose step runs one operation at a time, the operations
+dispatched a step (counted with a ``TorchDispatchMode`` over a few steps) measure the same
+without the machine's noise. A run's time includes waiting for the hook's writer at the end.
+Nothing is asserted.
 
     python benchmarks/keras_hook.py [--backends tensorflow,jax,torch] [--steps 60] [--repeat 5]
 """
@@ -30,7 +39,14 @@ import tempfile
 import time
 from pathlib import Path
 
-CONFIGS = ["no hook", "default hook", "reductions every step", "raw every step"]
+CONFIGS = [
+    "no hook",
+    "default hook",
+    "default hook, no checks",
+    "default hook, spike rules",
+    "reductions every step",
+    "raw every step",
+]
 EVERY_STEP = ["weights", "biases", "gradients", "losses"]
 
 
@@ -60,6 +76,7 @@ def _measure(backend: str, steps: int, repeat: int) -> dict[str, object]:
         tf.config.threading.set_inter_op_parallelism_threads(1)
 
     import trainprobe.keras as tk
+    from trainprobe.debugger import Rule, rule_configs
 
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(256 * steps, 784)).astype("float32")
@@ -83,6 +100,14 @@ def _measure(backend: str, steps: int, repeat: int) -> dict[str, object]:
             return None
         if config == "default hook":
             return tk.Hook(directory)
+        if config == "default hook, no checks":
+            return tk.Hook(directory, nonfinite_guard=False)
+        if config == "default hook, spike rules":
+            skip = rule_configs.ActionList(rule_configs.SkipStep())
+            rules = [rule_configs.loss_spike(), rule_configs.gradient_norm_spike()]
+            return tk.Hook(
+                directory, training_rules=[Rule.sagemaker(r, actions=skip) for r in rules]
+            )
         reductions = tk.ReductionConfig(reductions=["min", "max", "mean"], norms=["l2"])
         return tk.Hook(
             directory,
@@ -92,6 +117,7 @@ def _measure(backend: str, steps: int, repeat: int) -> dict[str, object]:
         )
 
     times: dict[str, list[float]] = {config: [] for config in CONFIGS}
+    cpu: dict[str, list[float]] = {config: [] for config in CONFIGS}
     spent: dict[str, list[float]] = {config: [] for config in CONFIGS}
     with tempfile.TemporaryDirectory() as root:
         for round_ in range(repeat):
@@ -104,13 +130,39 @@ def _measure(backend: str, steps: int, repeat: int) -> dict[str, object]:
                     x[:512], y[:512], batch_size=256, epochs=1, verbose=0, callbacks=callbacks
                 )
                 before = hook.spent_seconds if hook is not None else 0.0
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 model.fit(x, y, batch_size=256, epochs=1, verbose=0, callbacks=callbacks)
                 if hook is not None:
                     spent[config].append((hook.spent_seconds - before) / steps)
                     hook.close()
                 times[config].append((time.perf_counter() - started) / steps)
-    return {"times": times, "spent": spent}
+                cpu[config].append((time.process_time() - cpu_started) / steps)
+        operations = {}
+        if backend == "torch":
+            for config in CONFIGS:
+                hook = hook_for(config, os.path.join(root, f"count-{config}"))
+                callbacks = [hook] if hook is not None else []
+                model.fit(x[:512], y[:512], batch_size=256, verbose=0, callbacks=callbacks)
+                operations[config] = _dispatched(model, x[:2560], y[:2560], callbacks) / 10
+                if hook is not None:
+                    hook.close()
+    return {"times": times, "cpu": cpu, "spent": spent, "operations": operations}
+
+
+def _dispatched(model: object, x: object, y: object, callbacks: list[object]) -> int:
+    """How many operations PyTorch dispatches while ``model`` fits ``x`` and ``y``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):  # type: ignore[misc]
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            Count.count += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        model.fit(x, y, batch_size=256, verbose=0, callbacks=callbacks)  # type: ignore[attr-defined]
+    return Count.count
 
 
 def main() -> None:
@@ -145,13 +197,22 @@ def main() -> None:
             continue
         found = json.loads(finished.stdout.strip().splitlines()[-1])
         base = statistics.median(found["times"]["no hook"])
+        cpu_base = statistics.median(found["cpu"]["no hook"])
+        fastest = min(found["cpu"]["no hook"])
         print(f"{backend} (median of {arguments.repeat}, {arguments.steps} steps a run):")
         for config in CONFIGS:
             step = statistics.median(found["times"][config])
-            line = f"  {config:24s} {step * 1e3:7.2f} ms a step  {step / base:6.3f} of no hook"
+            cpu = statistics.median(found["cpu"][config])
+            least = min(found["cpu"][config])
+            line = (
+                f"  {config:26s} {step * 1e3:7.2f} ms a step {step / base:6.3f} of no hook, "
+                f"CPU {cpu * 1e3:7.2f} ms {cpu / cpu_base:6.3f} (fastest {least / fastest:6.3f})"
+            )
             if found["spent"][config]:
                 own = statistics.median(found["spent"][config])
                 line += f"  hook's own {own * 1e3:6.3f} ms ({own / base * 100:5.2f} % of a step)"
+            if config in found["operations"]:
+                line += f"  {found['operations'][config]:.0f} operations a step"
             print(line)
 
 

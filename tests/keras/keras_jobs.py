@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.rule_output import read_evaluations
 from trainprobe.trials import create_trial
 
 __all__ = ["BACKENDS", "RATE", "KerasJob", "batch_losses", "run_job"]
@@ -30,11 +31,18 @@ class KerasJob:
     """One ``trainprobe run`` of a Keras training: what it printed, its outputs, its truth."""
 
     def __init__(
-        self, root: Path, backend: str, script: str, options: list[str], arguments: list[str]
+        self,
+        root: Path,
+        backend: str,
+        script: str,
+        options: list[str],
+        arguments: list[str],
+        ending: str = "Completed",
     ) -> None:
         self.root = root
         self.backend = backend
         truth = root / "truth.json"
+        arguments = [argument.replace("{root}", str(root)) for argument in arguments]
         command = [
             sys.executable,
             "-m",
@@ -63,11 +71,12 @@ class KerasJob:
         )
         self.printed = finished.stdout
         self.status = finished.returncode
-        assert "Training job job: Completed" in self.printed, (
+        assert f"Training job job: {ending}" in self.printed, (
             self.printed[-4000:] + finished.stderr[-4000:]
         )
-        self.truth: dict[str, Any] = json.loads(truth.read_text())
+        self.truth: dict[str, Any] = json.loads(truth.read_text()) if truth.exists() else {}
         self.out = root / "jobs" / "job"
+        self.home = root / "home"
 
     @cached_property
     def trial(self) -> Any:
@@ -77,9 +86,19 @@ class KerasJob:
         tensor = self.trial.tensor(name)
         return {step: tensor.value(step, mode=mode) for step in tensor.steps(mode=mode)}
 
+    def status_of(self, rule: str) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            (self.out / "rule-output" / rule / "status.json").read_text()
+        )
+        return found
+
     def rule_status(self, rule: str) -> str:
-        status = json.loads((self.out / "rule-output" / rule / "status.json").read_text())
-        return str(status["RuleEvaluationStatus"])
+        return str(self.status_of(rule)["RuleEvaluationStatus"])
+
+    def evidence(self, rule: str) -> list[str]:
+        """The messages of the rule's evaluations, in order."""
+        evaluations = read_evaluations(str(self.out / "rule-output" / rule))
+        return [str(item["message"]) for line in evaluations for item in line["evidence"]]
 
 
 def run_job(
@@ -88,11 +107,15 @@ def run_job(
     *arguments: str,
     script: str = "regression.py",
     options: tuple[str, ...] = (),
+    rules: tuple[str, ...] = ("ExplodingTensor", "LossNotDecreasing"),
+    ending: str = "Completed",
 ) -> KerasJob:
+    """``trainprobe run`` of ``script`` on ``backend``, saving weights and gradients every
+    step, with ``rules`` and more ``options``; the job must end ``ending``."""
     root = factory.mktemp(f"keras-{backend}")
     every_step = ["--save-interval", "1", "--collection", "weights", "--collection", "gradients"]
-    rules = ["--rule", "ExplodingTensor", "--rule", "LossNotDecreasing"]
-    return KerasJob(root, backend, script, [*every_step, *rules, *options], list(arguments))
+    named = [part for rule in rules for part in ("--rule", rule)]
+    return KerasJob(root, backend, script, [*every_step, *named, *options], list(arguments), ending)
 
 
 def batch_losses(logged: list[float]) -> list[float]:

@@ -16,6 +16,11 @@ read it.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from keras_jobs import BACKENDS, RATE, KerasJob, batch_losses, run_job
@@ -27,7 +32,26 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def healthy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> KerasJob:
-    return run_job(tmp_path_factory, request.param)
+    return run_job(tmp_path_factory, request.param, "--save", "{root}/saved")
+
+
+LOAD_WITHOUT_TRAINPROBE = """
+import json, sys
+import keras, numpy as np
+saved, truth = sys.argv[1], json.load(open(sys.argv[2]))
+x, y = np.asarray(truth["x_val"], "float32"), np.asarray(truth["y_val"], "float32")
+model = keras.models.load_model(f"{saved}/model.keras")
+checkpoint = keras.models.load_model(f"{saved}/checkpoint.keras")
+model.evaluate(x, y, verbose=0)
+print(json.dumps({
+    "optimizer_variables": {v.path: np.asarray(v).tolist() for v in model.optimizer.variables},
+    "metrics_variables": len(model.metrics_variables),
+    "json": model.to_json(),
+    "from_json": len(keras.models.model_from_json(truth["json"]).weights),
+    "predictions": model.predict(x, verbose=0).tolist(),
+    "checkpoint": [w.tolist() for w in checkpoint.get_weights()],
+}))
+"""
 
 
 def test_train_steps_are_the_optimizer_updates_and_every_mode_is_read(healthy: KerasJob) -> None:
@@ -62,9 +86,34 @@ def test_gradients_are_those_the_optimizer_applied(healthy: KerasJob) -> None:
     np.testing.assert_allclose(healthy.values("dense/weights/dense/kernel:0")[15], final)
 
 
+def test_the_user_s_model_and_optimizer_are_as_without_the_hook(healthy: KerasJob) -> None:
+    """What the hooked training saved, checkpointed, pickled and listed is what Keras gives
+    without trainprobe: a process without it loads the files to the same optimizer variables
+    (names and values), metrics, JSON and predictions."""
+    truth = healthy.truth
+    finished = subprocess.run(
+        [sys.executable, "-c", LOAD_WITHOUT_TRAINPROBE, str(healthy.root / "saved"),
+         str(healthy.root / "truth.json")],
+        env={**os.environ, "KERAS_BACKEND": healthy.backend, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    loaded = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert loaded["optimizer_variables"] == truth["optimizer_variables"]
+    assert list(truth["optimizer_variables"]) == ["sgd/iteration", "sgd/learning_rate"]
+    assert loaded["metrics_variables"] == truth["metrics_variables"]
+    assert loaded["json"] == truth["json"] and "trainprobe" not in truth["json"]
+    assert loaded["from_json"] == len(truth["get_weights"])
+    np.testing.assert_allclose(loaded["predictions"], truth["predictions"], rtol=1e-6)
+    np.testing.assert_allclose(truth["pickled_outputs"], truth["predictions"], rtol=1e-5)
+    for kept, final in zip(loaded["checkpoint"], truth["get_weights"], strict=True):
+        np.testing.assert_array_equal(kept, final)
+
+
 def test_a_healthy_training_ends_with_no_issue(healthy: KerasJob) -> None:
     assert healthy.rule_status("ExplodingTensor") == "NoIssuesFound"
     assert healthy.rule_status("LossNotDecreasing") == "NoIssuesFound"
+    assert not (healthy.out / "debug-output" / "nonfinite").exists()  # the checks found none
     assert "ProfilerReport" in healthy.printed and "IssuesFound" not in healthy.printed.replace(
         "NoIssuesFound", ""
     )

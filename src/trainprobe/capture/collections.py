@@ -33,6 +33,7 @@ __all__ = [
     "SCALAR_PREFIX",
     "XGBOOST_COLLECTIONS",
     "Collection",
+    "CollectionAccess",
     "CollectionKeys",
     "CollectionSet",
 ]
@@ -385,3 +386,22 @@ class CollectionSet:
     def to_json_dict(self) -> dict[str, dict[str, Any]]:
         """``{name: collection}`` as the ``collections`` object of a collections file."""
         return {name: c.to_json_dict() for name, c in self._collections.items()}
+
+
+class CollectionAccess:
+    """smdebug's collection calls, the same on every hook (PyTorch, Keras, XGBoost), over the
+    hook's ``collections``."""
+
+    collections: CollectionSet
+
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        """The collection ``name`` (created if missing and ``create``); ``.include(regex)`` it."""
+        return self.collections.get(name, create=create)
+
+    def get_collections(self) -> dict[str, Collection]:
+        """Every collection of this hook, by name."""
+        return {collection.name: collection for collection in self.collections}
+
+    def add_collection(self, collection: Collection) -> None:
+        """Add a collection built by hand (it is saved if named in ``include_collections``)."""
+        self.collections.add(collection)

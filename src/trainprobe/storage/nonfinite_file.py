@@ -15,9 +15,11 @@ backward order, when the forward was finite; ``module`` is then the parameter).
 ``inputs_finite`` is whether that module's inputs were finite (None when not checked);
 ``loss_step`` the first step whose loss was not finite (None while it is finite); ``what`` and
 ``loss_what`` say "NaN" or "infinity";
-``saved_in_full`` whether that step's tensors were saved raw; ``replayed`` (absent: true)
-whether the step's forward was run again to find the first module (a sharded model's is not: a
-"loss" then says only that the forward broke). smdebug ignores this directory.
+``saved_in_full`` whether that step's tensors were saved raw. ``outputs_checked`` is false where
+the hook checks the loss and the gradients only, not each layer's output (Keras's compiled steps):
+a "loss" origin then says nothing of the layers' outputs. ``replayed`` (absent: true) is whether
+the step's forward was run again to find the first module (a sharded model's is not: a "loss"
+then says only that the forward broke). smdebug ignores this directory.
 
 In a training of several processes each worker records its own first origin; the training's is
 the earliest, and at the same step the one closest to the cause (an output, a parameter, a loss,
@@ -58,6 +60,7 @@ class NonFiniteOrigin:
     loss_step: int | None = None
     loss_what: str = "NaN"
     saved_in_full: bool = False
+    outputs_checked: bool = True
     replayed: bool = True
     worker: str | None = None
     """The worker that recorded it, when several did (read back from a training of several
@@ -67,7 +70,7 @@ class NonFiniteOrigin:
         """In words: ``step 7: first NaN in the output of `body.2` (its inputs were finite);
         the loss became NaN at the same step`` (``TRAIN step 5 (step 7): ...`` where the mode's
         count differs from the global one)."""
-        where = {
+        places = {
             "output": f"the output of `{self.module}`",
             "loss": f"the loss `{self.module}`"
             + (
@@ -80,7 +83,11 @@ class NonFiniteOrigin:
                 f"the parameter `{self.module}`, before the step's forward (the previous "
                 "update made it so: its gradient or the optimizer)"
             ),
-        }.get(self.kind, f"`{self.tensor}`")
+        }
+        if not self.outputs_checked:
+            places["loss"] = f"the loss `{self.module}` (the layers' outputs are not checked)"
+            places["gradient"] = f"the gradient of `{self.module}` (the loss was finite)"
+        where = places.get(self.kind, f"`{self.tensor}`")
         when = step_in_words(self.step, self.mode, self.mode_step)
         text = f"{when}: first {self.what} in {where}"
         if self.worker is not None:
@@ -133,6 +140,7 @@ def read_nonfinite_origin(out_dir: str) -> NonFiniteOrigin | None:
                     loss_step=None if loss_step is None else int(loss_step),
                     loss_what=str(data.get("loss_what", "NaN")),
                     saved_in_full=bool(data.get("saved_in_full", False)),
+                    outputs_checked=bool(data.get("outputs_checked", True)),
                     replayed=bool(data.get("replayed", True)),
                     worker=str(data.get("worker", name.removesuffix(_SUFFIX))),
                 )

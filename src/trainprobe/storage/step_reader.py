@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from trainprobe.storage.tfrecord import unframe
 
 __all__ = [
     "CollectionsFile",
+    "has_collections",
     "list_collections_files",
     "list_index_files",
     "read_collections_file",
@@ -75,6 +76,19 @@ def list_collections_files(out_dir: str) -> list[str]:
         for name in files.list_files(root, "_collections.json")
         if "/" not in name
     ]
+
+
+def has_collections(out_dir: str, names: Iterable[str]) -> bool:
+    """Whether a collections file under ``out_dir`` declares every collection of ``names``
+    (how a reader tells which hook wrote the tensors); False where none can be read."""
+    wanted = set(names)
+    try:
+        for name in list_collections_files(out_dir):
+            if set(read_collections_file(out_dir, name).collections) >= wanted:
+                return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def read_step_index(out_dir: str, relative_path: str) -> StepIndex:

@@ -277,12 +277,15 @@ class JobView:
         return {kind: path for kind, path in found.items() if os.path.isfile(path)}
 
     def framework(self) -> str:
-        """``XGBoost`` or ``PyTorch``, as the hook's collections say; blank before the hook has
-        written them."""
+        """``XGBoost``, ``Keras`` or ``PyTorch``, as the hook's collections say; blank before
+        the hook has written them."""
         debug_output = self.layout.debug_output
         if self._framework is None and self._has_collections():
-            xgboost = is_xgboost_output(debug_output)
-            self._framework = "XGBoost" if xgboost else "PyTorch"
+            if is_xgboost_output(debug_output):
+                self._framework = "XGBoost"
+            else:
+                keras = step_reader.has_collections(debug_output, _KERAS_COLLECTIONS)
+                self._framework = "Keras" if keras else "PyTorch"
         return self._framework or ""
 
     def _has_collections(self) -> bool:
@@ -454,3 +457,8 @@ def job_row(
         "framework": framework,
         "issues": [card["name"] for card in cards if card["status"] == ISSUES_FOUND],
     }
+
+
+_KERAS_COLLECTIONS = frozenset({CollectionKeys.OPTIMIZER_VARIABLES, CollectionKeys.SM_METRICS})
+"""Collections the Keras hook always writes and the PyTorch hook never does (smdebug's
+TensorFlow hooks wrote them too)."""

@@ -1,12 +1,15 @@
-"""A small Keras regression, written as a Keras user writes one: compile, fit with validation,
-evaluate, predict. ``--sgd`` trains with plain SGD, ``--accumulate K`` accumulates gradients over
-K batches, ``--nan-at N`` puts a NaN into the data of batch N (a broken twin), ``--explode``
-trains with a learning rate that makes the loss grow. What it records of itself (the optimizer's
-iterations, each batch's loss through a callback of its own) goes to ``--truth FILE``.
+"""A small Keras regression, written as a Keras user writes one: compile, fit with validation and
+a checkpoint callback, evaluate, predict, save. It trains with plain SGD; ``--accumulate K``
+accumulates gradients over K batches, ``--nan-at N`` puts a NaN into the data of batch N (a
+broken twin). ``--save DIR`` keeps a ``ModelCheckpoint`` of every epoch and saves the model at the
+end (``model.keras``), as users keep theirs. What it records of itself (the optimizer's
+iterations and variables, each batch's loss through a callback of its own, its weights, a
+pickled copy's predictions, its JSON) goes to ``--truth FILE``.
 """
 
 import argparse
 import json
+import pickle
 
 import keras
 import numpy as np
@@ -17,7 +20,7 @@ parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--accumulate", type=int, default=0)
 parser.add_argument("--steps-per-execution", type=int, default=1)
 parser.add_argument("--nan-at", type=int, default=-1)
-parser.add_argument("--explode", action="store_true")
+parser.add_argument("--save", default="")
 parser.add_argument("--truth", default="")
 args = parser.parse_args()
 
@@ -32,9 +35,8 @@ x_val, y_val = x[:32], y[:32]
 model = keras.Sequential(
     [keras.Input((8,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(1)]
 )
-rate = 50.0 if args.explode else 0.05
 model.compile(
-    optimizer=keras.optimizers.SGD(rate, gradient_accumulation_steps=args.accumulate or None),
+    optimizer=keras.optimizers.SGD(0.05, gradient_accumulation_steps=args.accumulate or None),
     loss="mse",
     metrics=["mae"],
     steps_per_execution=args.steps_per_execution,
@@ -53,6 +55,9 @@ class Truth(keras.callbacks.Callback):
 
 
 truth = Truth()
+callbacks = [truth]
+if args.save:
+    callbacks.append(keras.callbacks.ModelCheckpoint(f"{args.save}/checkpoint.keras"))
 model.fit(
     x,
     y,
@@ -60,11 +65,26 @@ model.fit(
     epochs=args.epochs,
     validation_data=(x_val, y_val),
     shuffle=False,
-    callbacks=[truth],
+    callbacks=callbacks,
     verbose=2,
 )
 print("evaluate:", model.evaluate(x_val, y_val, batch_size=args.batch_size, verbose=0))
 predictions = model.predict(x_val, batch_size=args.batch_size, verbose=0)
+kept = {}
+if args.save:
+    model.save(f"{args.save}/model.keras")
+    weights = model.get_weights()
+    model.set_weights(weights)
+    copy = pickle.loads(pickle.dumps(model))
+    kept = {
+        "optimizer_variables": {v.path: np.asarray(v).tolist() for v in model.optimizer.variables},
+        "metrics_variables": len(model.metrics_variables),
+        "get_weights": [w.tolist() for w in weights],
+        "json": model.to_json(),
+        "pickled_outputs": keras.ops.convert_to_numpy(copy(x_val)).tolist(),
+        "x_val": x_val.tolist(),
+        "y_val": y_val.tolist(),
+    }
 if args.truth:
     with open(args.truth, "w", encoding="utf-8") as file:
         json.dump(
@@ -73,6 +93,7 @@ if args.truth:
                 "logged_losses": truth.logged,
                 "weights": {v.path: np.asarray(v).tolist() for v in model.weights},
                 "predictions": predictions.tolist(),
+                **kept,
             },
             file,
         )

@@ -21,16 +21,23 @@ layers' weights and biases, the gradients the optimizer applied, the optimizer's
 the last step of every epoch and of every evaluation, whatever the interval (their values then
 are Keras's epoch values: the running means over the epoch or the evaluation).
 
+In-training checks (``capture.keras.step_checks``, ``capture.keras.in_training``): every TRAIN
+step the compiled step checks that its loss and gradients are finite (``nonfinite_guard``, on by
+default) and judges the ``training_rules`` among LossSpike and GradientNormSpike, skipping the
+spiking update where a rule's action says so; the host reads what they found later and
+writes the same records as PyTorch's hook (``nonfinite/``, ``spikes/``, a stop request).
+
 Cost: the hook never overrides Keras's ``on_*_batch_end``, so Keras keeps dispatching batch ends
-asynchronously and reads no value a step for the hook. A step is saved at the start of the next
-one (or at the end of its epoch or evaluation), when the training's state is there to read: the
-hook copies what is due to the host and hands it to the writer thread, which computes reductions,
-encodes and writes. Gradients and the batch's loss come out of the compiled step through
-variables the step writes (``capture.keras.taps``); gradients only on the steps that save them.
+asynchronously. A step is saved at the start of the next one (or at the end of its epoch or
+evaluation), when the training's state is there to read (``capture.keras.step_saver``): the hook
+copies what is due to the host and hands it to the writer thread (``capture.keras.hook_output``),
+which computes reductions, encodes and writes. Gradients and the batch's loss come out of the
+compiled step through state of the hook's own (``capture.keras.taps``, ``step_state``), never the
+model's or the optimizer's; gradients only on the steps that save them.
 
 Failures: an error inside the hook is logged once, saving stops, and the training goes on; with
 ``strict=True`` (or ``TRAINPROBE_STRICT=1``) it is raised instead. A rule's StopTraining request
-stops ``fit`` at the next batch (``model.stop_training``).
+stops ``fit`` at the next batch (``model.stop_training``). ``close()`` takes the taps out.
 """
 
 from __future__ import annotations
@@ -39,15 +46,14 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import keras
-import numpy as np
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
-from trainprobe.capture.collections import KERAS_COLLECTIONS, Collection, CollectionKeys
+from trainprobe.capture.collections import KERAS_COLLECTIONS, CollectionKeys
 from trainprobe.capture.collections import CollectionSet as _CollectionSet
 from trainprobe.capture.hook_arguments import (
     check_include_workers,
@@ -55,28 +61,22 @@ from trainprobe.capture.hook_arguments import (
     tensorboard_directory,
 )
 from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_config
+from trainprobe.capture.in_training_rules import spike_rule_configs
 from trainprobe.capture.keras import naming
+from trainprobe.capture.keras.check_findings import CheckFindings
+from trainprobe.capture.keras.hook_output import HookOutput
 from trainprobe.capture.keras.profiling import KerasProfiler
+from trainprobe.capture.keras.smdebug_calls import SmdebugCalls
+from trainprobe.capture.keras.step_saver import StepSaver
 from trainprobe.capture.keras.steps import Point, TrainingSteps
-from trainprobe.capture.keras.taps import GradientTap, LossTap
-from trainprobe.capture.keras.values import Reduction, host_copy
-from trainprobe.capture.overhead import HookOverhead, OverheadFile
+from trainprobe.capture.keras.tapped_models import CheckSettings, TappedModels
+from trainprobe.capture.keras.training_state import TrainingState
 from trainprobe.capture.reduction_config import ReductionConfig
 from trainprobe.capture.save_config import SaveConfig, SaveConfigMode
 from trainprobe.capture.save_plan import SavePlan
 from trainprobe.capture.stop_request import StopRequestWatch
-from trainprobe.capture.tensorboard_export import TensorBoardExport
-from trainprobe.capture.writer_thread import (
-    CollectionsJob,
-    EndStep,
-    ShapeRecord,
-    SideJob,
-    TensorRecord,
-    WriterThread,
-)
 from trainprobe.config.errors import ConfigError
 from trainprobe.storage.modes import ModeKeys
-from trainprobe.storage.reduction_names import reduction_tensor_name
 
 __all__ = ["ALWAYS_SAVED", "Hook", "get_hook"]
 
@@ -84,11 +84,6 @@ log = logging.getLogger("trainprobe")
 
 ALWAYS_SAVED = (CollectionKeys.METRICS, CollectionKeys.LOSSES, CollectionKeys.SM_METRICS)
 """The collections smdebug's KerasHook saves whatever ``include_collections`` says."""
-
-_AT_THE_END = (CollectionKeys.LOSSES, CollectionKeys.METRICS)
-"""Saved at the last step of an epoch and of an evaluation, whatever their interval."""
-
-OVERHEAD_WRITE_SECONDS = 60.0
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -128,7 +123,7 @@ def _guarded(method: Callable[_P, _R]) -> Callable[_P, _R | None]:
     return entry
 
 
-class Hook(keras.callbacks.Callback):  # type: ignore[misc]
+class Hook(SmdebugCalls, keras.callbacks.Callback):  # type: ignore[misc]
     """Saves a Keras model's tensors by step into ``out_dir`` (see the module docstring).
 
     The arguments are smdebug's KerasHook's: ``save_config`` says when (every 500 steps),
@@ -136,7 +131,10 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
     (``losses``, ``metrics`` and ``sm_metrics`` always), ``include_regex`` adds tensors by name to
     ``default``, ``save_all`` saves everything, ``include_workers`` is ``"one"`` or ``"all"``,
     ``dry_run`` only logs what would be saved, and ``export_tensorboard``/``tensorboard_dir``
-    write TensorBoard summaries of what is saved.
+    write TensorBoard summaries of what is saved. ``nonfinite_guard`` (on by default) checks
+    every TRAIN step's loss and gradients; ``training_rules`` are the rules judged inside the
+    training, every step (the LossSpike and GradientNormSpike among SDK ``Rule`` objects or
+    the hook configuration's ``TrainingRules`` entries).
     """
 
     def __init__(
@@ -153,6 +151,8 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         include_workers: str = "one",
         *,
         strict: bool | None = None,
+        nonfinite_guard: bool = True,
+        training_rules: Sequence[Any] | None = None,
     ) -> None:
         global _singleton
         super().__init__()
@@ -160,13 +160,13 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         check_include_workers(include_workers)
         if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
             raise ConfigError("reduction_config", reduction_config, "a ReductionConfig or None")
+        rules = tuple(spike_rule_configs(training_rules or []))
         self.strict = settings.STRICT.get() if strict is None else bool(strict)
         self.dry_run = bool(dry_run)
         self.include_workers = include_workers
-        self.tensorboard_dir = tensorboard_directory(
-            export_tensorboard, tensorboard_dir, self.out_dir
-        )
-        self.export_tensorboard = self.tensorboard_dir is not None
+        tensorboard = tensorboard_directory(export_tensorboard, tensorboard_dir, self.out_dir)
+        self.tensorboard_dir = tensorboard
+        self.export_tensorboard = tensorboard is not None
         self.save_config = SaveConfig.parse(save_config)
         self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
         self.collections = _CollectionSet(KERAS_COLLECTIONS)
@@ -181,25 +181,22 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         self.steps = TrainingSteps()
         self.stop_watch = StopRequestWatch(self.out_dir)
         self.backend = keras.backend.backend()
-        self.optimizer: Any = None
-        self._gradients: GradientTap | None = None
-        self._losses: dict[int, LossTap] = {}
-        self._tapped: set[int] = set()
-        self._writer: WriterThread | None = None
-        self._collections_written = False
-        self._pending_scalars: dict[str, np.ndarray] = {}
-        self._pending_tensors: dict[str, np.ndarray] = {}
-        self._failed = False
-        self._closed = False
+        self._failed = self._closed = False
         self._spent = 0.0
-        self.overhead = HookOverhead(_bytes=self._bytes_written, blocked_seconds=self._blocked)
-        self._overhead_file = OverheadFile(self.out_dir, self.overhead)
-        self._overhead_due_at = time.monotonic() + OVERHEAD_WRITE_SECONDS
+        self.output = HookOutput(
+            self.out_dir, tensorboard, self.collections.to_json_dict, self._on_writer_error
+        )
+        self.overhead = self.output.overhead
+        self.training = TrainingState(self.backend, lambda: self._model)
+        self.findings = CheckFindings(
+            self.output, lambda: self.tapped.host_checks, self._stop_training, dry_run=dry_run
+        )
+        checks = CheckSettings(guard=bool(nonfinite_guard), rules=rules)
+        self.tapped = TappedModels(self.backend, self.plan, checks, self.findings.reports)
+        self.saver = StepSaver(self.plan, self.output, self.tapped, self.training, dry_run=dry_run)
         self.profiler = KerasProfiler.from_environment(self.backend, self._profiler_failed)
         _singleton = self
         close_at_exit(self, lambda hook: hook.close(), "the Keras hook")
-
-    # ----- construction from the SageMaker configuration file -----
 
     @classmethod
     def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
@@ -208,7 +205,7 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         hook returned saves nothing (with ``TRAINPROBE_STRICT=1`` it raises)."""
         try:
             arguments = read_hook_config(json_file_path)
-            hook = cls(**arguments.hook_kwargs())
+            hook = cls(**arguments.hook_kwargs(), training_rules=arguments.training_rules)
         except FileNotFoundError:
             raise
         except Exception as error:
@@ -229,88 +226,28 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
 
     hook_from_config = create_from_json_file
 
-    # ----- smdebug's KerasHook calls -----
-
-    def wrap_optimizer(self, optimizer: Any) -> Any:
-        """The optimizer, unchanged: the hook finds the gradients it applies by itself (smdebug
-        needed this call to see them)."""
-        if not isinstance(optimizer, keras.optimizers.Optimizer):
-            raise ConfigError("optimizer", optimizer, "a keras.optimizers.Optimizer")
-        self.optimizer = optimizer
-        return optimizer
-
-    def register_model(self, model: Any) -> None:
-        """Follow ``model`` (``fit``'s callbacks do it by themselves)."""
-        if not isinstance(model, keras.Model):
-            raise ConfigError("model", model, "a keras.Model")
-        self.set_model(model)
-
-    def set_mode(self, mode: ModeKeys) -> None:
-        """Accepted for smdebug's scripts: the mode comes from the training itself."""
-        if not isinstance(mode, ModeKeys):
-            raise ConfigError("mode", mode, "a trainprobe.keras.modes value")
-
-    def get_collection(self, name: str, create: bool = True) -> Collection:
-        """The collection ``name`` (created if missing and ``create``)."""
-        return self.collections.get(name, create=create)
-
-    def get_collections(self) -> dict[str, Collection]:
-        """Every collection of this hook, by name."""
-        return {collection.name: collection for collection in self.collections}
-
-    def add_collection(self, collection: Collection) -> None:
-        """Add a collection built by hand (saved if named in ``include_collections``)."""
-        self.collections.add(collection)
-
-    def save_scalar(self, name: str, value: object, sm_metric: bool = False) -> None:
-        """Save ``value`` as ``scalar/<name>`` at the next saved step (``sm_metric``: also in the
-        ``sm_metrics`` collection)."""
-        tensor_name = f"scalar/{name}"
-        self._pending_scalars[tensor_name] = np.asarray(value, dtype=np.float64).reshape(())
-        if sm_metric:
-            self.collections.get(CollectionKeys.SM_METRICS).add_tensor_name(tensor_name)
-
-    def save_tensor(
-        self,
-        tensor_name: str,
-        tensor_value: object,
-        collections_to_write: str | Iterable[str] = CollectionKeys.DEFAULT,
-    ) -> None:
-        """Save ``tensor_value`` as ``tensor_name`` in these collections, at the next step at
-        which one of them is saved."""
-        names = (
-            [collections_to_write]
-            if isinstance(collections_to_write, str)
-            else list(collections_to_write)
-        )
-        for collection in names:
-            self.collections.get(collection).add_tensor_name(tensor_name)
-            self.plan.include(collection)
-        self._pending_tensors[tensor_name] = host_copy(tensor_value)
-
     # ----- Keras's callbacks (never the batch ends: Keras keeps them asynchronous) -----
 
     @_guarded
     def on_train_begin(self, logs: Any = None) -> None:
-        model = self._model
-        self._tap(model, training=True)
-        self.steps.begin_fit(self._iterations(), self._accumulation())
+        self._tap(training=True)
+        self.steps.begin_fit(self.training.micro_batches(), self.training.accumulation())
         self._begin_run(ModeKeys.TRAIN)
 
     @_guarded
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        micro_batches = self._iterations()
+        micro_batches = self.training.micro_batches()
         self.steps.begin_epoch(micro_batches)
-        loss_tap = self._losses.get(id(self._model))
-        if loss_tap is not None:
-            loss_tap.align(micro_batches)
+        taps = self.tapped.taps_of(self._model)
+        if taps is not None:
+            taps.align(micro_batches)
 
     @_guarded
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         if batch > 0:
-            self._save(self.steps.train_batches_done(batch))
+            self._step_ended(self.steps.train_batches_done(batch))
         self._check_stop()
-        self._before_training_batches(batch)
+        self._before_training_batches()
 
     @_guarded
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
@@ -319,29 +256,29 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
     @_guarded
     def on_train_end(self, logs: Any = None) -> None:
         self._end_training_batches()
-        if self._gradients is not None:
-            self._set_capture(False)
+        if self.tapped.training is not None:
+            self.tapped.training.set_capture(False)
         self._end_run()
         self.steps.end_fit()
-        if self._writer is not None:
-            self._writer.flush()
+        self.findings.write_spikes()
+        self.output.flush()
 
     @_guarded
     def on_test_begin(self, logs: Any = None) -> None:
         self._end_training_batches()
-        self._tap(self._model, training=False)
+        self._tap(training=False)
         self._begin_run(ModeKeys.EVAL)
 
     @_guarded
     def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
         if batch > 0:
-            self._save(self.steps.batch_done(ModeKeys.EVAL))
+            self._step_ended(self.steps.batch_done(ModeKeys.EVAL))
         self.steps.batch_started()
         self._profile_step_start(ModeKeys.EVAL)
 
     @_guarded
     def on_test_end(self, logs: Any = None) -> None:
-        self._save(self.steps.batch_done(ModeKeys.EVAL, last=True))
+        self._step_ended(self.steps.batch_done(ModeKeys.EVAL, last=True))
         self._end_run()
 
     @_guarded
@@ -351,16 +288,28 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
     @_guarded
     def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
         if batch > 0:
-            self._save(self.steps.batch_done(ModeKeys.PREDICT))
+            self._step_ended(self.steps.batch_done(ModeKeys.PREDICT))
         self.steps.batch_started()
         self._profile_step_start(ModeKeys.PREDICT)
 
     @_guarded
     def on_predict_end(self, logs: Any = None) -> None:
-        self._save(self.steps.batch_done(ModeKeys.PREDICT, last=True))
+        self._step_ended(self.steps.batch_done(ModeKeys.PREDICT, last=True))
         self._end_run()
 
     # ----- the training's batches -----
+
+    def _tap(self, *, training: bool) -> None:
+        """Install the taps the model needs (not in a dry run, nor after a failure)."""
+        if self._failed or self.dry_run:
+            return
+        if self.plan.is_stale():
+            self.plan.prepare(strict=self.strict)
+        model = self._model
+        self.tapped.tap(model, training=training)
+        collection = self.collections.get(CollectionKeys.OPTIMIZER_VARIABLES)
+        for variable in self.tapped.optimizer_variables():
+            collection.add_tensor_name(naming.optimizer_variable_name(variable))
 
     def _begin_run(self, mode: ModeKeys) -> None:
         self.steps.begin_run(mode)
@@ -372,292 +321,56 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         if self.profiler is not None:
             self.profiler.run_ended()
 
-    def _before_training_batches(self, batch: int) -> None:
+    def _before_training_batches(self) -> None:
         """Copy the gradients of the coming batches if a step among them saves them."""
-        coming = self.steps.coming_train_steps(self._steps_per_execution())
-        if self._gradients is not None:
-            wanted = any(self._saves_gradients(step) for step in coming)
-            self._set_capture(wanted)
+        coming = self.steps.coming_train_steps(self.training.steps_per_execution())
+        taps = self.tapped.training
+        if taps is not None and taps.gradient_variables:
+            due = 0
+            for step in coming:
+                due |= self.plan.due(ModeKeys.TRAIN, step)
+            names = self.tapped.gradient_names(self._model) if due else []
+            taps.set_capture(bool(due) and self.plan.holds_any(names, due))
         self._profile_step_start(ModeKeys.TRAIN)
 
     def _end_training_batches(self) -> None:
         """The epoch's training batches ended (its validation or its end): save the last."""
         if self.steps.training_open:
-            self._save(self.steps.train_batches_done(None, self._iterations()))
+            point = self.steps.train_batches_done(None, self.training.micro_batches())
+            self._step_ended(point, wait=True)
 
-    def _saves_gradients(self, step: int) -> bool:
-        due = self.plan.due(ModeKeys.TRAIN, step)
-        return bool(due) and self.plan.holds_any(self._gradient_names(), due)
-
-    def _set_capture(self, on: bool) -> None:
-        tap = self._gradients
-        if tap is None or tap.capture == on:
+    def _step_ended(self, point: Point | None, *, wait: bool = False) -> None:
+        """A step has ended: read what the checks found, save what is due."""
+        if self.profiler is not None:
+            self.profiler.step_ended()
+        if point is None:
             return
-        self._sync()
-        tap.set_capture(on)
+        due = self.saver.due(point)
+        host_checks = self.tapped.host_checks
+        if point.mode is ModeKeys.TRAIN and host_checks is not None:
+            # A step that saves waits for the training's state anyway: its own checks are read
+            # too, so that what they found is written before the step's tensors.
+            host_checks.poll(self.steps.global_step, self.output.worker, wait=wait or bool(due))
+        full = self.findings.saves_in_full(point.step)
+        self.saver.save(point, self._model, due, full=full)
+        if due and point.mode is ModeKeys.TRAIN:
+            self.findings.write_spikes()
+        self.findings.step_saved()
+        self.output.account(self.steps.step, self._spent)
+        self._spent = 0.0
 
     def _check_stop(self) -> None:
         request = self.stop_watch.check()
         if request is not None:
             log.warning("trainprobe: stopping the training: %s", request.explain())
-            self._model.stop_training = True
+            self._stop_training()
+
+    def _stop_training(self) -> None:
+        self._model.stop_training = True
 
     def _profile_step_start(self, mode: ModeKeys) -> None:
         if self.profiler is not None:
             self.profiler.step_started(mode, self.steps.step + 1, self.steps.mode_step(mode) + 1)
-
-    # ----- the taps -----
-
-    def _tap(self, model: Any, *, training: bool) -> None:
-        """Install the loss tap (and, training, the gradient tap) into the model's step."""
-        if self._failed or self.dry_run:
-            return
-        remake = False
-        if id(model) not in self._losses and getattr(model, "_loss_tracker", None) is not None:
-            self._losses[id(model)] = LossTap(model, self._accumulation(model))
-            remake = True
-        optimizer = getattr(model, "optimizer", None)
-        if training and optimizer is not None and self._gradients is None:
-            self.optimizer = optimizer
-            if self.plan.is_stale():
-                self.plan.prepare(strict=self.strict)
-            if self._wants_gradients():
-                self._gradients = GradientTap(model, optimizer, self.backend)
-                remake = True
-            self._name_optimizer_variables()
-        if remake:
-            # Keras made its step functions before calling back: make them again, with the taps.
-            model.train_function = model.test_function = None
-            if training:
-                model.make_train_function(force=True)
-            else:
-                model.make_test_function(force=True)
-
-    def _wants_gradients(self) -> bool:
-        """Whether any saved collection may hold a gradient at some step."""
-        names = self._gradient_names()
-        return any(c.matches(name) for c in self.plan.saved for name in names) or any(
-            c.name == CollectionKeys.ALL for c in self.plan.saved
-        )
-
-    def _gradient_names(self) -> list[str]:
-        return [
-            naming.gradient_name(name)
-            for name, _, variable in naming.model_variables(self._model)
-            if variable.trainable
-        ]
-
-    def _name_optimizer_variables(self) -> None:
-        collection = self.collections.get(CollectionKeys.OPTIMIZER_VARIABLES)
-        for variable in self._optimizer_variables():
-            collection.add_tensor_name(naming.optimizer_variable_name(variable))
-
-    def _optimizer_variables(self) -> list[Any]:
-        taps = set()
-        if self._gradients is not None:
-            taps = {id(v) for v in self._gradients.copies} | {id(self._gradients._flag)}
-        return [v for v in getattr(self.optimizer, "variables", []) if id(v) not in taps]
-
-    # ----- reading the training's state -----
-
-    def _sync(self) -> None:
-        """Bring JAX's state back into the model's variables (a no-op on other backends)."""
-        model = self._model
-        if self.backend == "jax" and hasattr(model, "jax_state_sync"):
-            model.jax_state_sync()
-
-    def _iterations(self) -> int:
-        """The optimizer's count of micro-batches (its ``iterations`` times the accumulation),
-        read where the state is synced."""
-        optimizer = getattr(self._model, "optimizer", None)
-        counter = getattr(optimizer, "_iterations", None)
-        if counter is None:
-            return 0
-        self._sync()
-        return int(np.asarray(keras.ops.convert_to_numpy(counter.value)))
-
-    def _accumulation(self, model: Any = None) -> int:
-        optimizer = getattr(model or self._model, "optimizer", None)
-        return int(getattr(optimizer, "gradient_accumulation_steps", None) or 1)
-
-    def _steps_per_execution(self) -> int:
-        return int(getattr(self._model, "steps_per_execution", 1) or 1)
-
-    # ----- saving a step -----
-
-    def _save(self, point: Point | None) -> None:
-        """Save what is due at a step that has just ended."""
-        if self.profiler is not None:
-            self.profiler.step_ended()
-        if point is None:
-            return
-        due = 0
-        for mode_step in range(max(point.first, point.mode_step - 63), point.mode_step + 1):
-            due |= self.plan.due(point.mode, mode_step)
-        if point.last and point.mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
-            due |= self._mask_of(_AT_THE_END)
-        if not self._writes():
-            return
-        if not due:
-            if self._pending_scalars and point.last:
-                due = self._mask_of((CollectionKeys.SM_METRICS,))
-            if not due:
-                return
-        if self.dry_run:
-            names = ", ".join(c.name for c in self.plan.collections_in(due))
-            log.info("trainprobe dry run: step %d would save %s", point.step, names)
-            return
-        self._sync()
-        scalars, self._pending_scalars = self._pending_scalars, {}
-        sent = self._send(point, due, self._values(point, due))
-        sent = self._send_scalars(point, scalars) or sent
-        if sent:
-            writer = self._ensure_writer()
-            writer.submit(EndStep(point.step))
-            if not self._collections_written:
-                self._collections_written = True
-                self._write_collections()
-        self._write_overhead_if_due()
-
-    def _mask_of(self, names: Iterable[str]) -> int:
-        wanted = set(names)
-        return sum(1 << i for i, c in enumerate(self.plan.saved) if c.name in wanted)
-
-    def _values(self, point: Point, due: int) -> list[tuple[str, np.ndarray]]:
-        """The values of the tensors the due collections may hold, as host copies."""
-        model = self._model
-        found: list[tuple[str, np.ndarray]] = []
-        if point.mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
-            found += self._loss_values(model, point)
-        weights = list(naming.model_variables(model))
-        if self.plan.holds_any([name for name, _, _ in weights], due):
-            found += [(name, host_copy(variable)) for name, _, variable in weights]
-        tap = self._gradients
-        if point.mode is ModeKeys.TRAIN and tap is not None and tap.capture:
-            by_variable = {id(v): copy for v, copy in zip(tap.variables, tap.copies, strict=True)}
-            found += [
-                (naming.gradient_name(name), host_copy(by_variable[id(variable)]))
-                for name, _, variable in weights
-                if id(variable) in by_variable
-            ]
-        if point.mode is ModeKeys.TRAIN and self.optimizer is not None:
-            variables = self._optimizer_variables()
-            names = [naming.optimizer_variable_name(v) for v in variables]
-            if self.plan.holds_any(names, due):
-                found += [(n, host_copy(v)) for n, v in zip(names, variables, strict=True)]
-        tensors, self._pending_tensors = self._pending_tensors, {}
-        return found + list(tensors.items())
-
-    def _loss_values(self, model: Any, point: Point) -> list[tuple[str, np.ndarray]]:
-        found: list[tuple[str, np.ndarray]] = []
-        tap = self._losses.get(id(model))
-        if tap is not None:
-            last, total, count = (host_copy(v) for v in tap.variables)
-            accumulated = point.mode is ModeKeys.TRAIN and self._accumulation() > 1
-            loss = tap.loss_of(float(last), float(total), int(count), accumulated)
-            found.append((naming.BATCH_LOSS, np.asarray(loss, dtype=np.float32)))
-        for key, value in model.get_metrics_result().items():
-            array = host_copy(value)
-            if array.size == 1:
-                found.append((str(key), array.reshape(())))
-        return found
-
-    def _send(self, point: Point, due: int, values: list[tuple[str, np.ndarray]]) -> bool:
-        writer = self._ensure_writer()
-        export = writer.tensorboard is not None
-        wall_time = time.time()
-        sent = False
-        for name, value in values:
-            plan = self.plan.what_to_save(name, due)
-            if not plan.anything:
-                continue
-            summary = plan.summary if export else None
-            if plan.raw or summary is not None:
-                writer.submit(
-                    TensorRecord(
-                        point.step,
-                        name,
-                        value,
-                        point.mode,
-                        point.mode_step,
-                        wall_time,
-                        summary=summary,
-                        save_raw=plan.raw,
-                    )
-                )
-            if plan.shape:
-                writer.submit(
-                    ShapeRecord(point.step, name, tuple(value.shape), point.mode, point.mode_step)
-                )
-            for op, of_abs in plan.reductions:
-                writer.submit(
-                    TensorRecord(
-                        point.step,
-                        reduction_tensor_name(op, name, of_abs),
-                        Reduction(value, op, of_abs),
-                        point.mode,
-                        point.mode_step,
-                        wall_time,
-                    )
-                )
-            sent = True
-        return sent
-
-    def _send_scalars(self, point: Point, scalars: dict[str, np.ndarray]) -> bool:
-        """``save_scalar`` values: written at the next saved step, whatever its collections."""
-        writer = self._ensure_writer()
-        wall_time = time.time()
-        for name, value in scalars.items():
-            writer.submit(
-                TensorRecord(point.step, name, value, point.mode, point.mode_step, wall_time)
-            )
-        return bool(scalars)
-
-    # ----- the writer -----
-
-    @property
-    def worker(self) -> str:
-        """This process's worker name (``worker_0``: one Keras process writes)."""
-        return "worker_0"
-
-    def _writes(self) -> bool:
-        return True
-
-    def _ensure_writer(self) -> WriterThread:
-        if self._writer is None:
-            export = TensorBoardExport(self.tensorboard_dir) if self.tensorboard_dir else None
-            self._writer = WriterThread(
-                self.out_dir, self.worker, on_error=self._on_writer_error, tensorboard=export
-            )
-        return self._writer
-
-    def _write_collections(self) -> None:
-        self._ensure_writer().submit(CollectionsJob(self.collections.to_json_dict(), 1))
-
-    def _write_overhead_if_due(self) -> None:
-        self.overhead.add(self.steps.step, self._spent)
-        self._spent = 0.0
-        if not self._overhead_file.reserved:
-            self._overhead_file.reserved = True
-            reserve = functools.partial(self._overhead_file.reserve, self.worker)
-            self._ensure_writer().submit(SideJob(reserve))
-        now = time.monotonic()
-        if now < self._overhead_due_at or not self._overhead_file.enabled:
-            return
-        self._overhead_due_at = now + OVERHEAD_WRITE_SECONDS
-        write = functools.partial(self._overhead_file.write, self.worker)
-        self._ensure_writer().submit(SideJob(write))
-
-    @property
-    def spent_seconds(self) -> float:
-        """The time the hook has taken from the training's thread so far."""
-        return self.overhead.total_seconds + self._spent
-
-    def _bytes_written(self) -> int:
-        return self._writer.bytes_written if self._writer is not None else 0
-
-    def _blocked(self) -> float:
-        return self._writer.blocked_seconds if self._writer is not None else 0.0
 
     # ----- failures and the end -----
 
@@ -677,8 +390,7 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
             settings.STRICT.name,
         )
         log.debug("trainprobe: the Keras hook's traceback", exc_info=error)
-        if self._writer is not None:
-            self.overhead.saving_stopped(self.steps.step, error)
+        self.output.saving_stopped(self.steps.step, error)
 
     def _on_writer_error(self, error: BaseException) -> None:
         if not self.strict:
@@ -688,24 +400,34 @@ class Hook(keras.callbacks.Callback):  # type: ignore[misc]
         if self.strict:
             raise error
 
+    @property
+    def worker(self) -> str:
+        """This process's worker name (``worker_0``: one Keras process writes)."""
+        return self.output.worker
+
+    @property
+    def spent_seconds(self) -> float:
+        """The time the hook has taken from the training's thread so far."""
+        return self.overhead.total_seconds + self._spent
+
     def close(self) -> None:
-        """Write the collections file and ``training_job_end.ts``, and stop the writer."""
+        """Take the taps out; write the collections file and ``training_job_end.ts``, and stop
+        the writer."""
         if self._closed:
             return
         self._closed = True
+        try:
+            self.tapped.remove()
+        except Exception as error:  # never the training's problem
+            log.warning("trainprobe: the Keras hook's taps could not be taken out: %s", error)
         if self.profiler is not None:
             self.profiler.close()
         if self.dry_run:
             return
-        self.overhead.add(self.steps.step, self._spent)
+        self.output.close(self.steps.step, self._spent)
         self._spent = 0.0
-        writer = self._ensure_writer()
-        self._write_collections()
-        writer.write_training_end()
-        writer.close()
-        self._overhead_file.write(self.worker)
-        if self.strict and writer.error is not None:
-            raise writer.error
+        if self.strict and self.output.error is not None:
+            raise self.output.error
 
     def __repr__(self) -> str:
         return (

@@ -36,6 +36,7 @@ __all__ = [
     "logs_collection",
     "model_variables",
     "optimizer_variable_name",
+    "variable_name",
 ]
 
 BATCH_LOSS = "batch_loss"
@@ -64,10 +65,14 @@ def model_variables(model: Any) -> Iterator[tuple[str, str, Any]]:
             yield f"{layer.name}/weights/{below}:0", collection, variable
 
 
+def variable_name(weight_name: str) -> str:
+    """The variable's path below the model (``dense/kernel``) from its saved name."""
+    return weight_name.split("/weights/", 1)[-1].removesuffix(":0")
+
+
 def gradient_name(weight_name: str) -> str:
     """The name of the gradient of the variable saved as ``weight_name``."""
-    below = weight_name.split("/weights/", 1)[-1].removesuffix(":0")
-    return f"{GRADIENT_PREFIX}{below}Grad"
+    return f"{GRADIENT_PREFIX}{variable_name(weight_name)}Grad"
 
 
 def optimizer_variable_name(variable: Any) -> str:

@@ -18,11 +18,15 @@ of an epoch's training batches), never a value read back from the device per bat
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from trainprobe.storage.modes import ModeKeys
 
 __all__ = ["Point", "TrainingSteps"]
+
+_REMEMBERED = 4096
+"""How many recent TRAIN steps keep their global step (for records read later)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class TrainingSteps:
         self._updates = 0
         self._epoch_start = 0
         self._done = 0
+        self._global_of: OrderedDict[int, int] = OrderedDict()
 
     def mode_step(self, mode: ModeKeys) -> int:
         """The last step of ``mode`` so far (-1 before its first)."""
@@ -89,7 +94,15 @@ class TrainingSteps:
         first, self._updates = self._updates, updates
         self.step += 1
         self.mode_steps[ModeKeys.TRAIN] = updates - 1
+        for update in range(max(first, updates - _REMEMBERED), updates):
+            self._global_of[update] = self.step
+        while len(self._global_of) > _REMEMBERED:
+            self._global_of.popitem(last=False)
         return Point(self.step, ModeKeys.TRAIN, updates - 1, first, last_of_epoch)
+
+    def global_step(self, update: int) -> int | None:
+        """The global step of TRAIN step ``update`` (None when it is not among the recent)."""
+        return self._global_of.get(update)
 
     def end_fit(self) -> None:
         """``fit`` ended."""

@@ -58,7 +58,7 @@ import torch
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
-from trainprobe.capture.collections import Collection, CollectionSet
+from trainprobe.capture.collections import CollectionAccess, CollectionSet
 from trainprobe.capture.hook_arguments import (
     check_include_workers,
     output_directory,
@@ -191,7 +191,7 @@ def _account(hook: Hook, started: float, waited: float) -> None:
         hook.overhead.add_device_wait(hook.step, waiting)
 
 
-class Hook(SmdebugSurface, StepListener):
+class Hook(SmdebugSurface, CollectionAccess, StepListener):
     """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
 
     ``save_config`` says when (default: every 500 steps), ``reduction_config`` what (default: the
@@ -495,23 +495,11 @@ class Hook(SmdebugSurface, StepListener):
         The process has one watch of its losses: the hook that called this last hears them."""
         self.follower.start_following()
 
-    # ----- modes, collections -----
+    # ----- modes (the collections calls are CollectionAccess's) -----
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL; the next forward starts a step of that mode."""
         self.follower.set_mode(ModeKeys.parse(mode))
-
-    def get_collection(self, name: str, create: bool = True) -> Collection:
-        """The collection ``name`` (created if missing and ``create``); ``.include(regex)`` it."""
-        return self.collections.get(name, create=create)
-
-    def get_collections(self) -> dict[str, Collection]:
-        """Every collection of this hook, by name."""
-        return {collection.name: collection for collection in self.collections}
-
-    def add_collection(self, collection: Collection) -> None:
-        """Add a collection built by hand (it is saved if named in ``include_collections``)."""
-        self.collections.add(collection)
 
     # ----- the step's lifecycle (its events, from the training follower) -----
 

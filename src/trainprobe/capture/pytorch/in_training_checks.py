@@ -33,8 +33,6 @@ from trainprobe.capture.pytorch.training_losses import LossSource
 from trainprobe.capture.pytorch.training_steps import with_closure
 from trainprobe.capture.pytorch.update_summary import UpdateSummary, gradients_of
 from trainprobe.capture.stop_request import TrainingStopRequested
-from trainprobe.config.rules import Rule
-from trainprobe.config.training_rules import training_rules
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeRecord
 
@@ -92,9 +90,7 @@ class InTrainingChecks(StepListener):
     ) -> None:
         """Judge the in-training spike rules among ``rules`` (``Rule`` objects or their
         configuration dictionaries), if there are any."""
-        objects = [rule for rule in rules if isinstance(rule, Rule)]
-        configurations = [rule for rule in rules if not isinstance(rule, Rule)]
-        found = spike_rules([*configurations, *training_rules(objects)])
+        found = spike_rules(rules)
         if not found:
             return
         self.spikes = SpikeGuard(found, self._on_spike, out_dir, models, self._flush_spikes)

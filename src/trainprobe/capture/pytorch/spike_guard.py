@@ -24,11 +24,11 @@ norm judged is the global one, also of sharded gradients (``update_summary``). E
 losses are judged too (each mode has its own window), with no action. Each spike becomes a
 ``SpikeRecord`` (``storage.spike_records``).
 
-A rule's parameters and defaults are the catalogue's (``trainprobe.config.catalogue``), its
-actions are read by ``trainprobe.config.actions.parse_actions``: a value the configuration
-refuses is refused here with the same message. Actions are ``SpikeAction``s. The values judged
-at an update come from its summary (``update_summary``): the one pass over the gradients that
-the non-finite guard reads too, and one copy to the host.
+A rule's configuration is read by ``capture.in_training_rules``, as the Keras hook reads it:
+its parameters and defaults are the catalogue's, its actions read by ``parse_actions``, so a
+value the configuration refuses is refused here with the same message. Actions are
+``SpikeAction``s. The values judged at an update come from its summary (``update_summary``):
+the one pass over the gradients that the non-finite guard reads too, and one copy to the host.
 
 Where reading a value on the host would wait for the device (a GPU), the clean path does not:
 when every rule's action is none, or SkipStep with a fused optimizer (``fused=True``), each rule
@@ -51,69 +51,58 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
 
+from trainprobe.capture.in_training_rules import SkipBudget, SpikeRuleConfig, spike_rule_configs
 from trainprobe.capture.pytorch.device_spike_window import VERDICT_FIELDS, DeviceSpikeWindow
 from trainprobe.capture.pytorch.host_copy import host_reads_are_free
 from trainprobe.capture.pytorch.update_summary import UpdateSummary
-from trainprobe.capture.spike_window import SpikeSettings, SpikeWindow
+from trainprobe.capture.spike_window import SpikeWindow
 from trainprobe.capture.stop_request import TrainingStopRequested
-from trainprobe.config import catalogue
-from trainprobe.config.actions import (
-    Rollback,
-    SkipStep,
-    StopTraining,
-    parse_actions,
-    within_the_step,
-)
-from trainprobe.config.errors import ConfigError
+from trainprobe.config.actions import Rollback
+from trainprobe.config.rules import Rule
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeAction, SpikeRecord
 from trainprobe.storage.stop_request import StopRequest, write_stop_request
 
-__all__ = ["ROLLBACK_LIMIT_BYTES", "SPIKE_RULES", "SpikeGuard", "SpikeRule", "spike_rules"]
+__all__ = ["ROLLBACK_LIMIT_BYTES", "SpikeGuard", "SpikeRule", "spike_rules"]
 
 log = logging.getLogger("trainprobe")
-
-SPIKE_RULES = ("LossSpike", "GradientNormSpike")
-"""The rules the hook runs inside the training."""
 
 ROLLBACK_LIMIT_BYTES = 4 << 30
 """The largest snapshot (model and optimizer state) a rollback keeps."""
 
-_ACTIONS = {
-    SkipStep: SpikeAction.SKIP,
-    Rollback: SpikeAction.ROLLBACK,
-    StopTraining: SpikeAction.STOP,
-}
-
 
 @dataclass
 class SpikeRule:
-    """One configured in-training rule: what it judges, when, and what it does on a spike."""
+    """One configured in-training rule (``config``) and what it has judged so far."""
 
-    name: str
-    """The rule configuration's name (the rule's name unless the job named it otherwise)."""
-    rule: str
-    """``LossSpike`` or ``GradientNormSpike``."""
-    settings: SpikeSettings
-    max_skips: int
-    max_skips_window: int
-    action: SpikeAction = SpikeAction.NONE
-    rollback: Rollback | None = None
-    """The rollback's steps and learning-rate factor, when the action is a rollback."""
+    config: SpikeRuleConfig
     windows: dict[ModeKeys, SpikeWindow] = field(default_factory=dict)
     device_windows: dict[ModeKeys, DeviceSpikeWindow] = field(default_factory=dict)
     judged: dict[ModeKeys, int] = field(default_factory=dict)
-    skips: deque[int] = field(default_factory=deque)
+    budget: SkipBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.budget = SkipBudget(self.config.max_skips, self.config.max_skips_window)
+
+    @property
+    def name(self) -> str:
+        """The rule configuration's name."""
+        return self.config.name
+
+    @property
+    def action(self) -> SpikeAction:
+        """What the rule does at a spike of a TRAIN step."""
+        return self.config.action
 
     def judge(self, mode: ModeKeys, value: float) -> tuple[bool, float | None, float | None, Any]:
         """Judge a value of ``mode``: (spike, window mean, deviation, z)."""
         window = self.windows.get(mode)
         if window is None:
-            window = self.windows[mode] = SpikeWindow(self.settings)
+            window = self.windows[mode] = SpikeWindow(self.config.settings)
         self.judged[mode] = self.judged.get(mode, 0) + 1
         verdict = window.judge(value)
         return verdict.spike, verdict.mean, verdict.std, verdict.z
@@ -122,56 +111,17 @@ class SpikeRule:
         """Judge a value of ``mode`` on its device: the verdict as a tensor (``VERDICT_FIELDS``)."""
         window = self.device_windows.get(mode)
         if window is None:
-            window = self.device_windows[mode] = DeviceSpikeWindow(self.settings, value.device)
+            settings = self.config.settings
+            window = self.device_windows[mode] = DeviceSpikeWindow(settings, value.device)
         self.judged[mode] = self.judged.get(mode, 0) + 1
         return window.judge(value)
 
-    def allows_another_skip(self, update: int) -> bool:
-        """Note a skip at ``update``; False when it is one too many for the window."""
-        self.skips.append(update)
-        while self.skips and self.skips[0] <= update - self.max_skips_window:
-            self.skips.popleft()
-        return len(self.skips) <= self.max_skips
 
-
-def spike_rules(configurations: Iterable[Mapping[str, Any]]) -> list[SpikeRule]:
-    """The in-training rules among ``configurations`` (a hook configuration's ``TrainingRules``,
-    or ``DebugRuleConfigurations``): each ``{"RuleConfigurationName", "RuleName" or
-    RuleParameters' "rule_to_invoke", "RuleParameters"}``. ConfigError names a bad field, as the
-    configuration does."""
-    rules = []
-    for index, configuration in enumerate(configurations):
-        where = f"TrainingRules[{index}]"
-        if not isinstance(configuration, Mapping):
-            raise ConfigError(where, configuration, "a rule configuration object")
-        parameters = configuration.get("RuleParameters") or {}
-        if not isinstance(parameters, Mapping):
-            raise ConfigError(f"{where}.RuleParameters", parameters, "a map of strings")
-        rule = configuration.get("RuleName") or parameters.get("rule_to_invoke")
-        if rule not in SPIKE_RULES:
-            continue
-        name = str(configuration.get("RuleConfigurationName") or rule)
-        rules.append(_rule(str(rule), name, parameters, f"{where}.RuleParameters"))
-    return rules
-
-
-def _rule(rule: str, name: str, parameters: Mapping[str, Any], where: str) -> SpikeRule:
-    """One rule, its parameters and their defaults the catalogue's."""
-    values = catalogue.get(rule).effective_parameters(parameters, field_prefix=where)
-    found = SpikeRule(
-        name=name,
-        rule=rule,
-        settings=SpikeSettings.of(values),
-        max_skips=cast(int, values["max_skips"]),
-        max_skips_window=cast(int, values["max_skips_window"]),
-    )
-    text = parameters.get("action_json")
-    if text is None or text == "":
-        return found
-    for action in within_the_step(parse_actions(text, field=f"{where}.action_json")):
-        found.action = _ACTIONS[type(action)]
-        found.rollback = action if isinstance(action, Rollback) else None
-    return found
+def spike_rules(rules: Iterable[Mapping[str, Any] | Rule]) -> list[SpikeRule]:
+    """The in-training rules among ``rules`` (configuration entries or SDK ``Rule`` objects),
+    read by ``capture.in_training_rules``. ConfigError names a bad field, as the configuration
+    does."""
+    return [SpikeRule(config) for config in spike_rule_configs(rules)]
 
 
 class SpikeGuard:
@@ -208,7 +158,7 @@ class SpikeGuard:
 
     @property
     def loss_rules(self) -> list[SpikeRule]:
-        return [rule for rule in self.rules if rule.rule == "LossSpike"]
+        return [rule for rule in self.rules if rule.config.judges_loss]
 
     def start(self) -> None:
         """Skip a scheduler's step after a skipped update (patches ``LRScheduler.step``)."""
@@ -237,7 +187,7 @@ class SpikeGuard:
     @property
     def wants_gradient_norm(self) -> bool:
         """Whether a rule judges the gradients' global norm (the summary computes it)."""
-        return any(rule.rule == "GradientNormSpike" for rule in self.rules)
+        return any(not rule.config.judges_loss for rule in self.rules)
 
     def judge_update(
         self,
@@ -277,10 +227,10 @@ class SpikeGuard:
         rule = max([item[0] for item in found] or self.rules, key=lambda r: r.action.strength)
         action = rule.action
         skips = (SpikeAction.SKIP, SpikeAction.ROLLBACK)
-        if action in skips and not rule.allows_another_skip(update):
+        if action in skips and not rule.budget.allows_another(update):
             self._too_many_skips(rule)
             action = SpikeAction.STOP
-        if action is SpikeAction.ROLLBACK and not self._roll_back(optimizer, rule.rollback):
+        if action is SpikeAction.ROLLBACK and not self._roll_back(optimizer, rule.config.rollback):
             action = SpikeAction.SKIP
         if action in skips:
             _drop_gradients(optimizer)
@@ -377,7 +327,7 @@ class SpikeGuard:
                     SpikeAction.SKIP if skipped else SpikeAction.NONE,
                     pending.where,
                 )
-                if skipped and not rule.allows_another_skip(pending.update):
+                if skipped and not rule.budget.allows_another(pending.update):
                     stopping = rule
             if flag and pending.skipping:
                 self._skipped_schedulers += 1
@@ -386,13 +336,7 @@ class SpikeGuard:
                 self._stop(stopping, pending.where[0])
 
     def _too_many_skips(self, rule: SpikeRule) -> None:
-        log.warning(
-            "trainprobe: %s skipped more than %d of the last %d updates; it stops the "
-            "training instead",
-            rule.name,
-            rule.max_skips,
-            rule.max_skips_window,
-        )
+        log.warning("trainprobe: %s", rule.budget.too_many(rule.name))
 
     def judge_loss(self, loss: torch.Tensor, where: tuple[int, ModeKeys, int, str]) -> None:
         """Judge a step's loss where no update follows (EVAL, PREDICT): recorded, no action."""
@@ -433,7 +377,7 @@ class SpikeGuard:
 
     def rule_names(self) -> dict[str, str]:
         """Each rule configuration's rule, by configuration name."""
-        return {rule.name: rule.rule for rule in self.rules}
+        return {rule.name: rule.config.rule for rule in self.rules}
 
     def judged(self) -> dict[str, dict[str, int]]:
         """How many steps each rule judged, by mode."""
@@ -445,7 +389,8 @@ class SpikeGuard:
     # ----- actions -----
 
     def _keep_snapshot(self, update: int, optimizer: torch.optim.Optimizer) -> None:
-        steps = [rule.rollback.steps for rule in self.rules if rule.rollback is not None]
+        rollbacks = [rule.config.rollback for rule in self.rules]
+        steps = [rollback.steps for rollback in rollbacks if rollback is not None]
         if not steps or self._snapshot_too_large or update % min(steps) != 0:
             return
         models = self._models()
@@ -538,7 +483,7 @@ def _any_rank_on_device(flag: torch.Tensor) -> torch.Tensor:
 
 def _value(rule: SpikeRule, summary: UpdateSummary) -> torch.Tensor | None:
     """What ``rule`` judges of an update: the gradients' global norm, or the step's loss."""
-    return summary.gradient_norm if rule.rule == "GradientNormSpike" else summary.loss
+    return summary.loss if rule.config.judges_loss else summary.gradient_norm
 
 
 def _drop_gradients(optimizer: torch.optim.Optimizer) -> None:

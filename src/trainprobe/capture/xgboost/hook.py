@@ -33,7 +33,11 @@ import xgboost as xgb
 
 from trainprobe import settings
 from trainprobe.capture.at_exit import close_at_exit
-from trainprobe.capture.collections import XGBOOST_COLLECTIONS, Collection, CollectionKeys
+from trainprobe.capture.collections import (
+    XGBOOST_COLLECTIONS,
+    CollectionAccess,
+    CollectionKeys,
+)
 from trainprobe.capture.collections import CollectionSet as _CollectionSet
 from trainprobe.capture.hook_arguments import (
     check_include_workers,
@@ -96,7 +100,7 @@ def _strict_from_environment() -> bool:
     return settings.STRICT.get()
 
 
-class Hook(xgb.callback.TrainingCallback):
+class Hook(CollectionAccess, xgb.callback.TrainingCallback):
     """Saves XGBoost's metrics, predictions, importances, SHAP values and trees by round."""
 
     def __init__(
@@ -173,20 +177,6 @@ class Hook(xgb.callback.TrainingCallback):
         return hook
 
     hook_from_config = create_from_json_file
-
-    # ----- collections -----
-
-    def get_collection(self, name: str, create: bool = True) -> Collection:
-        """The collection ``name`` (created if missing and ``create``)."""
-        return self.collections.get(name, create=create)
-
-    def get_collections(self) -> dict[str, Collection]:
-        """Every collection of this hook, by name."""
-        return {collection.name: collection for collection in self.collections}
-
-    def add_collection(self, collection: Collection) -> None:
-        """Add a collection built by hand (saved if named in ``include_collections``)."""
-        self.collections.add(collection)
 
     # ----- XGBoost's callback -----
 

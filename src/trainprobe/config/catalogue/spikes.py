@@ -5,7 +5,8 @@ trainprobe additions, beside SageMaker's 20. A value is a spike when it lies mor
 with ``ratio``, above that multiple of their mean), once ``warmup_steps`` values are in the
 window; a value that is not finite always is (``trainprobe.capture.spike_window``). Each mode
 has its own window. Their actions (SkipStep, Rollback, StopTraining) take effect before the
-spiking update; more than ``max_skips`` skips within ``max_skips_window`` updates stop the
+spiking update (the Keras hook, listed as "tensorflow", skips the update where Rollback asks to
+roll back); more than ``max_skips`` skips within ``max_skips_window`` updates stop the
 training instead. After the training, LossSpike judges the saved losses the same way.
 """
 
@@ -88,7 +89,7 @@ SPIKE_RULES: tuple[RuleSpec, ...] = (
             *_parameters(),
         ),
         collections=(_LOSSES,),
-        frameworks=("pytorch",),
+        frameworks=("pytorch", "tensorflow"),
         in_training=True,
     ),
     RuleSpec(
@@ -100,7 +101,7 @@ SPIKE_RULES: tuple[RuleSpec, ...] = (
         ),
         parameters=_parameters(),
         collections=(_LOSSES,),
-        frameworks=("pytorch",),
+        frameworks=("pytorch", "tensorflow"),
         in_training=True,
     ),
 )

@@ -35,15 +35,7 @@ _XGBOOST_COLLECTIONS = frozenset({"feature_importance", "trees", "full_shap"})
 def is_xgboost_output(debug_output: str) -> bool:
     """Whether the tensor output at ``debug_output`` was written by an XGBoost hook (its
     collections file has XGBoost's collections)."""
-    try:
-        names = step_reader.list_collections_files(debug_output)
-        for name in names:
-            content = step_reader.read_collections_file(debug_output, name)
-            if set(content.collections) >= _XGBOOST_COLLECTIONS:
-                return True
-    except (OSError, ValueError):
-        return False
-    return False
+    return step_reader.has_collections(debug_output, _XGBOOST_COLLECTIONS)
 
 
 def build_xgboost_report(
