@@ -404,8 +404,28 @@ def _overhead_section(content: dict[str, Any]) -> str:
     return _section("debugger-overhead", "".join(parts))
 
 
+def _contention(content: dict[str, Any]) -> str:
+    """The slow steps put down to a busy machine, as a list."""
+    section = content.get("FlightRecorder", {})
+    notes = section.get("Contention", [])
+    if not notes:
+        return ""
+    items = "".join(f"<li>{text(note['Words'])}.</li>" for note in notes)
+    more = sum(section.get("ContentionNotKept", {}).values())
+    if more:
+        items += f"<li>... and {more} more such step(s), not noted one by one.</li>"
+    return (
+        "<h3>Slow steps the machine caused</h3>"
+        '<p class="muted">Steps much slower than their median during which the training waited '
+        "for a core most of the excess: another process had the cores. They were not profiled "
+        "(a profile would show nothing that differs).</p>"
+        f"<ul>{items}</ul>"
+    )
+
+
 def _flight_section(content: dict[str, Any]) -> str:
     captures = content.get("FlightRecorder", {}).get("Captures", [])
+    busy = _contention(content)
     stuck = "".join(
         f'<p class="issue">Stuck: {text(stacks["Where"])} ({text(stacks["Reason"])}).</p>'
         "<details><summary>Every thread's stack</summary>"
@@ -416,8 +436,8 @@ def _flight_section(content: dict[str, Any]) -> str:
         + "</details>"
         for stacks in content.get("FlightRecorder", {}).get("Stacks", [])
     )
-    if not captures and stuck:
-        return _section("flight-recorder", stuck)
+    if not captures and (stuck or busy):
+        return _section("flight-recorder", stuck + busy)
     if not captures:
         return _empty(
             "flight-recorder",
@@ -444,7 +464,10 @@ def _flight_section(content: dict[str, Any]) -> str:
                 ]
                 for phase in capture["Phases"]
             ]
-            headers = ("phase", "slow step", "ordinary step", "difference")
+            ordinary = capture.get("OrdinaryStep") or {}
+            usual = f"{ordinary['Where']} (ordinary)" if ordinary.get("Where") else "ordinary step"
+            slow = (capture.get("SlowStep") or {}).get("Where") or "slow step"
+            headers = ("phase", f"{slow} (slow)", usual, "difference")
             parts.append(table(headers, rows))
         if capture["TopOperators"]:
             rows = [
@@ -456,9 +479,12 @@ def _flight_section(content: dict[str, Any]) -> str:
                 ]
                 for operator in capture["TopOperators"]
             ]
-            headers = ("operator", "captured (ms/step)", "ordinary (ms/step)", "difference (ms)")
+            comparison = (capture.get("Comparison") or {}).get("Where")
+            usual = f"{comparison}, profiled (ms)" if comparison else "ordinary (ms/step)"
+            headers = ("operator", "captured (ms/step)", usual, "difference (ms)")
             parts.append(table(headers, rows))
         files = "".join(f"<li><code>{text(name)}</code></li>" for name in capture["Files"])
         dropped = "".join(f"<li>{text(note)}</li>" for note in capture["Dropped"])
         parts.append(f"<ul>{files}{dropped}</ul>")
+    parts.append(busy)
     return _section("flight-recorder", "".join(parts))
