@@ -3,6 +3,8 @@
 ``profiler-report.json`` is this dictionary; ``profiler-report.html`` renders it. Sections:
 
 - ``Job``: the training job summary (``job_summary``);
+- ``TrainingRecord``: every TRAIN step's loss, learning rate and gradient norm
+  (``training_record``);
 - ``SystemUsage``: each host's metrics over time and their statistics (``system_usage``);
 - ``StepDurations``: each training process's steps (``step_durations``);
 - ``Framework``: where the time went (``framework``);
@@ -30,6 +32,7 @@ from trainprobe.report.overhead import debugger_overhead
 from trainprobe.report.rules_summary import read_rule_reports, rules_summary
 from trainprobe.report.step_durations import step_durations
 from trainprobe.report.system_usage import system_usage
+from trainprobe.report.training_record import training_record
 from trainprobe.storage.metric_series import read_metric_series
 
 __all__ = ["FORMAT", "report_content"]
@@ -54,6 +57,7 @@ def report_content(job: JobFiles) -> dict[str, Any]:
         "JobDirectory": job.job_dir,
         "Job": summary,
         "TimeAxis": {"Unit": unit, "SecondsPerUnit": seconds_per_unit, "Start": start},
+        "TrainingRecord": training_record(job.debug_output),
         "SystemUsage": system_usage(series, start, seconds_per_unit),
         "StepDurations": step_durations(spans, _stddev(reports)),
         "Framework": framework_summary(

@@ -26,6 +26,7 @@ __all__ = ["render_page"]
 
 _SECTIONS = (
     ("job-summary", "Training job summary"),
+    ("training", "Training progress"),
     ("system-usage", "System usage"),
     ("step-durations", "Step durations"),
     ("framework", "Framework summary"),
@@ -63,6 +64,7 @@ def render_page(content: dict[str, Any]) -> str:
     sections = "".join(
         (
             _job_section(content),
+            _training_section(content),
             _system_section(content),
             _steps_section(content),
             _framework_section(content),
@@ -122,6 +124,38 @@ def _job_section(content: dict[str, Any]) -> str:
         "job-summary",
         table((), rows, css_class="summary") + _plot("job", css_class="plot short"),
     )
+
+
+def _training_section(content: dict[str, Any]) -> str:
+    record = content.get("TrainingRecord") or {}
+    series = record.get("Series") or []
+    if not series:
+        return _empty(
+            "training",
+            "No training record: the job's hook kept no step's loss, learning rate or gradient "
+            "norm (trainprobe's PyTorch hook keeps them for every TRAIN step).",
+        )
+    mode = text(record["Mode"])
+    rows = [
+        [
+            text(item["Label"]),
+            number(item["Count"]),
+            number(item["First"]),
+            number(item["Last"]),
+            f"{number(item['Min'])} at {mode} step {item['MinStep']}",
+            f"{number(item['Max'])} at {mode} step {item['MaxStep']}",
+        ]
+        for item in series
+    ]
+    parts = [
+        f'<p class="muted">Every {mode} step, whatever the save interval: the loss the training '
+        "computed, the learning rate of the optimizer's first parameter group and the global "
+        "norm of the gradients it applied, as the hook recorded them (the trial reads them as "
+        "trainprobe/loss, trainprobe/learning_rate and trainprobe/gradient_norm).</p>",
+        table(("series", "steps", "first", "last", "smallest", "largest"), rows),
+    ]
+    parts.extend(_plot("record", index) for index in range(len(series)))
+    return _section("training", "".join(parts))
 
 
 def _system_section(content: dict[str, Any]) -> str:

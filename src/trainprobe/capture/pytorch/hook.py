@@ -238,6 +238,11 @@ class Hook(SmdebugSurface, StepListener):
     ``LossSpike`` and ``GradientNormSpike`` rules among them (``Rule`` objects or their
     configuration dictionaries), whose actions (skip the update, roll back, stop) take effect
     before the spiking update (see ``trainprobe.capture.pytorch.spike_guard``).
+
+    ``record_every_step`` (on by default) keeps every TRAIN step's loss, learning rate and
+    gradient norm, whatever ``save_config`` says, from the summary of each update the
+    in-training rules read (see ``trainprobe.capture.pytorch.update_record``); the trial reads
+    them as ``trainprobe/loss``, ``trainprobe/learning_rate`` and ``trainprobe/gradient_norm``.
     """
 
     def __init__(
@@ -257,6 +262,7 @@ class Hook(SmdebugSurface, StepListener):
         nonfinite_guard: bool = True,
         follow_training: bool = False,
         training_rules: Sequence[Any] | None = None,
+        record_every_step: bool = True,
     ) -> None:
         global _singleton
         super().__init__()
@@ -317,7 +323,9 @@ class Hook(SmdebugSurface, StepListener):
                 self.state in (HookState.WAITING, HookState.SAVING) and not self.checks.replaying
             ),
         )
-        self.checks = InTrainingChecks.for_hook(self, nonfinite_guard, training_rules or [])
+        self.checks = InTrainingChecks.for_hook(
+            self, nonfinite_guard, training_rules or [], record=bool(record_every_step)
+        )
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH). It hears the step
         # events first, so that each step's timing includes the hook's own work.
@@ -602,7 +610,7 @@ class Hook(SmdebugSurface, StepListener):
         if is_loss and self.follow_training:
             return  # the step's losses are checked and saved at its end
         if is_loss and isinstance(outputs, torch.Tensor):
-            if self.checks.spikes is not None:  # for the spike rules
+            if self.checks.hears_losses:  # for the spike rules and the training record
                 self.follower.losses.add(LossSource.MODULE, name, outputs)
             self.checks.loss_heard(LossSource.MODULE, name, outputs, None)
         if self._active and not self.follower.continuing:
