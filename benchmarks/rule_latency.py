@@ -38,7 +38,7 @@ job's runner started one process per rule)::
 
 ``--busy-rule`` measures rule isolation instead: one custom rule that burns the CPU at every step
 (BLAS on every core it may use), started as a plain process and then as a job's runner starts
-rules (``trainprobe.jobs.process_settings``: lower priority, a memory limit, a share of the
+rules (``trainprobe.jobs.runner.process_settings``: lower priority, a memory limit, a share of the
 cores, thread pools sized to it); the training's own time with each, over its time alone in the
 same round::
 
@@ -339,7 +339,7 @@ def start_busy_rule(job: Path, scratch: Path, isolated: bool) -> subprocess.Pope
     """Start the busy rule on ``job``, plain or as a job's runner starts rules; returns once it
     waits for tensors."""
     from trainprobe.jobs.child_process import ChildProcess
-    from trainprobe.jobs.process_settings import process_settings
+    from trainprobe.jobs.runner.process_settings import process_settings
 
     (job / "debug-output").mkdir(parents=True, exist_ok=True)
     source = scratch / "busy_rule.py"
@@ -374,7 +374,7 @@ def start_busy_rule(job: Path, scratch: Path, isolated: bool) -> subprocess.Pope
 def busy_rule(arguments: argparse.Namespace) -> None:
     """The training alone, with the busy rule as a plain process, and with it isolated."""
     sys.path.insert(0, str(REPO / "src"))
-    from trainprobe.jobs.process_settings import process_settings
+    from trainprobe.jobs.runner.process_settings import process_settings
 
     plain_ratios: list[float] = []
     isolated_ratios: list[float] = []

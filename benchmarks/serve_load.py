@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.jobs.api_calls import sign  # noqa: E402
 
-from trainprobe.jobs.access_key import AccessKey, load_or_create  # noqa: E402
+from trainprobe.jobs.server.access_key import AccessKey, load_or_create  # noqa: E402
 
 
 def _status(url: str, key: AccessKey, body: bytes, timeout: float = 120.0) -> int | str:

@@ -15,7 +15,8 @@ Debugger runs here with its Debugger arguments unchanged::
     estimator.fit()
     estimator.latest_training_job.rule_job_summary()
 
-The CreateTrainingJob request is built as the SDK builds it (SageMaker Python SDK 2.x): the
+The CreateTrainingJob request is built as the SDK builds it (SageMaker Python SDK 2.x), by
+``trainprobe.config.sdk_request``, which ``trainprobe run`` builds its request with too: the
 rules split into debugging and profiler rules, a DebuggerHookConfig (with ``output_path`` as its
 S3OutputPath) whenever debugging is not turned off with ``debugger_hook_config=False``, the
 rules' collections added to it, a ProfilerConfig unless ``disable_profiler`` is set, and, as in
@@ -28,23 +29,27 @@ on this machine (``trainprobe.jobs``).
 Every argument the SDK's estimators accept is accepted: those that mean nothing on one machine
 (``role``, ``image_uri``, ``volume_size``, ``subnets``, ...) are kept as attributes and logged
 once (``trainprobe.sdk_arguments``); ``instance_count`` > 1 runs the script as that many hosts
-(``algo-1`` ...), each a torchrun node with its own system monitor (``trainprobe.jobs.hosts``).
-``fit(inputs)`` maps input channels (a path, or a dict of channel name to path or to a
-``TrainingInput``-like object with a ``config``) to ``SM_CHANNEL_<NAME>``. ``rule_executor``
-(trainprobe's own: ``"dask://HOST:PORT"``) runs the rules on a Dask cluster, as
-``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
+(``algo-1`` ...), each a torchrun node with its own system monitor
+(``trainprobe.jobs.runner.hosts``). ``fit(inputs)`` maps input channels (a path, or a dict of
+channel name to path or to a ``TrainingInput``-like object with a ``config``) to
+``SM_CHANNEL_<NAME>``. ``rule_executor`` (trainprobe's own: ``"dask://HOST:PORT"``) runs the rules
+on a Dask cluster, as ``TRAINPROBE_RULE_EXECUTOR`` in ``environment`` does.
 ``estimator.sagemaker_session.sagemaker_client`` answers describe/list/stop/update for local jobs
-(``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``.
+(``trainprobe.local_session``). ``sagemaker.pytorch.PyTorch`` is ``trainprobe.estimator.PyTorch``
+and ``sagemaker.xgboost.XGBoost`` is ``trainprobe.estimator.XGBoost``, both ``Estimator`` with
+their framework's arguments.
 """
 
 from __future__ import annotations
 
-import json
+import copy
+import dataclasses
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from trainprobe import settings
 from trainprobe.config.errors import ConfigError
@@ -53,33 +58,38 @@ from trainprobe.config.hook_config import DebuggerHookConfig, TensorBoardOutputC
 from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
+from trainprobe.config.sdk_request import (
+    SdkScript,
+    TrainingJobSettings,
+    create_training_job_request,
+    job_name_from_base,
+    split_rules,
+)
+from trainprobe.config.statuses import (
+    TrainingJobStatus,
+)
 from trainprobe.errors import JobError
 from trainprobe.jobs import (
     JobStore,
     create_training_job,
     default_output_root,
     describe_training_job,
-    job_name_from_base,
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.entry_point import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY_HYPERPARAMETER
-from trainprobe.jobs.progress import LogTail
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
+from trainprobe.jobs.entry_point import XGBOOST_IMAGE
+from trainprobe.jobs.operations.describe import is_final, layout_of, rule_evaluation_statuses
+from trainprobe.jobs.operations.progress import LogTail
 from trainprobe.local_session import LocalSession
 from trainprobe.sdk_arguments import accept_sdk_arguments
 from trainprobe.storage.job_layout import JobLayout
-
-if TYPE_CHECKING:
-    from trainprobe.pytorch_estimator import PyTorch
-    from trainprobe.xgboost_estimator import XGBoost
 
 __all__ = ["Estimator", "PyTorch", "TrainingJob", "UnexpectedStatusException", "XGBoost"]
 
 MAX_RUN_DEFAULT = 24 * 60 * 60
 """The SDK's default ``max_run``: one day."""
+
+_XGBOOST_VERSION = re.compile(r"^\d+\.\d+(-\d+)?$")
 
 _POLL_SECONDS = 0.5
 
@@ -107,11 +117,7 @@ class TrainingJob:
 
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """The debugging rules' evaluation statuses, then the profiler rules'."""
-        description = self.describe()
-        return [
-            *(description.get("DebugRuleEvaluationStatuses") or []),
-            *(description.get("ProfilerRuleEvaluationStatuses") or []),
-        ]
+        return rule_evaluation_statuses(self.describe())
 
     def stop(self) -> None:
         """Stop the job (StopTrainingJob)."""
@@ -129,27 +135,17 @@ class TrainingJob:
             if tail is not None:
                 for line in tail.new_lines():
                     print(line, file=out, flush=True)
-            if _finished(description):
+            if is_final(description):
                 break
             time.sleep(_POLL_SECONDS)
-        if description["TrainingJobStatus"] == "Failed":
+        if description["TrainingJobStatus"] == TrainingJobStatus.FAILED:
             raise UnexpectedStatusException(
                 f"Error for Training job {self.name}: Failed. Reason: "
                 f"{description.get('FailureReason', '')}",
-                allowed_statuses=["Completed", "Stopped"],
-                actual_status="Failed",
+                allowed_statuses=[TrainingJobStatus.COMPLETED, TrainingJobStatus.STOPPED],
+                actual_status=TrainingJobStatus.FAILED,
             )
         return description
-
-
-def _finished(description: Mapping[str, Any]) -> bool:
-    rules = [
-        *(description.get("DebugRuleEvaluationStatuses") or []),
-        *(description.get("ProfilerRuleEvaluationStatuses") or []),
-    ]
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES for rule in rules
-    )
 
 
 class Estimator:
@@ -227,33 +223,16 @@ class Estimator:
 
     def hyperparameters(self) -> dict[str, str]:
         """The hyperparameters as sent: JSON-encoded, with the script and its directory."""
-        values: dict[str, Any] = {
-            **self._hyperparameters,
-            PROGRAM_HYPERPARAMETER: self._program(),
-            SUBMIT_DIRECTORY_HYPERPARAMETER: os.path.abspath(self._script_directory()),
-        }
-        return {key: json.dumps(value) for key, value in values.items()}
+        return self._script().encoded_hyperparameters()
 
-    def _program(self) -> str:
+    def _script(self) -> SdkScript:
         """The script, relative to its directory (``source_dir`` when given, as in the SDK)."""
         if self.source_dir is not None:
-            return self.entry_point
-        return os.path.basename(self.entry_point)
-
-    def _script_directory(self) -> str:
-        if self.source_dir is not None:
-            return self.source_dir
-        return os.path.dirname(os.path.abspath(self.entry_point))
-
-    def _split_rules(self) -> None:
-        self.debugger_rules, self.profiler_rules = [], []
-        for rule in self.rules or []:
-            if isinstance(rule, Rule):
-                self.debugger_rules.append(rule)
-            elif isinstance(rule, ProfilerRule):
-                self.profiler_rules.append(rule)
-            else:
-                raise ConfigError("rules", rule, "a list of Rule and ProfilerRule objects")
+            program, directory = self.entry_point, self.source_dir
+        else:
+            program = os.path.basename(self.entry_point)
+            directory = os.path.dirname(os.path.abspath(self.entry_point))
+        return SdkScript(program, os.path.abspath(directory), self._hyperparameters)
 
     def _hook_config(self) -> DebuggerHookConfig | None:
         if self.debugger_hook_config is False:
@@ -268,67 +247,43 @@ class Estimator:
         if not hook.s3_output_path:
             hook.s3_output_path = self.output_path
         self.debugger_hook_config = hook
-        return hook
+        # The SDK always sends the collections, an empty list when neither the hook nor a rule
+        # has one.
+        sent = copy.copy(hook)
+        sent.collection_configs = list(hook.collection_configs or [])
+        return sent
 
-    def _collections(self, hook: DebuggerHookConfig) -> list[dict[str, Any]]:
-        """The rules' collections, then the hook's, one per name (the hook's own wins: a request
-        configures each collection once)."""
-        by_name: dict[str, Any] = {}
-        for rule in self.debugger_rules:
-            by_name.update(
-                {c.name: c for c in rule.collection_configs or [] if c.name not in by_name}
-            )
-        by_name.update({c.name: c for c in hook.collection_configs or []})
-        return [collection.to_request_dict() for collection in by_name.values()]
-
-    def _profiler_request(self) -> dict[str, Any]:
+    def _profiler_config(self) -> ProfilerConfig:
         if self.disable_profiler:
             if self.profiler_rules:
                 raise ConfigError("rules", "ProfilerRule", "none when disable_profiler is True")
-            return ProfilerConfig._to_profiler_disabled_request_dict()
+            return ProfilerConfig(disable_profiler=True)
         if self.profiler_config is None:
             self.profiler_config = ProfilerConfig(s3_output_path=self.output_path)
         if not self.profiler_config.s3_output_path:
             self.profiler_config.s3_output_path = self.output_path
-        return self.profiler_config._to_request_dict()
+        return self.profiler_config
+
+    def _settings(self) -> TrainingJobSettings:
+        """The job ``fit`` creates, as the SDK's objects say it."""
+        self.debugger_rules, self.profiler_rules = split_rules(self.rules or [])
+        return TrainingJobSettings(
+            script=self._script(),
+            rules=[*self.debugger_rules, *self.profiler_rules],
+            debugger_hook_config=self._hook_config(),
+            profiler_config=self._profiler_config(),
+            tensorboard_output_config=self.tensorboard_output_config,
+            output_path=self.output_path,
+            instance_count=self.instance_count,
+            instance_type=self.instance_type,
+            max_run=self.max_run,
+            environment=self.environment,
+            input_channels=self._inputs,
+        )
 
     def _request(self, job_name: str) -> dict[str, Any]:
         """The CreateTrainingJob request ``fit`` sends for a job named ``job_name``."""
-        self._split_rules()
-        request: dict[str, Any] = {
-            "TrainingJobName": job_name,
-            "AlgorithmSpecification": {"TrainingInputMode": "File"},
-            "HyperParameters": self.hyperparameters(),
-            "OutputDataConfig": {"S3OutputPath": self.output_path},
-            "ResourceConfig": {
-                "InstanceCount": self.instance_count,
-                "InstanceType": self.instance_type,
-            },
-            "StoppingCondition": {"MaxRuntimeInSeconds": self.max_run},
-        }
-        if self.environment:
-            request["Environment"] = dict(self.environment)
-        if self._inputs:
-            request["InputDataConfig"] = list(self._inputs)
-        debugging = []
-        for rule in self.debugger_rules:
-            rule.prepare_actions(job_name)
-            debugging.append(rule.to_debugger_rule_config_dict())
-        if debugging:
-            request["DebugRuleConfigurations"] = debugging
-        hook = self._hook_config()
-        if hook is not None:
-            hook_request = hook._to_request_dict()
-            # The SDK always sends the list, empty when neither the hook nor a rule has one.
-            hook_request["CollectionConfigurations"] = self._collections(hook)
-            request["DebugHookConfig"] = hook_request
-        if self.tensorboard_output_config is not None:
-            request["TensorBoardOutputConfig"] = self.tensorboard_output_config._to_request_dict()
-        profiler = [rule.to_profiler_rule_config_dict() for rule in self.profiler_rules]
-        if profiler:
-            request["ProfilerRuleConfigurations"] = profiler
-        request["ProfilerConfig"] = self._profiler_request()
-        return request
+        return create_training_job_request(job_name, self._settings())
 
     # ----- running -----
 
@@ -495,14 +450,98 @@ def input_channels(inputs: str | Mapping[str, Any] | Any | None) -> list[dict[st
     return [_channel("training", inputs)]
 
 
-def __getattr__(name: str) -> Any:
-    # PyTorch and XGBoost subclass Estimator in modules of their own; imported on first use.
-    if name == "PyTorch":
-        from trainprobe.pytorch_estimator import PyTorch
+class PyTorch(Estimator):
+    """``sagemaker.pytorch.PyTorch``: an ``Estimator`` with the SDK's PyTorch arguments::
 
-        return PyTorch
-    if name == "XGBoost":
-        from trainprobe.xgboost_estimator import XGBoost
+        estimator = PyTorch(
+            entry_point="train.py", framework_version="2.1", py_version="py310",
+            role=role, instance_count=1, instance_type="ml.g4dn.xlarge",
+            rules=[Rule.sagemaker(rule_configs.vanishing_gradient())],
+        )
+        estimator.fit({"training": "data/"})
 
-        return XGBoost
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    ``framework_version``, ``py_version``, ``image_uri`` and ``distribution`` name an image and
+    a cluster that do not exist here: the installed PyTorch runs the script, and
+    ``instance_count`` hosts are started with torchrun. They are accepted and logged once
+    (``trainprobe.sdk_arguments``).
+    """
+
+    def __init__(
+        self,
+        entry_point: str,
+        framework_version: str | None = None,
+        py_version: str | None = None,
+        source_dir: str | None = None,
+        hyperparameters: Mapping[str, Any] | None = None,
+        image_uri: str | None = None,
+        distribution: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """As the SDK's; see ``Estimator`` for the other arguments."""
+        super().__init__(
+            entry_point,
+            source_dir=source_dir,
+            hyperparameters=hyperparameters,
+            framework_version=framework_version,
+            py_version=py_version,
+            image_uri=image_uri,
+            distribution=distribution,
+            **kwargs,
+        )
+
+
+class XGBoost(Estimator):
+    """A training script using XGBoost, run as a local job (``sagemaker.xgboost.XGBoost``)::
+
+        estimator = XGBoost(
+            entry_point="train.py",
+            framework_version="1.7-1",
+            hyperparameters={"num_round": 50},
+            rules=[Rule.sagemaker(rule_configs.create_xgboost_report())],
+        )
+        estimator.fit()
+
+    It is ``Estimator`` (the script, its hyperparameters, the Debugger arguments) plus the
+    framework: ``framework_version`` (required, as in the SDK) and ``py_version`` name the
+    SageMaker XGBoost container the SDK would use, sent as ``AlgorithmSpecification.TrainingImage``
+    (``sagemaker-xgboost:<version>``, or ``image_uri`` when given). The script runs on this
+    machine's XGBoost, and the hook goes into its ``xgb.train``/``fit`` as the container puts it.
+    """
+
+    def __init__(
+        self,
+        entry_point: str,
+        framework_version: str | None = None,
+        source_dir: str | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        py_version: str = "py3",
+        image_uri: str | None = None,
+        image_uri_region: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """As the SDK's (``image_uri_region``, the region of the SDK's image URI, is kept and
+        changes nothing); the other keyword arguments are ``Estimator``'s."""
+        if framework_version is None:
+            raise ConfigError(
+                "framework_version", None, "the XGBoost container's version, e.g. '1.7-1'"
+            )
+        if not isinstance(framework_version, str) or not _XGBOOST_VERSION.match(framework_version):
+            raise ConfigError(
+                "framework_version", framework_version, "a version like '1.7-1' or '1.5-1'"
+            )
+        if py_version != "py3":
+            raise ConfigError("py_version", py_version, "'py3' (the XGBoost containers' only one)")
+        super().__init__(
+            entry_point, source_dir=source_dir, hyperparameters=hyperparameters, **kwargs
+        )
+        self.framework_version = framework_version
+        self.py_version = py_version
+        self.image_uri = image_uri or f"{XGBOOST_IMAGE}:{framework_version}"
+        self.image_uri_region = image_uri_region
+
+    def training_image_uri(self) -> str:
+        """The container the SDK would train in (here, the framework hint of the request)."""
+        return self.image_uri
+
+    def _settings(self) -> TrainingJobSettings:
+        return dataclasses.replace(super()._settings(), training_image=self.training_image_uri())

@@ -283,7 +283,7 @@ def test_rules_evaluated_together_each_refuse_a_damaged_record(
         [damaged] = [line for line in evaluations if line["step"] == 2]
         # Neither rule judged the damaged value: each read it, and each was refused.
         assert damaged["result"] == "Skipped"
-        assert "saved at step 2" in damaged["reason"]
+        assert "saved at TRAIN step 2" in damaged["reason"]
     [warning] = warnings_about(caplog, str(events))
     assert "does not match its checksum" in warning
 

@@ -134,7 +134,7 @@ def run_training(tmp_path: Path, fault: Fault, *, own_hook: bool) -> tuple[str, 
         command = [sys.executable, str(script), "--own-hook"]
     else:
         environment["TRAINPROBE_AUTO_HOOK"] = "1"
-        command = [sys.executable, "-m", "trainprobe.jobs.training_entry", str(script)]
+        command = [sys.executable, "-m", "trainprobe.jobs.processes.training_entry", str(script)]
     finished = subprocess.run(
         command, env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=300
     )

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from trainprobe.cli.job_follower import JobProgress
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus, render_snapshot
-from trainprobe.jobs.progress import saved_loss
+from trainprobe.jobs.operations.progress import saved_loss
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner

@@ -38,7 +38,7 @@ def test_a_saved_spike_is_found_and_skip_step_is_left_to_the_hook(tmp_path: Path
     )  # fmt: skip
     assert found.returncode == 1, found.stdout + found.stderr
     assert "LossSpike: IssuesFound" in found.stdout
-    assert f"{LOSS}: TRAIN step 30 (step 30): the loss 8 against the window's mean" in found.stdout
+    assert f"{LOSS}: TRAIN step 30: the loss 8 against the window's mean" in found.stdout
     assert "Traceback" not in found.stderr
 
     # A warm-up longer than the training judges nothing: an error, not a pass.

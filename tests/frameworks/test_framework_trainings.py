@@ -3,8 +3,8 @@ ResNet and a BERT-style model, run unchanged under trainprobe's automatic hook.
 
 Each script here is written as its framework's users write it (no trainprobe in it) and prints
 what the framework itself reports: its optimizer steps, its evaluation batches, its losses. Each
-test runs it as a job's training runs (``python -m trainprobe.jobs.training_entry``, with a
-hook configuration that saves every step) and checks that trainprobe read the training as the
+test runs it as a job's training runs (``python -m trainprobe.jobs.processes.training_entry``, with
+a hook configuration that saves every step) and checks that trainprobe read the training as the
 script did: TRAIN steps are the optimizer steps, EVAL steps the evaluation batches, and the saved
 loss of each step is the one the script printed.
 """
@@ -64,7 +64,7 @@ class Run:
             [
                 sys.executable,
                 "-m",
-                "trainprobe.jobs.training_entry",
+                "trainprobe.jobs.processes.training_entry",
                 str(HERE / script),
                 *arguments,
             ],

@@ -14,7 +14,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from trainprobe.jobs.access_key import AccessKey
+from trainprobe.jobs.server.access_key import AccessKey
 
 CONTENT_TYPE = "application/x-amz-json-1.1"
 

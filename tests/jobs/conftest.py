@@ -12,8 +12,8 @@ import pytest
 
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs import JobRecord, JobStore, list_training_jobs, stop_training_job
-from trainprobe.jobs.api_app import ApiLimits
-from trainprobe.jobs.api_server import JobApiServer
+from trainprobe.jobs.server.api_app import ApiLimits
+from trainprobe.jobs.server.api_server import JobApiServer
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The training entry, as the job runner starts it: the hook installed into a plain script.
 
-Each test runs ``python -m trainprobe.jobs.training_entry SCRIPT ARGS`` with a hook
+Each test runs ``python -m trainprobe.jobs.processes.training_entry SCRIPT ARGS`` with a hook
 configuration file, as a job's training runs, and reads what was saved with the trial API. The
 expected losses are those the script itself printed.
 """
@@ -39,7 +39,7 @@ def run_entry(
         "TRAINPROBE_HOOK_CONFIG": str(config),
     }
     finished = subprocess.run(
-        [sys.executable, "-m", "trainprobe.jobs.training_entry", str(script), *arguments],
+        [sys.executable, "-m", "trainprobe.jobs.processes.training_entry", str(script), *arguments],
         env=environment,
         cwd=tmp_path,
         capture_output=True,

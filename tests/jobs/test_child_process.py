@@ -18,7 +18,7 @@ import pytest
 from timing import wait_until
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs.child_process import ChildLimits, ChildProcess, describe_exit, stop_together
-from trainprobe.jobs.process_settings import process_settings
+from trainprobe.jobs.runner.process_settings import process_settings
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -32,11 +32,11 @@ from trainprobe.jobs import (
     describe_training_job,
     stop_training_job,
 )
-from trainprobe.jobs.admission import admit_training_job
-from trainprobe.jobs.dask_rule_executor import DaskRuleExecutor
-from trainprobe.jobs.job_rules import JobRules, rule_log
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.operations.admission import admit_training_job
+from trainprobe.jobs.operations.progress import latest_saved_step
+from trainprobe.jobs.runner.dask_rule_executor import DaskRuleExecutor
+from trainprobe.jobs.runner.job_rules import JobRules, rule_log
 from trainprobe.storage.job_layout import launch_file_of
 from trainprobe.storage.rule_output import read_evaluations, read_status
 

@@ -85,4 +85,4 @@ def test_a_full_disk_is_said_in_the_job_and_what_was_saved_reads_back(
         f"(the rule had data up to TRAIN step {steps[-1]}: {said})"
     )
     # The report says it too.
-    assert debugger_overhead(str(debug_output), None)["SavingStopped"] == said
+    assert debugger_overhead(str(debug_output), None).saving_stopped == said

@@ -69,7 +69,7 @@ def test_sagemaker_program_in_a_local_source_directory(tmp_path: Path) -> None:
         assert entry.command("python") == [
             "python",
             "-m",
-            "trainprobe.jobs.training_entry",
+            "trainprobe.jobs.processes.training_entry",
             str(source / "train.py"),
             "--epochs",
             "2",
@@ -104,7 +104,7 @@ def test_the_container_entrypoint_shorthand(tmp_path: Path) -> None:
     assert entry.command(sys.executable) == [
         sys.executable,
         "-m",
-        "trainprobe.jobs.training_entry",
+        "trainprobe.jobs.processes.training_entry",
         str(tmp_path / "train.py"),
         "--epochs",
         "3",

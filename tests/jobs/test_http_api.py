@@ -17,7 +17,7 @@ from tests.jobs.api_calls import client, signed_call
 from tests.jobs.job_helpers import request
 
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.access_key import load_or_create
+from trainprobe.jobs.server.access_key import load_or_create
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from malformed_requests import (
 )
 from trainprobe.cli.main import main
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.api_server import JobApiServer
+from trainprobe.jobs.server.api_server import JobApiServer
 
 _HEADER = "problem(s) in the configuration:"
 _REFUSALS = ("ValidationException", "SerializationException", "ResourceInUse")

@@ -19,9 +19,9 @@ from typing import Any
 
 from tests.jobs.api_calls import CONTENT_TYPE, sign, signed_call
 
-from trainprobe.jobs.access_key import AccessKey, load_or_create
-from trainprobe.jobs.api_app import ApiLimits
-from trainprobe.jobs.api_server import JobApiServer
+from trainprobe.jobs.server.access_key import AccessKey, load_or_create
+from trainprobe.jobs.server.api_app import ApiLimits
+from trainprobe.jobs.server.api_server import JobApiServer
 
 
 @dataclass

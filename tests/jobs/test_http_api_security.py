@@ -21,8 +21,8 @@ from tests.jobs.api_calls import CONTENT_TYPE, call, client, sign, signed_call
 from tests.jobs.job_helpers import request
 
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.access_key import AccessKey, default_path, load_or_create
-from trainprobe.jobs.api_server import JobApiServer
+from trainprobe.jobs.server.access_key import AccessKey, default_path, load_or_create
+from trainprobe.jobs.server.api_server import JobApiServer
 
 
 def _create_body(tmp_path: Path) -> bytes:

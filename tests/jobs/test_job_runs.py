@@ -28,9 +28,9 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.job_rules import rule_log
 from trainprobe.jobs.launch_plan import LaunchPlan
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.operations.progress import latest_saved_step
+from trainprobe.jobs.runner.job_rules import rule_log
 from trainprobe.storage.rule_output import read_evaluations, read_status
 from trainprobe.storage.system_metrics import SystemMetricsReader
 from trainprobe.trials import create_trial

@@ -9,7 +9,7 @@ import pytest
 from trainprobe.config.errors import ConfigError
 from trainprobe.jobs import JobRecord, JobStore
 from trainprobe.jobs.errors import JobNotFound
-from trainprobe.jobs.locate import locate_job
+from trainprobe.jobs.operations.locate import locate_job
 from trainprobe.storage.job_layout import job_dir_of, rule_output_dir, rule_report_file
 
 

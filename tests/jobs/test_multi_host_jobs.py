@@ -22,10 +22,9 @@ from job_helpers import request, wait_for
 from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.config.errors import ConfigError
 from trainprobe.debugger import DebuggerHookConfig
-from trainprobe.estimator import Estimator
+from trainprobe.estimator import Estimator, PyTorch
 from trainprobe.jobs import JobStore, create_training_job
-from trainprobe.jobs.hosts import Rendezvous
-from trainprobe.pytorch_estimator import PyTorch
+from trainprobe.jobs.runner.hosts import Rendezvous
 from trainprobe.storage.job_layout import launch_file_of
 from trainprobe.trials import create_trial
 

@@ -23,7 +23,7 @@ from tests.reference_envs import run_reference
 
 from timing import wait_until
 from trainprobe.jobs import JobStore, create_training_job, stop_training_job
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.operations.progress import latest_saved_step
 from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow
@@ -35,10 +35,10 @@ GONE_WITHIN_SECONDS = 60.0
 
 # The command-line word that tells each kind of the job's processes apart.
 KINDS = {
-    "training": "trainprobe.jobs.training_entry",
+    "training": "trainprobe.jobs.processes.training_entry",
     "system monitor": "trainprobe.capture.system_monitor",
-    "debugging rule": "trainprobe.jobs.rule_process",
-    "profiler rules": "trainprobe.jobs.profiler_rules_process",
+    "debugging rule": "trainprobe.jobs.processes.rule_process",
+    "profiler rules": "trainprobe.jobs.processes.profiler_rules_process",
 }
 
 PROFILER_RULE = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from trainprobe.jobs.rule_statuses import record_unfinished_rules
+from trainprobe.jobs.operations.rule_statuses import record_unfinished_rules
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus, read_status
 

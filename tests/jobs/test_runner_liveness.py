@@ -25,9 +25,9 @@ from trainprobe.jobs import (
     JobStore,
     create_training_job,
     describe_training_job,
-    liveness,
 )
-from trainprobe.jobs.liveness import process_identity, process_start_time
+from trainprobe.jobs.runner import liveness
+from trainprobe.jobs.runner.liveness import process_identity, process_start_time
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="psutil's boot time on Linux")
 

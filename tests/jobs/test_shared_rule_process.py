@@ -97,7 +97,10 @@ def kill_shared_evaluators(store: JobStore, name: str, job: Path) -> None:
     """Once the built-in rules have evaluated some steps, kill -9 the process evaluating them
     and the one evaluating the profiler rules."""
     wait_until(lambda: evaluated(job, "AllZero") >= 5, "AllZero to evaluate 5 steps")
-    for module in ("trainprobe.jobs.rule_process", "trainprobe.jobs.profiler_rules_process"):
+    for module in (
+        "trainprobe.jobs.processes.rule_process",
+        "trainprobe.jobs.processes.profiler_rules_process",
+    ):
         [shared] = rule_processes(store, name, module)
         shared.send_signal(signal.SIGKILL)
 
@@ -163,7 +166,7 @@ def test_a_rule_that_kills_its_process_again_ends_in_error_and_the_others_pass(
     # What kills the shared process kills LossNotDecreasing's own again, as the OOM killer would.
     def alone() -> list[psutil.Process]:
         found = []
-        for process in rule_processes(store, "again", "trainprobe.jobs.rule_process"):
+        for process in rule_processes(store, "again", "trainprobe.jobs.processes.rule_process"):
             try:
                 words = process.cmdline()
             except psutil.Error:

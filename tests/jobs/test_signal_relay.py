@@ -11,7 +11,7 @@ import textwrap
 PROGRAM = textwrap.dedent(
     """
     import os, signal, sys, threading, time
-    from trainprobe.jobs.signal_relay import relay_signals
+    from trainprobe.jobs.processes.signal_relay import relay_signals
 
     status_lock = threading.Lock()  # say, the lock a rule takes to write its status
 

@@ -15,7 +15,7 @@ from trainprobe.config.actions import parse_actions
 from trainprobe.debugger import Rule, rule_configs
 from trainprobe.estimator import Estimator
 from trainprobe.jobs import JobStore, create_training_job
-from trainprobe.jobs.describe import layout_at
+from trainprobe.jobs.operations.describe import layout_at
 from trainprobe.report import build_report
 
 pytestmark = pytest.mark.slow

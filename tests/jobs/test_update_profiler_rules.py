@@ -27,7 +27,7 @@ from trainprobe.jobs import (
     stop_training_job,
     update_training_job,
 )
-from trainprobe.jobs.progress import latest_saved_step
+from trainprobe.jobs.operations.progress import latest_saved_step
 from trainprobe.storage.rule_output import read_evaluations, read_status
 
 PROFILER_STATUSES = "ProfilerRuleEvaluationStatuses"

@@ -1,8 +1,8 @@
 """XGBoost scripts with no line of trainprobe, run as a job's training runs: the hook comes in.
 
-Each test runs ``python -m trainprobe.jobs.training_entry tests/capture/xgboost_training.py``
-with a hook configuration file, as the job runner does, and reads the output with the trial
-API; the expected metrics are those the script printed.
+Each test runs ``python -m trainprobe.jobs.processes.training_entry
+tests/capture/xgboost_training.py`` with a hook configuration file, as the job runner does, and
+reads the output with the trial API; the expected metrics are those the script printed.
 """
 
 from __future__ import annotations
@@ -45,7 +45,13 @@ def run_entry(
         "SM_HPS": json.dumps(hyperparameters or {}),
     }
     finished = subprocess.run(
-        [sys.executable, "-m", "trainprobe.jobs.training_entry", str(TRAINING), *arguments],
+        [
+            sys.executable,
+            "-m",
+            "trainprobe.jobs.processes.training_entry",
+            str(TRAINING),
+            *arguments,
+        ],
         env=environment,
         cwd=tmp_path,
         capture_output=True,

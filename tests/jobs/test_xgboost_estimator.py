@@ -17,8 +17,8 @@ from trainprobe import debugger
 from trainprobe.config.errors import ConfigError
 from trainprobe.estimator import XGBoost
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.access_key import load_or_create
-from trainprobe.jobs.api_server import JobApiServer
+from trainprobe.jobs.server.access_key import load_or_create
+from trainprobe.jobs.server.api_server import JobApiServer
 from trainprobe.trials import create_trial
 
 pytestmark = pytest.mark.slow

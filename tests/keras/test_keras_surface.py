@@ -24,8 +24,9 @@ def test_trainprobe_rules_and_cli_never_import_a_keras_framework(tmp_path) -> No
         """
         import sys
         import trainprobe, trainprobe.rules, trainprobe.trials, trainprobe.debugger
-        import trainprobe.cli.main, trainprobe.jobs.training_entry, trainprobe.smdebug_names
-        from trainprobe.jobs import keras_auto_hook, pytorch_auto_hook
+        import trainprobe.cli.main, trainprobe.jobs.processes.training_entry
+        import trainprobe.smdebug_names
+        from trainprobe.jobs.processes import keras_auto_hook, pytorch_auto_hook
         keras_auto_hook.install()
         heavy = sorted({m.split(".")[0] for m in sys.modules} & {"keras", "tensorflow", "jax"})
         print(heavy)

@@ -144,8 +144,10 @@ def test_a_job_in_progress_gets_a_report_without_running_its_rules(tmp_path: Pat
     assert "trainprobe rules run ProfilerReport" in Path(report.html).read_text()
 
 
-def test_text_from_the_job_cannot_inject_markup(tmp_path: Path, job: SyntheticJob) -> None:
-    files = JobFiles.find(job.job_dir)
+def test_text_from_the_job_cannot_inject_markup(
+    tmp_path: Path, job: SyntheticJob, content: dict[str, Any]
+) -> None:
+    files = JobFiles.find(job.job_dir)  # its rules' report data: written with ``content``
     assert files.rule_reports_dir is not None
     copy = tmp_path / "job"
     subprocess.run(["cp", "-r", str(job.job_dir), str(copy)], check=True)

@@ -5,11 +5,16 @@ its buttons profile the next steps and stop it. No page logs an error or asks fo
 the UI's own address. Screenshots are kept in .cache/test-artifacts/ for a person to look at.
 
 One training serves the whole module: its loss turns NaN at step 250, so ExplodingTensor is in
-progress when the job page opens and finds the issue while it is watched.
+progress when the job page opens and finds the issue while it is watched. Another, finished,
+has a data loader that stalls once and one bad batch: its page marks the flight recorder's
+capture of the slow step and the loss spike, counts slow steps as the recorder did, never lets
+two labels overlap, and shows the training's mean steps/s, the report's figure.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,12 +27,15 @@ from ui_process import UiProcess, environment, trainprobe_ui, wait_until
 
 from browser import CHROMIUM_FLAGS, chromium_path
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.describe import layout_of
+from trainprobe.jobs.operations.describe import layout_of
+from trainprobe.report.job_files import JobFiles
 from trainprobe.storage.flight_captures import list_captures
+from trainprobe.storage.spike_records import read_spikes
 
 pytestmark = pytest.mark.slow
 
 TRAINING = Path(__file__).resolve().parents[1] / "jobs" / "plain_training.py"
+MARKED_TRAINING = Path(__file__).with_name("marked_training.py")
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "test-artifacts"
 JOB = "ui-live"
 NAN_AT = 250
@@ -55,6 +63,35 @@ class Browser:
 
     def text(self, selector: str) -> str:
         return str(self.page.locator(selector).inner_text())
+
+    def layout(self, chart: str, key: str) -> Any:
+        """``layout[key]`` of the plotly chart ``chart`` (an element's id)."""
+        return self.page.evaluate(f"document.getElementById({chart!r}).layout[{key!r}]")
+
+    def labels(self, chart: str) -> list[str]:
+        return [
+            str(text)
+            for text in self.page.locator(f"#{chart} .annotation-text").all_text_contents()
+        ]
+
+    def assert_labels_apart(self, chart: str) -> None:
+        """No two labels of ``chart`` overlap, as Chromium laid them out."""
+        boxes = [
+            box
+            for box in (
+                item.bounding_box() for item in self.page.locator(f"#{chart} .annotation").all()
+            )
+            if box is not None
+        ]
+        for index, one in enumerate(boxes):
+            for other in boxes[index + 1 :]:
+                apart = (
+                    one["x"] + one["width"] <= other["x"]
+                    or other["x"] + other["width"] <= one["x"]
+                    or one["y"] + one["height"] <= other["y"]
+                    or other["y"] + other["height"] <= one["y"]
+                )
+                assert apart, (chart, one, other, self.labels(chart))
 
     def assert_clean(self) -> None:
         assert self.errors == []
@@ -126,6 +163,10 @@ def browser(ui: UiProcess) -> Iterator[Browser]:
             chromium.close()
 
 
+_LABEL = r"[\w ]+ \d+(, \d+)*( \+\d+)?( · [\w ]+ \d+(, \d+)*( \+\d+)?)*"
+"""A chart's label: what it marks and at which steps, several joined by a dot."""
+
+
 def _number(text: str) -> int | None:
     return int(text) if text.strip().isdigit() else None
 
@@ -167,10 +208,21 @@ def test_the_job_page_follows_the_step_and_a_rules_verdict_live(
     assert (_number(browser.text("#step")) or 0) > first
     evidence = browser.text(card)
     assert "Issue at TRAIN step" in evidence and "nan" in evidence.lower()
+    # The rule's finding is marked on the loss chart, at its step.
+    issue = wait_until(
+        lambda: [label for label in browser.labels("scalar-0") if "ExplodingTensor" in label],
+        "the finding marked on the loss chart",
+    )
+    found = re.search(r"ExplodingTensor (\d+)", issue[0])
+    assert found and int(found[1]) in [
+        shape["x0"] for shape in browser.layout("scalar-0", "shapes")
+    ]
     browser.see("#step-durations .chart")
     browser.see("#system .chart")
-    labels = page.locator("#system-0 .annotation-text").all_text_contents()
-    assert labels and all(label.startswith("step ") for label in labels)  # steps on the time axis
+    labels = browser.labels("system-0")  # steps on the time axis, and the job's marks
+    assert labels and labels[0].startswith("step ")
+    assert all(re.fullmatch(_LABEL, label) for label in labels), labels
+    browser.assert_labels_apart("system-0")
     assert page.locator("#scalar-0 .scatterlayer .trace").count() >= 1
     browser.screenshot("job")
     browser.assert_clean()
@@ -250,13 +302,18 @@ def test_profile_the_next_steps_then_stop_the_job_from_its_page(
 
 
 def _trainprobe_run(
-    ui: UiProcess, name: str, script: Path, *arguments: str, rules: tuple[str, ...] = ()
+    ui: UiProcess,
+    name: str,
+    script: Path,
+    *arguments: str,
+    rules: tuple[str, ...] = (),
+    options: tuple[str, ...] = (),
 ) -> None:
     subprocess.run(
         [
             sys.executable, "-m", "trainprobe.cli.main", "run", str(script), "--plain",
             "--quiet", "--save-interval", "1", "--output", str(ui.home / "out"), "--name", name,
-            *(word for rule in rules for word in ("--rule", rule)), "--", *arguments,
+            *(word for rule in rules for word in ("--rule", rule)), *options, "--", *arguments,
         ],
         env=environment(ui.home),
         cwd=ui.home,
@@ -325,4 +382,91 @@ def test_an_xgboost_jobs_page_shows_its_metrics_and_embeds_its_report(
     report = page.frame_locator('iframe[data-report="xgboost"]')
     report.locator("body[data-plots-drawn]").wait_for(state="attached")
     browser.screenshot("xgboost-job")
+    browser.assert_clean()
+
+
+def test_a_finished_jobs_page_marks_its_slow_step_and_spike_and_agrees_with_its_report(
+    browser: Browser, training: Training
+) -> None:
+    _trainprobe_run(
+        browser.ui, "ui-marked", MARKED_TRAINING,
+        *("--steps", "120", "--stall-at", "16", "--stall", "1.5", "--bad-batch-at", "90"),
+        rules=("LossSpike",), options=("--on-spike", "skip"),
+    )  # fmt: skip
+    record = JobStore(browser.ui.home / "jobs.sqlite").get("ui-marked")
+    assert record is not None
+    layout = layout_of(record)
+    captures = list_captures(layout.profiler_output)
+    slow = [c.slow_step for c in captures if c.trigger == "slow_step" and c.slow_step is not None]
+    # The data loader's stall before step 16 lengthens step 15, the first the recorder judges
+    # (after 5 warm-up steps and 10 for its median): no capture before it can hide it.
+    [stalled] = [step.step for step in slow if step.duration_s > 1.4]
+    assert stalled == 15
+    [spike] = read_spikes(layout.debug_output)
+    page = browser.page
+    page.goto(browser.ui.url)  # the token, as the URL trainprobe ui printed gives it
+    page.goto(f"{browser.ui.origin}/jobs/ui-marked")
+    page.wait_for_selector("#status .status-Completed")
+
+    # The step-duration chart counts the slow steps the flight recorder captured, and marks
+    # each capture; the stalled step is among them.
+    browser.see("#steps-0")
+    title = str(page.locator("#steps-0 .gtitle").text_content())
+    said = f"{len(slow)} slow step{'' if len(slow) == 1 else 's'} captured"
+    assert title.endswith(f"120 steps, {said}"), title
+    [dots] = page.evaluate(
+        "document.getElementById('steps-0').data"
+        ".filter((trace) => trace.name === 'slow steps (flight recorder)').map((trace) => trace.x)"
+    )
+    assert sorted(dots) == sorted(step.step for step in slow) and stalled in dots
+    marked = [shape["x0"] for shape in browser.layout("steps-0", "shapes")]
+    assert sorted(marked) == sorted([c.trigger_step for c in captures] + [spike.step])
+    assert any("capture" in label for label in browser.labels("steps-0"))
+
+    # The loss chart (every step saved) marks the spike, at the step the rule saw it.
+    browser.see("#scalar-0")
+    assert spike.step in [shape["x0"] for shape in browser.layout("scalar-0", "shapes")]
+    assert any("LossSpike spike" in label for label in browser.labels("scalar-0"))
+    for chart in ("scalar-0", "steps-0", "system-0"):
+        browser.see(f"#{chart}")
+        assert all(re.fullmatch(_LABEL, label) for label in browser.labels(chart))
+        browser.assert_labels_apart(chart)
+
+    # A finished job shows its mean steps/s: the report's throughput.
+    assert "Mean steps/s" in browser.text(".facts")
+    report = JobFiles.find(str(layout.job_dir))
+    content = json.loads(Path(report.report_dir(), "profiler-report.json").read_text())
+    assert float(browser.text("#rate")) == pytest.approx(content["Job"]["StepsPerSecond"], abs=0.06)
+    browser.screenshot("job-marked")
+    browser.assert_clean()
+
+
+def test_nearby_marks_share_one_label_and_labels_never_overlap(browser: Browser) -> None:
+    page = browser.page
+    page.goto(browser.ui.url)
+    page.goto(f"{browser.ui.origin}/compare")
+    grouped = page.evaluate(
+        """async () => {
+          const { groupMarks } = await import("/static/marks.js");
+          const mark = (kind, step) => ({ x: step, step, kind, label: kind, text: "" });
+          const tick = (step) => ({ ...mark("step", step), label: "step" });
+          const crowded = [];
+          for (let step = 0; step < 150; step += 1) {  // a crowd at each end
+            if (step >= 20 && step < 125) continue;
+            crowded.push(step % 3 ? tick(step) : mark("capture", step));
+          }
+          const texts = (groups) => groups.map((group) => group.text);
+          return {
+            pair: texts(groupMarks([tick(59), tick(66)], [0, 150], 500)),
+            apart: texts(groupMarks([tick(10), tick(140)], [0, 150], 500)),
+            crowded: groupMarks(crowded, [0, 150], 500).map((g) => [g.start, g.end, g.text]),
+          };
+        }"""
+    )
+    assert grouped["pair"] == ["step 59, 66"]  # as "step 59 66" overlapped on the job page
+    assert grouped["apart"] == ["step 10", "step 140"]
+    spans = grouped["crowded"]
+    assert len(spans) == 2 and all(start >= 0 and end <= 500 for start, end, _ in spans)
+    assert all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))
+    assert all(re.fullmatch(_LABEL, text) for _, _, text in spans)
     browser.assert_clean()

@@ -35,7 +35,7 @@ def _status(ui: UiProcess) -> str:
 
 @pytest.mark.parametrize(
     "path",
-    ["/", f"/jobs/{JOB}", "/api/jobs", "/api/events/jobs", f"/api/jobs/{JOB}", "/static/ui.js"],
+    ["/", f"/jobs/{JOB}", "/api/jobs", "/api/events/jobs", f"/api/jobs/{JOB}", "/static/job.js"],
 )
 def test_every_route_refuses_a_request_without_the_token(ui: UiProcess, path: str) -> None:
     status, _, body = ui.request("GET", path, cookie=False)
@@ -130,7 +130,7 @@ def test_profiling_steps_outside_the_allowed_range_is_refused_by_name(ui: UiProc
         "/api/jobs/%2e%2e",
         "/jobs/..%2F..%2F..%2Fetc%2Fpasswd",
         "/static/..%2F..%2Fapp.py",
-        "/static/..%2Fassets%2Fui.js",
+        "/static/..%2Fassets%2Fjob.js",
         "/api/jobs/%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E",
         "/jobs/%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E",
         f"/api/jobs/{JOB}/tensor?name=..%2F..%2F..%2Fjobs.sqlite",

@@ -10,7 +10,7 @@ float64 arrays; a step whose loss the hook did not find has NaN.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -22,24 +22,34 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.reductions import canonical_reduction, compute_reduction
-from trainprobe.analysis.tensor import Tensor
+from trainprobe.analysis.tensor import Tensor, TensorSource
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.training_record import TrainingRecord
 
-if TYPE_CHECKING:
-    from trainprobe.analysis.trial import Trial
+__all__ = ["RecordSource", "RecordedTensor"]
 
-__all__ = ["RecordedTensor"]
+
+class RecordSource(TensorSource, Protocol):
+    """What a recorded tensor reads through its trial: the training record, and the workers."""
+
+    def _training_record(self) -> TrainingRecord | None:
+        """The training record as last read; None when there is none."""
+        ...
+
+    def workers(self) -> list[str]:
+        """The trial's workers."""
+        ...
 
 
 class RecordedTensor(Tensor):
     """One series of the training record, read as a scalar tensor (see the module docstring)."""
 
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(self, name: str, trial: RecordSource) -> None:
         super().__init__(name, trial)
+        self._source = trial
 
     def _record(self) -> TrainingRecord | None:
-        return self._trial._training_record()
+        return self._source._training_record()
 
     def _steps_of(self, record: TrainingRecord, mode: ModeKeys) -> np.ndarray | None:
         """The record's steps counted in ``mode`` (None: it holds no step of that mode)."""
@@ -71,14 +81,14 @@ class RecordedTensor(Tensor):
         raise TensorUnavailableForStep(self.name, step_num, mode)
 
     def _check_worker(self, worker: str | None) -> None:
-        known = self._trial.workers()[:1]
+        known = self._source.workers()[:1]
         if worker is not None and worker not in known:
             raise InvalidWorker(worker, known)
 
     def workers(self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
         """The worker whose record is read (the first)."""
         self._index(step_num, mode)
-        return self._trial.workers()[:1]
+        return self._source.workers()[:1]
 
     def value(
         self, step_num: int, mode: ModeKeys = ModeKeys.GLOBAL, worker: str | None = None

@@ -8,8 +8,9 @@ disk when asked for, one record each; nothing is decoded before it is needed.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -23,13 +24,11 @@ from trainprobe.analysis.exceptions import (
     TensorUnavailableForStep,
 )
 from trainprobe.analysis.reductions import canonical_reduction, compute_reduction
-from trainprobe.analysis.steps import StepState
+from trainprobe.analysis.steps import StepCatalog, StepState
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.tensor_event import TensorEvent
 
-if TYPE_CHECKING:
-    from trainprobe.analysis.trial import Trial
-
-__all__ = ["RecordRef", "Tensor"]
+__all__ = ["RecordRef", "Tensor", "TensorSource"]
 
 
 class RecordRef(NamedTuple):
@@ -51,10 +50,38 @@ class _Saved:
     reductions: dict[tuple[str, bool], RecordRef] = field(default_factory=dict)
 
 
+class TensorSource(Protocol):
+    """What a tensor reads through the trial that made it (``trainprobe.analysis.trial.Trial``):
+    its steps, and the records it holds."""
+
+    name: str
+    loaded_all_steps: bool
+    _catalog: StepCatalog
+
+    def maybe_refresh(self) -> None:
+        """Look for new steps, unless the trial has them all."""
+
+    def steps(
+        self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False
+    ) -> list[int]:
+        """The saved steps of ``mode``."""
+        ...
+
+    def _value(self, name: str, step: int, mode: ModeKeys, ref: RecordRef) -> np.ndarray:
+        """The value in the record at ``ref``."""
+        ...
+
+    def _read(
+        self, name: str, step: int, mode: ModeKeys, refs: Sequence[RecordRef]
+    ) -> list[TensorEvent]:
+        """The records at ``refs``, decoded, in order."""
+        ...
+
+
 class Tensor:
     """A tensor saved by the job, across steps and workers. Created by the trial."""
 
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(self, name: str, trial: TensorSource) -> None:
         self.name = name
         self.original_name: str | None = None
         self._trial = trial

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from trainprobe.cli.live_view import JobSnapshot, LiveView, RuleStatus
-from trainprobe.jobs.progress import (
+from trainprobe.config.statuses import TERMINAL_JOB_STATUSES, RuleEvaluationStatus
+from trainprobe.jobs.operations.describe import rule_evaluation_statuses
+from trainprobe.jobs.operations.progress import (
     LogTail,
     latest_saved_step,
     latest_system_usage,
@@ -24,8 +26,6 @@ from trainprobe.jobs.progress import (
     saved_step_words,
     training_step,
 )
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND
 from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.modes import ModeKeys, step_in_words
@@ -45,7 +45,6 @@ __all__ = [
     "JobProgress",
     "LiveFollower",
     "PlainFollower",
-    "rule_statuses",
     "saving_stopped",
     "say",
 ]
@@ -86,11 +85,15 @@ class PlainFollower:
             debug_output = self.layout.debug_output
             saved = latest_saved_step(debug_output) == step
             say(saved_step_words(debug_output, step) if saved else f"step {step}")
-        for rule in rule_statuses(description):
+        for rule in rule_evaluation_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
             if self.rules.get(name) != value:
                 self.rules[name] = value
-                details = f": {rule['StatusDetails']}" if value == ISSUES_FOUND else ""
+                details = (
+                    f": {rule['StatusDetails']}"
+                    if value == RuleEvaluationStatus.ISSUES_FOUND
+                    else ""
+                )
                 say(f"rule {name}: {value}{details}")
 
     def finish(self, summary: list[str]) -> None:
@@ -143,7 +146,7 @@ class JobProgress:
         now = self._clock()
         step = _or_blank(lambda: training_step(self.layout), "the step")
         rate = self._steps_per_second(now, step)
-        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
+        if description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES:
             rate = None
         saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
         if saved is not None or step is not None:
@@ -168,7 +171,7 @@ class JobProgress:
             gpu_percent=None if usage is None else usage.gpu_percent,
             rules=tuple(
                 self._rule(rule, counted=rule["RuleConfigurationName"] in debugging)
-                for rule in rule_statuses(description)
+                for rule in rule_evaluation_statuses(description)
             ),
             saving=saving_stopped(description),
         )
@@ -176,7 +179,16 @@ class JobProgress:
     def _rule(self, rule: dict[str, Any], counted: bool) -> RuleStatus:
         """A rule's row; a debugging rule's counts come from its own ``status.json``."""
         name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-        details = rule["StatusDetails"] if value in (ISSUES_FOUND, ERROR, NO_ISSUES_FOUND) else ""
+        details = (
+            rule["StatusDetails"]
+            if value
+            in (
+                RuleEvaluationStatus.ISSUES_FOUND,
+                RuleEvaluationStatus.ERROR,
+                RuleEvaluationStatus.NO_ISSUES_FOUND,
+            )
+            else ""
+        )
         if not counted:
             return RuleStatus(name, value, details)
         directory = self.layout.rule_output_dir(name)
@@ -265,9 +277,12 @@ class LiveFollower:
     def show(self, description: dict[str, Any], *, final: bool = False) -> None:
         if self.training_log is not None:
             self.view.print_output(self.training_log.new_lines())
-        for rule in rule_statuses(description):
+        for rule in rule_evaluation_statuses(description):
             name, value = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
-            if self.rules.get(name) != value and value in (ISSUES_FOUND, ERROR):
+            if self.rules.get(name) != value and value in (
+                RuleEvaluationStatus.ISSUES_FOUND,
+                RuleEvaluationStatus.ERROR,
+            ):
                 self.view.print_message(f"{PREFIX} rule {name}: {value}: {rule['StatusDetails']}")
             self.rules[name] = value
         self.view.show(self.progress.snapshot(description, final=final))
@@ -285,14 +300,6 @@ class Follower(Protocol):
     def show(self, description: dict[str, Any], *, final: bool = False) -> None: ...
     def finish(self, summary: list[str]) -> None: ...
     def close(self) -> None: ...
-
-
-def rule_statuses(description: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every rule's status in a DescribeTrainingJob response, debugging rules first."""
-    return [
-        *description.get("DebugRuleEvaluationStatuses", []),
-        *description.get("ProfilerRuleEvaluationStatuses", []),
-    ]
 
 
 def debugging_rule_names(description: dict[str, Any]) -> set[str]:

@@ -56,7 +56,7 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.launcher import create_training_job
+    from trainprobe.jobs.operations.create import create_training_job
 
     response = create_training_job(load_request(args.cli_input_json))
     _print_json(response)
@@ -64,14 +64,14 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.describe import describe_training_job
+    from trainprobe.jobs.operations.describe import describe_training_job
 
     _print_json(describe_training_job(_job_name(args)))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.listing import list_training_jobs
+    from trainprobe.jobs.operations.listing import list_training_jobs
 
     request: dict[str, Any] = {}
     for option, member in (
@@ -128,14 +128,14 @@ def _print_table(response: dict[str, Any]) -> None:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.control import stop_training_job
+    from trainprobe.jobs.operations.control import stop_training_job
 
     _print_json(stop_training_job(_job_name(args)))
     return 0
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.control import profile_training_job
+    from trainprobe.jobs.operations.control import profile_training_job
 
     request = {"TrainingJobName": args.job, "Steps": args.steps}
     _print_json(profile_training_job(request, requested_by="trainprobe profile"))
@@ -143,7 +143,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.control import update_training_job
+    from trainprobe.jobs.operations.control import update_training_job
 
     if args.cli_input_json is not None:
         request = load_request(args.cli_input_json)
@@ -162,9 +162,9 @@ def _update(args: argparse.Namespace) -> int:
 
 
 def _log_path(args: argparse.Namespace) -> tuple[str, str]:
-    from trainprobe.jobs.describe import find_job, layout_of
-    from trainprobe.jobs.job_rules import rule_log
     from trainprobe.jobs.launch_plan import LaunchPlan
+    from trainprobe.jobs.operations.describe import find_job, layout_of
+    from trainprobe.jobs.runner.job_rules import rule_log
     from trainprobe.jobs.store import JobStore
 
     store = JobStore()
@@ -183,8 +183,8 @@ def _log_path(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from trainprobe.jobs.describe import find_job
-    from trainprobe.jobs.progress import LogTail
+    from trainprobe.jobs.operations.describe import find_job
+    from trainprobe.jobs.operations.progress import LogTail
     from trainprobe.jobs.store import JobStore
 
     name, path = _log_path(args)

@@ -26,6 +26,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trainprobe.config.statuses import RuleEvaluationStatus, TrainingJobStatus
+
 __all__ = [
     "JobSnapshot",
     "LiveView",
@@ -35,15 +37,15 @@ __all__ = [
     "sparkline",
 ]
 
-_STYLES = {
-    "InProgress": "yellow",
-    "Stopping": "magenta",
-    "Stopped": "magenta",
-    "Completed": "green",
-    "NoIssuesFound": "green",
-    "IssuesFound": "bold red",
-    "Failed": "bold red",
-    "Error": "red",
+_STYLES: dict[str, str] = {
+    TrainingJobStatus.IN_PROGRESS: "yellow",  # a job's or a rule's
+    TrainingJobStatus.STOPPING: "magenta",
+    TrainingJobStatus.STOPPED: "magenta",
+    TrainingJobStatus.COMPLETED: "green",
+    RuleEvaluationStatus.NO_ISSUES_FOUND: "green",
+    RuleEvaluationStatus.ISSUES_FOUND: "bold red",
+    TrainingJobStatus.FAILED: "bold red",
+    RuleEvaluationStatus.ERROR: "red",
 }
 # Whole words only: "IssuesFound" must not colour the end of "NoIssuesFound".
 _STATUS_WORDS = r"\b(" + "|".join(_STYLES) + r")\b"
@@ -212,7 +214,11 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
             for rule in snapshot.rules
             if rule.details.strip()
         ]
-    border = "red" if any(rule.status == "IssuesFound" for rule in snapshot.rules) else "blue"
+    border = (
+        "red"
+        if any(rule.status == RuleEvaluationStatus.ISSUES_FOUND for rule in snapshot.rules)
+        else "blue"
+    )
     return Panel(
         Group(*parts),
         title=f"trainprobe run: {snapshot.name}",

@@ -27,7 +27,7 @@ from trainprobe.config.catalogue.model import format_value
 from trainprobe.config.catalogue.scope import scope_of
 from trainprobe.config.errors import ConfigError
 from trainprobe.config.rules import ProfilerRule, Rule
-from trainprobe.jobs.describe import layout_at
+from trainprobe.jobs.operations.describe import layout_at
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
 from trainprobe.rules.verdict import ERROR, ISSUES_FOUND, NO_ISSUES_FOUND, Evaluation

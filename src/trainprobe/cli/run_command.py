@@ -1,12 +1,13 @@
 """``trainprobe run SCRIPT [OPTIONS] -- [SCRIPT ARGS]``: run a training as a debugged job.
 
-It builds a CreateTrainingJob request as the SageMaker SDK would (the rules' collections added to
-the hook's configuration, ProfilerReport when no profiler rule is given and profiling is on),
-starts the job, and follows it: the training's output as it comes, and ``[trainprobe]`` lines for
-the job's status, the step and each rule's status as it changes. On a terminal (unless
-``--plain``) the ``[trainprobe]`` lines give way to a live panel under the training's output:
-step, steps/s, the latest saved loss, each rule's status and the host's utilisation
-(``trainprobe.cli.job_follower``).
+It turns its options into the SDK's objects (Rule, ProfilerRule, DebuggerHookConfig,
+ProfilerConfig) and builds CreateTrainingJob from them with the estimator's builder
+(``trainprobe.config.sdk_request``: the rules' collections added to the hook's configuration, and
+ProfilerReport when no profiler rule is given and profiling is on), starts the job, and follows
+it: the training's output as it comes, and ``[trainprobe]`` lines for the job's status, the step
+and each rule's status as it changes. On a terminal (unless ``--plain``) the ``[trainprobe]``
+lines give way to a live panel under the training's output: step, steps/s, the latest saved
+loss, each rule's status and the host's utilisation (``trainprobe.cli.job_follower``).
 At the end it prints each rule's verdict with its evidence, where the outputs are, and the report's
 path once there is one. Ctrl-C stops the job (a second Ctrl-C leaves it to finish on its own).
 """
@@ -24,18 +25,20 @@ from trainprobe.config import catalogue, rule_configs
 from trainprobe.config.actions import Action, Rollback, SkipStep, StopTraining
 from trainprobe.config.errors import ConfigError, closest
 from trainprobe.config.framework_profile import FrameworkProfile
+from trainprobe.config.hook_config import CollectionConfig, DebuggerHookConfig
+from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.request_shapes import MAX_INSTANCE_COUNT
 from trainprobe.config.rules import ProfilerRule, Rule
-from trainprobe.jobs import (
-    JobStore,
-    create_training_job,
+from trainprobe.config.sdk_request import (
+    ContainerCommand,
+    TrainingJobSettings,
+    create_training_job_request,
     job_name_from_base,
-    with_default_profiler_rule,
-    with_rule_collections,
 )
+from trainprobe.jobs import JobStore, create_training_job
 from trainprobe.storage import files
 
-__all__ = ["build_request", "register", "run"]
+__all__ = ["build_request", "register", "run", "settings_of"]
 
 log = logging.getLogger(__name__)
 
@@ -220,19 +223,23 @@ def _name_and_parameters(
     return name.strip(), parameters
 
 
-def _collection_entries(texts: list[str]) -> list[dict[str, Any]]:
-    """The ``--collection`` options as CollectionConfigurations entries (the request's
-    validation checks their names and parameters)."""
-    entries: list[dict[str, Any]] = []
+def _collections(texts: list[str]) -> list[CollectionConfig]:
+    """The ``--collection`` options as the hook's CollectionConfigs."""
+    collections: list[CollectionConfig] = []
     for text in texts:
         name, parameters = _name_and_parameters(text, "--collection", "trees:save_interval=5")
         if not name:
             raise ConfigError("--collection", text, "NAME[:param=value,...], e.g. trees")
-        entry: dict[str, Any] = {"CollectionName": name}
-        if parameters:
-            entry["CollectionParameters"] = parameters
-        entries.append(entry)
-    return entries
+        try:
+            collections.append(CollectionConfig(name, parameters or None))
+        except ConfigError as error:
+            raise ConfigError("--collection", text, _problems(error)) from None
+    return collections
+
+
+def _problems(error: ConfigError) -> str:
+    """What was wrong, each problem with its field, for an error re-raised under an option."""
+    return "; ".join(f"{each.field}: {each.allowed}" for each in error.problems())
 
 
 _ON_SPIKE = "skip, stop, or rollback[:steps=N,lr_factor=F]"
@@ -262,9 +269,25 @@ def _spike_action(text: str | None) -> Action | None:
     )
 
 
-def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], list[Any]]:
-    debugging: list[dict[str, Any]] = []
-    profiler: list[dict[str, Any]] = []
+def _with_save_interval(rule: Rule, save_interval: int | None) -> Rule:
+    """``rule`` with ``--save-interval`` for each of its collections that sets its own."""
+    if save_interval is None:
+        return rule
+    rule.collection_configs = [
+        CollectionConfig(
+            collection.name, {**collection.parameters, "save_interval": str(save_interval)}
+        )
+        if collection.parameters and "save_interval" in collection.parameters
+        else collection
+        for collection in rule.collection_configs or []
+    ]
+    return rule
+
+
+def _rules(args: argparse.Namespace) -> list[Rule | ProfilerRule]:
+    """The ``--rule`` options as the SDK's rules, with their actions (``--stop-on-issue``,
+    ``--on-spike``) and ``--save-interval`` for their collections."""
+    rules: list[Rule | ProfilerRule] = []
     used: set[str] = set()
     on_spike = _spike_action(args.on_spike)
     if on_spike is not None and not any(
@@ -289,9 +312,7 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
                 config = getattr(rule_configs, spec.sdk_name)(**parameters)
             except TypeError as error:
                 raise ConfigError("--rule", text, f"parameters of {spec.name}: {error}") from None
-            profiler.append(
-                ProfilerRule.sagemaker(config, name=configured).to_profiler_rule_config_dict()
-            )
+            rules.append(ProfilerRule.sagemaker(config, name=configured))
             continue
         action: Action | None = StopTraining() if args.stop_on_issue else None
         if spec.in_training and on_spike is not None:
@@ -302,9 +323,8 @@ def _rule_entries(args: argparse.Namespace, job_name: str) -> tuple[list[Any], l
             rule_parameters=parameters,
             actions=action,
         )
-        rule.prepare_actions(job_name)
-        debugging.append(rule.to_debugger_rule_config_dict())
-    return debugging, profiler
+        rules.append(_with_save_interval(rule, args.save_interval))
+    return rules
 
 
 def _environment(pairs: list[str]) -> dict[str, str]:
@@ -317,76 +337,75 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return environment
 
 
-def _profiling_parameters(framework_profile: bool) -> dict[str, str]:
-    """ProfilingParameters for the job: with no metrics config the hook records only the cheap
-    step timeline; ``framework_profile`` adds SageMaker's FrameworkProfile() defaults. The job
-    runner sets ``LocalPath`` to the job's profiler-output."""
-    if not framework_profile:
-        return {}
-    parameters = dict(FrameworkProfile().profiling_parameters)
-    parameters.pop("LocalPath", None)
-    return parameters
+def _hook_config(args: argparse.Namespace) -> DebuggerHookConfig:
+    """The hook's configuration: ``--save-interval``, every host's worker saving with
+    ``--hosts``, the ``--collection`` options; where it writes is the job's output root."""
+    parameters: dict[str, str] = {}
+    if args.save_interval is not None:
+        if args.save_interval < 1:
+            raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
+        parameters["save_interval"] = str(args.save_interval)
+    if args.hosts > 1:
+        # Every host's worker saves its tensors, so the trial shows each host.
+        parameters["include_workers"] = "all"
+    collections = _collections(args.collection)
+    return DebuggerHookConfig(
+        hook_parameters=parameters or None, collection_configs=collections or None
+    )
+
+
+def _profiler_config(args: argparse.Namespace) -> ProfilerConfig | None:
+    """System monitoring every ``--profiler-interval-ms``, and with no metrics configuration
+    the hook records only the cheap step timeline; ``--framework-profile`` adds SageMaker's
+    FrameworkProfile() defaults (the job runner sets their ``LocalPath`` to the job's
+    profiler-output). None with ``--no-profiler``."""
+    if args.no_profiler:
+        if args.framework_profile:
+            raise ConfigError("--framework-profile", True, "absent with --no-profiler")
+        return None
+    framework = FrameworkProfile()
+    if args.framework_profile:
+        framework.profiling_parameters.pop("LocalPath", None)
+    else:
+        framework.profiling_parameters = {}
+    try:
+        return ProfilerConfig(
+            system_monitor_interval_millis=args.profiler_interval_ms,
+            framework_profile_params=framework,
+        )
+    except ConfigError as error:
+        raise ConfigError(
+            "--profiler-interval-ms", args.profiler_interval_ms, _problems(error)
+        ) from None
+
+
+def settings_of(args: argparse.Namespace) -> TrainingJobSettings:
+    """The job ``args`` describe, as the SDK's objects: ``trainprobe run`` asks for what the
+    estimator asks for with the same settings, and, as SageMaker Debugger's SDK did,
+    ProfilerReport when profiling is on and no profiler rule is given."""
+    if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
+        raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
+    environment = _environment(args.env)
+    if args.rule_executor is not None:
+        environment[settings.RULE_EXECUTOR.name] = args.rule_executor
+    return TrainingJobSettings(
+        script=ContainerCommand([os.path.abspath(args.script)], list(args.script_args)),
+        rules=_rules(args),
+        debugger_hook_config=_hook_config(args),
+        profiler_config=_profiler_config(args),
+        output_path=files.absolute(args.output) if args.output else None,
+        instance_count=args.hosts,
+        max_run=args.max_run,
+        environment=environment,
+        default_profiler_rule=True,
+    )
 
 
 def build_request(args: argparse.Namespace) -> dict[str, Any]:
     """The CreateTrainingJob request ``trainprobe run`` sends for ``args``."""
     stem = os.path.splitext(os.path.basename(args.script))[0]
     name = args.name or job_name_from_base(stem)
-    debugging, profiler = _rule_entries(args, name)
-    hook: dict[str, Any] = {}
-    if args.save_interval is not None:
-        if args.save_interval < 1:
-            raise ConfigError("--save-interval", args.save_interval, "a whole number from 1")
-        hook["HookParameters"] = {"save_interval": str(args.save_interval)}
-    if not 1 <= args.hosts <= MAX_INSTANCE_COUNT:
-        raise ConfigError("--hosts", args.hosts, f"a whole number from 1 to {MAX_INSTANCE_COUNT}")
-    if args.hosts > 1:
-        # Every host's worker saves its tensors, so the trial shows each host.
-        hook["HookParameters"] = {**hook.get("HookParameters", {}), "include_workers": "all"}
-    collections = _collection_entries(args.collection)
-    if collections:
-        hook["CollectionConfigurations"] = collections
-    request: dict[str, Any] = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {
-            "TrainingInputMode": "File",
-            "ContainerEntrypoint": [os.path.abspath(args.script)],
-            "ContainerArguments": list(args.script_args),
-        },
-        "ResourceConfig": {"InstanceCount": args.hosts, "InstanceType": "local"},
-        "DebugHookConfig": hook,
-    }
-    if args.output:
-        request["OutputDataConfig"] = {"S3OutputPath": files.absolute(args.output)}
-    if args.max_run is not None:
-        request["StoppingCondition"] = {"MaxRuntimeInSeconds": args.max_run}
-    if debugging:
-        request["DebugRuleConfigurations"] = debugging
-    if profiler:
-        request["ProfilerRuleConfigurations"] = profiler
-    if not args.no_profiler:
-        request["ProfilerConfig"] = {
-            "ProfilingIntervalInMilliseconds": args.profiler_interval_ms,
-            "ProfilingParameters": _profiling_parameters(args.framework_profile),
-            "DisableProfiler": False,
-        }
-    elif args.framework_profile:
-        raise ConfigError("--framework-profile", True, "absent with --no-profiler")
-    environment = _environment(args.env)
-    if args.rule_executor is not None:
-        environment[settings.RULE_EXECUTOR.name] = args.rule_executor
-    if environment:
-        request["Environment"] = environment
-    request = with_default_profiler_rule(with_rule_collections(request))
-    if args.save_interval is not None:
-        chosen = {entry["CollectionName"] for entry in collections}
-        for collection in request["DebugHookConfig"].get("CollectionConfigurations", []):
-            if collection.get("CollectionName") in chosen:
-                continue  # a --collection's own parameters stand
-            parameters = collection.get("CollectionParameters") or {}
-            if "save_interval" in parameters:
-                parameters["save_interval"] = str(args.save_interval)
-    return request
+    return create_training_job_request(name, settings_of(args))
 
 
 def _wants_live_view(args: argparse.Namespace) -> bool:

@@ -17,16 +17,17 @@ from trainprobe.cli.job_follower import (
     LiveFollower,
     PlainFollower,
     debugging_rule_names,
-    rule_statuses,
     say,
 )
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.statuses import (
+    TERMINAL_JOB_STATUSES,
+    RuleEvaluationStatus,
+    TrainingJobStatus,
+)
 from trainprobe.jobs import JobStore, describe_training_job, stop_training_job
-from trainprobe.jobs.describe import layout_of
-from trainprobe.jobs.progress import rule_verdict
-from trainprobe.jobs.rule_statuses import UNFINISHED_STATUSES
-from trainprobe.jobs.store import TERMINAL_STATUSES
-from trainprobe.rules.verdict import ISSUES_FOUND
+from trainprobe.jobs.operations.describe import is_final, layout_of, rule_evaluation_statuses
+from trainprobe.jobs.operations.progress import rule_verdict
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, JobLayout
 from trainprobe.ui.address_file import running_ui
@@ -61,14 +62,14 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
                 if verdicts is None:
                     description = describe_training_job(asked, store=store)
                     follower.show(description)
-                    if _finished(description):
+                    if is_final(description):
                         # The verdicts as soon as they are known; the report comes after.
                         verdicts = description
                         follower.show(description, final=True)
                         follower.finish(_verdicts(description, layout))
                 if verdicts is not None and _runner_done(store, name):
                     break
-                ended = description["TrainingJobStatus"] in TERMINAL_STATUSES
+                ended = description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES
                 time.sleep(_END_POLL_SECONDS if ended else POLL_SECONDS)
             except KeyboardInterrupt:
                 if interrupted:
@@ -82,13 +83,6 @@ def follow_run(store: JobStore, name: str, *, live: bool, quiet: bool, fail_on_i
     finally:
         follower.close()
     return _exit_status(description, fail_on_issue, interrupted)
-
-
-def _finished(description: dict[str, Any]) -> bool:
-    return description["TrainingJobStatus"] in TERMINAL_STATUSES and all(
-        rule["RuleEvaluationStatus"] not in UNFINISHED_STATUSES
-        for rule in rule_statuses(description)
-    )
 
 
 def _runner_done(store: JobStore, name: str) -> bool:
@@ -113,7 +107,7 @@ def _verdicts(description: dict[str, Any], layout: JobLayout) -> list[str]:
         lines[-1] += f" ({description['SecondaryStatus']})"
     if description.get("FailureReason"):
         lines += [f"  {line}" for line in description["FailureReason"].splitlines()]
-    statuses = rule_statuses(description)
+    statuses = rule_evaluation_statuses(description)
     debugging = debugging_rule_names(description)
     if statuses:
         lines += ["", "Rules:"]
@@ -153,9 +147,10 @@ def _outputs(description: dict[str, Any], layout: JobLayout) -> list[str]:
 def _exit_status(description: dict[str, Any], fail_on_issue: bool, interrupted: bool) -> int:
     if interrupted:
         return 130
-    if description["TrainingJobStatus"] == "Failed":
+    if description["TrainingJobStatus"] == TrainingJobStatus.FAILED:
         return 1
     issues = any(
-        rule["RuleEvaluationStatus"] == ISSUES_FOUND for rule in rule_statuses(description)
+        rule["RuleEvaluationStatus"] == RuleEvaluationStatus.ISSUES_FOUND
+        for rule in rule_evaluation_statuses(description)
     )
     return 1 if fail_on_issue and issues else 0

@@ -16,9 +16,14 @@ import logging
 import sys
 
 from trainprobe.jobs import JobStore
-from trainprobe.jobs.access_key import PROFILE, AccessKeyFileError, default_path, load_or_create
-from trainprobe.jobs.api_app import ApiLimits
-from trainprobe.jobs.api_server import LOCALHOST, JobApiServer
+from trainprobe.jobs.server.access_key import (
+    PROFILE,
+    AccessKeyFileError,
+    default_path,
+    load_or_create,
+)
+from trainprobe.jobs.server.api_app import ApiLimits
+from trainprobe.jobs.server.api_server import LOCALHOST, JobApiServer
 
 __all__ = ["DEFAULT_PORT", "add_address_arguments", "address_argument", "register", "serve"]
 

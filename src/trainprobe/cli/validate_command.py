@@ -1,7 +1,7 @@
 """``trainprobe validate job.json``: check a CreateTrainingJob request and say what would run.
 
-It runs the checks ``trainprobe jobs create`` runs (``trainprobe.jobs.admission``), without
-creating anything, so it accepts exactly what create would start: the request's content, its
+It runs the checks ``trainprobe jobs create`` runs (``trainprobe.jobs.operations.admission``),
+without creating anything, so it accepts exactly what create would start: the request's content, its
 name against the job store, its outputs and entry point on this machine (relative paths are
 taken from the current directory). A valid request prints each rule with its effective
 parameters, each collection with its save configuration per mode, and the profiling ranges; an
@@ -23,7 +23,7 @@ from trainprobe.config.profiler_config import ProfilerConfig
 from trainprobe.config.request_json import RequestFileError, load_request
 from trainprobe.config.rules import RuleBase
 from trainprobe.config.training_job import TrainingJobRequest
-from trainprobe.jobs.admission import admit_training_job
+from trainprobe.jobs.operations.admission import admit_training_job
 from trainprobe.jobs.store import STORE_FILE, JobStore, trainprobe_home
 from trainprobe.storage.modes import ModeKeys
 

@@ -22,7 +22,7 @@ from trainprobe.config.json_bounds import MAX_JSON_DEPTH, nesting_problem, text_
 __all__ = ["MAX_REQUEST_BYTES", "RequestFileError", "load_request", "parse_request"]
 
 MAX_REQUEST_BYTES = 1024 * 1024
-"""The largest request read, from a file or (``trainprobe.jobs.api_app``) an HTTP body."""
+"""The largest request read, from a file or (``trainprobe.jobs.server.api_app``) an HTTP body."""
 
 _BOM = "\ufeff"
 

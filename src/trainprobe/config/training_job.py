@@ -4,8 +4,8 @@ A request is checked completely before anything starts, and every problem is rep
 (``ConfigErrors``), each with its path in the request (``DebugRuleConfigurations[2].RuleParameters
 .threshold``). This is the one check of a request's content: ``trainprobe validate``, ``trainprobe
 jobs create``, the HTTP API and the Estimator all run it (through
-``trainprobe.jobs.admission``, which adds what only the local disk can say). Members trainprobe
-does not act on (RoleArn, VpcConfig, ...) are checked against SageMaker's shapes
+``trainprobe.jobs.operations.admission``, which adds what only the local disk can say). Members
+trainprobe does not act on (RoleArn, VpcConfig, ...) are checked against SageMaker's shapes
 (``trainprobe.config.request_shapes``) and kept as they came, so a request written for SageMaker
 is accepted unchanged and written back unchanged. Names are checked before any path is built
 from them (``trainprobe.config.names``): rule names are unique across debugging and profiler

@@ -16,10 +16,17 @@ Each operation takes SageMaker's request as a dict and returns SageMaker's respo
 
 Jobs are kept in a SQLite job store (``JobStore``, by default ``$TRAINPROBE_HOME/jobs.sqlite``);
 every operation takes ``store=`` to use another. Each job is run by a runner process of its own
-(``trainprobe.jobs.supervisor``), which starts the training with the hook, the system monitor
-and one evaluator per rule, and stops the training when a rule's StopTraining action, a
+(``trainprobe.jobs.runner``), which starts the training with the hook, the system monitor and
+one evaluator per rule, and stops the training when a rule's StopTraining action, a
 StopTrainingJob or MaxRuntimeInSeconds says so. Its files are laid out as on SageMaker
 (``JobLayout``). Errors are ConfigErrors (JobNotFound, JobNameInUse, JobStateError).
+
+The package holds four concerns: the operations (``operations/``), the HTTP server behind
+``trainprobe serve`` (``server/``), the job runner (``runner/``) and what runs inside a job's
+child processes (``processes/``); what all of them use stays here: the job store (``store``),
+the operations' errors (``errors``), the launch plan decided at creation (``launch_plan``), what
+the job runs (``entry_point``) and how a child process is started and stopped
+(``child_process``).
 """
 
 from __future__ import annotations
@@ -28,46 +35,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainprobe.jobs.control import (
-        profile_training_job,
-        stop_training_job,
-        update_training_job,
+    from trainprobe.config.sdk_request import (
+        job_name_from_base,
+        with_default_profiler_rule,
+        with_rule_collections,
     )
-    from trainprobe.jobs.describe import describe_training_job
     from trainprobe.jobs.errors import (
         JobNameInUse,
         JobNotFound,
         JobOperationError,
         JobStateError,
     )
-    from trainprobe.jobs.launcher import create_training_job, default_output_root
-    from trainprobe.jobs.listing import list_training_jobs
-    from trainprobe.jobs.sdk_defaults import (
-        job_name_from_base,
-        with_default_profiler_rule,
-        with_rule_collections,
+    from trainprobe.jobs.operations.control import (
+        profile_training_job,
+        stop_training_job,
+        update_training_job,
     )
+    from trainprobe.jobs.operations.create import create_training_job, default_output_root
+    from trainprobe.jobs.operations.describe import describe_training_job
+    from trainprobe.jobs.operations.listing import list_training_jobs
     from trainprobe.jobs.store import JobRecord, JobStore, trainprobe_home
     from trainprobe.storage.job_layout import JobLayout
 
 # Each name is imported from its module when first asked for: importing one module of the
-# package (``trainprobe.jobs.launcher``, as ``trainprobe jobs create`` does) does not import
-# every operation's (DescribeTrainingJob reads rule statuses with the rules' code).
+# package (``trainprobe.jobs.operations.create``, as ``trainprobe jobs create`` does) does not
+# import every operation's (DescribeTrainingJob reads rule statuses with the rules' code).
 _MODULES = {
-    "profile_training_job": "trainprobe.jobs.control",
-    "stop_training_job": "trainprobe.jobs.control",
-    "update_training_job": "trainprobe.jobs.control",
-    "describe_training_job": "trainprobe.jobs.describe",
+    "profile_training_job": "trainprobe.jobs.operations.control",
+    "stop_training_job": "trainprobe.jobs.operations.control",
+    "update_training_job": "trainprobe.jobs.operations.control",
+    "describe_training_job": "trainprobe.jobs.operations.describe",
     "JobNameInUse": "trainprobe.jobs.errors",
     "JobNotFound": "trainprobe.jobs.errors",
     "JobOperationError": "trainprobe.jobs.errors",
     "JobStateError": "trainprobe.jobs.errors",
-    "create_training_job": "trainprobe.jobs.launcher",
-    "default_output_root": "trainprobe.jobs.launcher",
-    "list_training_jobs": "trainprobe.jobs.listing",
-    "job_name_from_base": "trainprobe.jobs.sdk_defaults",
-    "with_default_profiler_rule": "trainprobe.jobs.sdk_defaults",
-    "with_rule_collections": "trainprobe.jobs.sdk_defaults",
+    "create_training_job": "trainprobe.jobs.operations.create",
+    "default_output_root": "trainprobe.jobs.operations.create",
+    "list_training_jobs": "trainprobe.jobs.operations.listing",
+    "job_name_from_base": "trainprobe.config.sdk_request",
+    "with_default_profiler_rule": "trainprobe.config.sdk_request",
+    "with_rule_collections": "trainprobe.config.sdk_request",
     "JobRecord": "trainprobe.jobs.store",
     "JobStore": "trainprobe.jobs.store",
     "trainprobe_home": "trainprobe.jobs.store",

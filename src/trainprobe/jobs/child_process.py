@@ -11,8 +11,8 @@ profiler rules, the reports) is a ``ChildProcess``:
   (``PR_SET_PDEATHSIG``, set in the child before it runs its program; a parent already gone by
   then is noticed and the child ends at once). A process started by another program (torchrun
   starts each worker in a session of its own) binds itself with ``end_with_parent``.
-  trainprobe's own child programs also watch their runner (``trainprobe.jobs.runner_watch``),
-  which covers the systems without it;
+  trainprobe's own child programs also watch their runner
+  (``trainprobe.jobs.processes.runner_watch``), which covers the systems without it;
 - ``ChildLimits`` (niceness, a memory limit, the cores it may use) are applied in the child,
   before its program runs, so they hold for everything it starts;
 - it stops one way (``stop``): SIGTERM to the group, ``grace_seconds`` to end, then SIGKILL to the

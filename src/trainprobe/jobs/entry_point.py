@@ -11,12 +11,13 @@
    ``["python", "train.py"]``) and ``ContainerArguments`` its arguments; it runs in the directory
    the job was created from.
 3. With neither, a ``TrainingImage`` of SageMaker's XGBoost container names its built-in
-   algorithm: trainprobe's (``trainprobe.jobs.xgboost_algorithm``) runs on the job's channels.
+   algorithm: trainprobe's (``trainprobe.jobs.processes.xgboost_algorithm``) runs on the job's
+   channels.
 
-A Python script runs through ``trainprobe.jobs.training_entry``, which installs the hook
+A Python script runs through ``trainprobe.jobs.processes.training_entry``, which installs the hook
 automatically; ``ResourceConfig.InstanceCount`` > 1 runs it as that many hosts, each a torchrun
-node (``trainprobe.jobs.hosts``), every port they open bound to 127.0.0.1
-(``trainprobe.jobs.local_torchrun``).
+node (``trainprobe.jobs.runner.hosts``), every port they open bound to 127.0.0.1
+(``trainprobe.jobs.processes.local_torchrun``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.sdk_request import PROGRAM_HYPERPARAMETER, SUBMIT_DIRECTORY_HYPERPARAMETER
 
 __all__ = [
     "PROGRAM_HYPERPARAMETER",
@@ -40,14 +42,13 @@ __all__ = [
     "script_arguments",
 ]
 
-PROGRAM_HYPERPARAMETER = "sagemaker_program"
-SUBMIT_DIRECTORY_HYPERPARAMETER = "sagemaker_submit_directory"
 _SAGEMAKER_PREFIX = "sagemaker_"
 _PYTHONS = ("python", "python3")
-TRAINING_ENTRY_MODULE = "trainprobe.jobs.training_entry"
-LOCAL_TORCHRUN_MODULE = "trainprobe.jobs.local_torchrun"
+TRAINING_ENTRY_MODULE = "trainprobe.jobs.processes.training_entry"
+LOCAL_TORCHRUN_MODULE = "trainprobe.jobs.processes.local_torchrun"
 LOOPBACK = "127.0.0.1"
-"""Every port a multi-process job opens is on this address (``trainprobe.jobs.local_torchrun``)."""
+"""Every port a multi-process job opens is on this address
+(``trainprobe.jobs.processes.local_torchrun``)."""
 XGBOOST_IMAGE = "sagemaker-xgboost"
 
 
@@ -96,7 +97,8 @@ class EntryPoint:
 
     def command(self, python: str) -> list[str]:
         """The command line that starts the training with ``python`` (an interpreter path), as
-        one process; a job of several hosts runs it under torchrun (``trainprobe.jobs.hosts``)."""
+        one process; a job of several hosts runs it under torchrun
+        (``trainprobe.jobs.runner.hosts``)."""
         if not self.python:
             return [self.program, *self.arguments]
         return [python, "-m", TRAINING_ENTRY_MODULE, self.program, *self.arguments]
@@ -225,7 +227,7 @@ def entry_point_from_request(
             )
         return EntryPoint(script, tuple(script_arguments(hyperparameters)), directory)
     if XGBOOST_IMAGE in str(specification.get("TrainingImage", "")):
-        from trainprobe.jobs import xgboost_algorithm  # imports nothing of XGBoost's
+        from trainprobe.jobs.processes import xgboost_algorithm  # imports nothing of XGBoost's
 
         return EntryPoint(os.path.abspath(xgboost_algorithm.__file__), (), cwd)
     raise ConfigError(

@@ -70,12 +70,12 @@ class LaunchPlan:
     working_dir: str
     environment: dict[str, str]
     """Variables set for the training, over the runner's own environment (each host adds its
-    own: ``trainprobe.jobs.hosts``)."""
+    own: ``trainprobe.jobs.runner.hosts``)."""
     instance_count: int = 1
     """The job's hosts (``ResourceConfig.InstanceCount``)."""
     max_runtime_seconds: int | None = None
     debug_rules: list[dict[str, Any]] = field(default_factory=list)
-    """The DebugRuleConfigurations entries (``trainprobe.jobs.job_rules`` spreads them over
+    """The DebugRuleConfigurations entries (``trainprobe.jobs.runner.job_rules`` spreads them over
     evaluator processes)."""
     rules_working_dir: str = "."
     """Where relative custom rule sources are found (the directory the job was created from)."""

@@ -9,7 +9,7 @@ IMMEDIATE``), so two updates of one job never interleave.
 A job row also says who runs the job (``runner_pid`` on ``runner_host``, started at
 ``runner_started``, told apart from a later process of the same id by ``runner_identity``) and
 when that runner last said it was alive (``heartbeat_time``), so that a job whose runner died is
-found out (``trainprobe.jobs.liveness``) instead of staying InProgress forever.
+found out (``trainprobe.jobs.runner.liveness``) instead of staying InProgress forever.
 """
 
 from __future__ import annotations
@@ -24,23 +24,21 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trainprobe import settings
+from trainprobe.config.statuses import (
+    TERMINAL_JOB_STATUSES,
+    TERMINAL_SECONDARY_STATUSES,
+    TrainingJobStatus,
+)
 from trainprobe.jobs.errors import JobNameInUse
 
 __all__ = [
     "STORE_FILE",
-    "TERMINAL_SECONDARY_STATUSES",
-    "TERMINAL_STATUSES",
     "JobRecord",
     "JobStore",
     "trainprobe_home",
 ]
 
 STORE_FILE = "jobs.sqlite"
-
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
-"""TrainingJobStatus values after which nothing about the training changes."""
-
-TERMINAL_SECONDARY_STATUSES = frozenset({"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"})
 
 _BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -92,8 +90,9 @@ class JobRecord:
     request: dict[str, Any]
     """The CreateTrainingJob request, as it was accepted."""
     job_dir: str
-    status: str
+    status: TrainingJobStatus
     secondary_status: str
+    """A ``SecondaryStatus``, kept as it was written: SageMaker's set of them is open."""
     creation_time: float
     last_modified_time: float
     transitions: list[dict[str, Any]] = field(default_factory=list)
@@ -115,12 +114,12 @@ class JobRecord:
     runner_done: bool = False
     runner_identity: str | None = None
     """What tells the runner's process apart from a later one given its id
-    (``trainprobe.jobs.liveness.process_identity``), where it can be read."""
+    (``trainprobe.jobs.runner.liveness.process_identity``), where it can be read."""
 
     @property
     def finished(self) -> bool:
         """Whether the training has reached its final status."""
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL_JOB_STATUSES
 
 
 _COLUMNS = tuple(item.name for item in fields(JobRecord))
@@ -146,6 +145,7 @@ def _from_row(row: sqlite3.Row) -> JobRecord:
             value = json.loads(value)
         values[key] = value
     values["runner_done"] = bool(values["runner_done"])
+    values["status"] = TrainingJobStatus(values["status"])
     return JobRecord(**values)
 
 
@@ -276,7 +276,7 @@ class JobStore:
         self,
         name: str,
         *,
-        only_if_status: Sequence[str] | None = None,
+        only_if_status: Sequence[TrainingJobStatus] | None = None,
         touch: bool = True,
         **values: Any,
     ) -> bool:
@@ -301,11 +301,11 @@ class JobStore:
     def transition(
         self,
         name: str,
-        status: str,
+        status: TrainingJobStatus,
         secondary_status: str,
         message: str,
         *,
-        only_if_status: Sequence[str] | None = None,
+        only_if_status: Sequence[TrainingJobStatus] | None = None,
         now: float | None = None,
         **values: Any,
     ) -> bool:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.describe import layout_at
+from trainprobe.jobs.operations.describe import layout_at
 from trainprobe.report.build import build_report
 from trainprobe.report.job_files import JobFiles
 from trainprobe.storage import files

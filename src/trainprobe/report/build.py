@@ -63,9 +63,10 @@ def build_report(
         job = JobFiles.find(job)
     if job.rule_output is None and job.ended:
         job = _with_profiler_rules(job)
-    content = json_safe(report_content(job))
+    content = report_content(job)
+    data = json_safe(content.to_json())
     directory = os.fspath(out_dir) if out_dir is not None else job.report_dir()
-    return ReportFiles.write(directory, (HTML_FILE, JSON_FILE), content, render_page(content))
+    return ReportFiles.write(directory, (HTML_FILE, JSON_FILE), data, render_page(content, data))
 
 
 def _with_profiler_rules(job: JobFiles) -> JobFiles:

@@ -13,17 +13,50 @@ status names the first it found.
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
 
 from trainprobe.config import catalogue
 from trainprobe.config.errors import ConfigError
+from trainprobe.report.records import Record
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import RULE_OUTPUT
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.spike_records import read_spikes
 
-__all__ = ["debugging_rules"]
+__all__ = ["DebuggingRuleRow", "DebuggingRules", "SpikeRow", "debugging_rules"]
+
+
+@dataclass(frozen=True)
+class DebuggingRuleRow(Record):
+    """One debugging rule's verdict and what it checked."""
+
+    rule: str
+    status: str
+    status_details: str
+    steps_evaluated: int
+    steps_skipped: int
+    tensors_checked: int
+    unmatched: list[str]
+
+
+@dataclass(frozen=True)
+class SpikeRow(Record):
+    """A spike an in-training rule saw, and what was done (``text``, in words)."""
+
+    rule: str
+    step: int
+    action: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DebuggingRules(Record):
+    """The section: a row per rule, where the first NaN started (in words), the spikes."""
+
+    rules: list[DebuggingRuleRow]
+    first_non_finite: str | None
+    spikes: list[SpikeRow]
 
 
 def _is_profiler_rule(name: str) -> bool:
@@ -33,7 +66,7 @@ def _is_profiler_rule(name: str) -> bool:
         return False  # a custom rule
 
 
-def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[str, Any]:
+def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> DebuggingRules:
     """The section's content: a row per debugging rule, the first NaN's origin if any, and
     the spikes the in-training rules saw.
 
@@ -48,24 +81,22 @@ def debugging_rules(job_dir: str, debug_output: str, skip: str | None) -> dict[s
         if status is None or _is_profiler_rule(name):
             continue
         rows.append(
-            {
-                "Rule": name,
-                "Status": status.rule_evaluation_status,
-                "StatusDetails": status.status_details,
-                "StepsEvaluated": status.steps_evaluated,
-                "StepsSkipped": status.steps_skipped,
-                "TensorsChecked": status.tensors_checked,
-                "Unmatched": list(status.unmatched),
-            }
+            DebuggingRuleRow(
+                rule=name,
+                status=status.rule_evaluation_status,
+                status_details=status.status_details,
+                steps_evaluated=status.steps_evaluated,
+                steps_skipped=status.steps_skipped,
+                tensors_checked=status.tensors_checked,
+                unmatched=list(status.unmatched),
+            )
         )
     saved = files.is_dir(debug_output)
     origin = read_nonfinite_origin(debug_output) if saved else None
     spikes = [
-        {"Rule": spike.rule, "Step": spike.step, "Action": spike.action, "Text": spike.describe()}
+        SpikeRow(spike.rule, spike.step, spike.action, spike.describe())
         for spike in (read_spikes(debug_output) if saved else [])
     ]
-    return {
-        "Rules": rows,
-        "FirstNonFinite": None if origin is None else origin.describe(),
-        "Spikes": spikes,
-    }
+    return DebuggingRules(
+        rules=rows, first_non_finite=None if origin is None else origin.describe(), spikes=spikes
+    )

@@ -9,6 +9,7 @@ the functions with the most time (of one profiler and clock, the one with the mo
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from trainprobe.analysis.profiling_data.detailed_traces import (
@@ -23,48 +24,117 @@ from trainprobe.analysis.profiling_data.python_profiles import (
     add_up,
     read_functions,
 )
+from trainprobe.report.records import Record
 from trainprobe.report.series import rounded
 
-__all__ = ["framework_summary"]
+__all__ = [
+    "EventTime",
+    "FrameworkSummary",
+    "FunctionTime",
+    "OperatorTime",
+    "PhaseTime",
+    "TopFunctions",
+    "framework_summary",
+]
 
 LISTED = 15
 _OPERATOR_KINDS = {"cpu_op": "CPU operator", "kernel": "GPU kernel", "gpu_memcpy": "GPU copy"}
 
 
-def framework_summary(output: ProfilerOutput, overall: dict[str, Any] | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PhaseTime(Record):
+    """A phase's share of the step (as OverallFrameworkMetrics measured it)."""
+
+    phase: str
+    time_ms: float | None
+    percent_of_step_time: Any
+
+
+@dataclass(frozen=True)
+class EventTime(Record):
+    """One of the events with the most time (OverallFrameworkMetrics' figures)."""
+
+    phase: Any
+    name: Any
+    time_ms: float | None
+    count: Any
+    percent: Any
+
+
+@dataclass(frozen=True)
+class OperatorTime(Record):
+    """An operator or kernel's time over every detailed profile."""
+
+    kind: str
+    name: str
+    time_ms: float
+    count: int
+
+
+@dataclass(frozen=True)
+class FunctionTime(Record):
+    """A Python function's calls and time over the chosen profiles."""
+
+    function: str
+    file: str
+    line: int
+    calls: int | None
+    cumulative_s: float | None
+    own_s: float | None
+
+
+@dataclass(frozen=True)
+class TopFunctions(Record):
+    """The functions with the most time, in the profiles of one profiler and clock."""
+
+    profiler: str
+    timer: str | None
+    profiles: int
+    functions: list[FunctionTime]
+
+
+@dataclass(frozen=True)
+class FrameworkSummary(Record):
+    """The section (see the module docstring)."""
+
+    step_time_ms: float | None
+    phase_split: list[PhaseTime]
+    top_events: list[EventTime]
+    cpu_vs_gpu: Any
+    top_operators: list[OperatorTime]
+    top_functions: TopFunctions | None
+
+
+def framework_summary(output: ProfilerOutput, overall: dict[str, Any] | None) -> FrameworkSummary:
     """The section's content; ``overall`` is OverallFrameworkMetrics' report details."""
     details = overall or {}
-    return {
-        "StepTimeMs": _ms(details.get("step_time_us")),
-        "PhaseSplit": [
-            {
-                "Phase": phase,
-                "TimeMs": _ms(entry.get("time_us")),
-                "PercentOfStepTime": entry.get("percent_of_step_time"),
-            }
+    return FrameworkSummary(
+        step_time_ms=_ms(details.get("step_time_us")),
+        phase_split=[
+            PhaseTime(phase, _ms(entry.get("time_us")), entry.get("percent_of_step_time"))
             for phase, entry in (details.get("step_split") or {}).items()
         ],
-        "TopEvents": [
-            {
-                "Phase": event.get("phase"),
-                "Name": event.get("name"),
-                "TimeMs": _ms(event.get("time_us")),
-                "Count": event.get("count"),
-                "Percent": event.get("percent"),
-            }
+        top_events=[
+            EventTime(
+                phase=event.get("phase"),
+                name=event.get("name"),
+                time_ms=_ms(event.get("time_us")),
+                count=event.get("count"),
+                percent=event.get("percent"),
+            )
             for event in details.get("top_events") or []
         ],
-        "CpuVsGpu": details.get("cpu_vs_gpu"),
-        "TopOperators": _top_operators(output),
-        "TopFunctions": _top_functions(output),
-    }
+        cpu_vs_gpu=details.get("cpu_vs_gpu"),
+        top_operators=_top_operators(output),
+        top_functions=_top_functions(output),
+    )
 
 
 def _ms(value: Any) -> float | None:
     return round(float(value) / 1000.0, 3) if isinstance(value, int | float) else None
 
 
-def _top_operators(output: ProfilerOutput) -> list[dict[str, Any]]:
+def _top_operators(output: ProfilerOutput) -> list[OperatorTime]:
     """The operators and kernels with the most time over every detailed profile."""
     time_us: dict[tuple[str, str], float] = {}
     count: Counter[tuple[str, str]] = Counter()
@@ -78,17 +148,12 @@ def _top_operators(output: ProfilerOutput) -> list[dict[str, Any]]:
             time_us[key] = time_us.get(key, 0.0) + duration
             count[key] += 1
     return [
-        {
-            "Kind": kind,
-            "Name": name,
-            "TimeMs": round(total / 1000.0, 3),
-            "Count": count[(kind, name)],
-        }
+        OperatorTime(kind, name, round(total / 1000.0, 3), count[(kind, name)])
         for (kind, name), total in sorted(time_us.items(), key=lambda item: -item[1])[:LISTED]
     ]
 
 
-def _top_functions(output: ProfilerOutput) -> dict[str, Any] | None:
+def _top_functions(output: ProfilerOutput) -> TopFunctions | None:
     """The functions with the most cumulative time in the most common kind of Python profile."""
     profiles = output.python_profiles()
     kinds = Counter((profile.profiler, profile.timer) for profile in profiles)
@@ -98,22 +163,22 @@ def _top_functions(output: ProfilerOutput) -> dict[str, Any] | None:
     chosen = [p for p in profiles if (p.profiler, p.timer) == (profiler, timer)]
     functions = add_up(_functions(profile) for profile in chosen)
     functions.sort(key=lambda function: -function.cumulative_s)
-    return {
-        "Profiler": profiler,
-        "Timer": timer,
-        "Profiles": len(chosen),
-        "Functions": [
-            {
-                "Function": function.function,
-                "File": function.filename,
-                "Line": function.line,
-                "Calls": function.calls,
-                "CumulativeS": rounded([function.cumulative_s])[0],
-                "OwnS": rounded([function.own_s])[0],
-            }
+    return TopFunctions(
+        profiler=profiler,
+        timer=timer,
+        profiles=len(chosen),
+        functions=[
+            FunctionTime(
+                function=function.function,
+                file=function.filename,
+                line=function.line,
+                calls=function.calls,
+                cumulative_s=rounded([function.cumulative_s])[0],
+                own_s=rounded([function.own_s])[0],
+            )
             for function in functions[:LISTED]
         ],
-    }
+    )
 
 
 def _functions(profile: PythonProfile) -> list[FunctionStats]:

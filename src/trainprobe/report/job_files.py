@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from trainprobe.config.errors import ConfigError
-from trainprobe.jobs.locate import locate_job
+from trainprobe.jobs.operations.locate import locate_job
 from trainprobe.jobs.store import JobStore
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import (
@@ -63,9 +63,9 @@ class JobFiles:
 
     @classmethod
     def find(cls, name_or_path: str | os.PathLike[str], store: JobStore | None = None) -> JobFiles:
-        """The job that ``name_or_path`` names (see ``jobs.locate.locate_job``): a job's name, its
-        directory, its profiler output, or the output of its ProfilerReport rule. A path that is
-        none of these, or a job with no profiler output, is a ConfigError."""
+        """The job that ``name_or_path`` names (see ``jobs.operations.locate.locate_job``): a job's
+        name, its directory, its profiler output, or the output of its ProfilerReport rule. A path
+        that is none of these, or a job with no profiler output, is a ConfigError."""
         text = os.fspath(name_or_path)
         layout = locate_job(text, store)
         if not files.is_dir(layout.profiler_output):

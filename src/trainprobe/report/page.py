@@ -2,17 +2,20 @@
 browser by plotly.js from the report's own data.
 
 The page carries everything it needs inline (plotly.js, the style, the script and the data), so
-it opens from disk with no network. Each plot is a ``<div data-plot="...">`` that the script
-(``assets/report.js``) fills from the JSON in ``<script id="report-data">``; when every plot is
-drawn the script sets ``data-plots-drawn`` on ``<body>``, which the tests wait for.
+it opens from disk with no network. Text and tables come from the report's typed sections
+(``content.ReportContent``); each plot is a ``<div data-plot="...">`` that the script
+(``assets/report.js``) fills from the same content as JSON, in ``<script id="report-data">``;
+when every plot is drawn the script sets ``data-plots-drawn`` on ``<body>``, which the tests
+wait for.
 """
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
+from trainprobe.report.content import ReportContent
+from trainprobe.report.debugging_rules import DebuggingRules
+from trainprobe.report.flight_recorder import CaptureRow, FlightRecorderSection, StacksRow
 from trainprobe.report.tables import (
     bytes_text,
     details_table,
@@ -21,8 +24,12 @@ from trainprobe.report.tables import (
     table,
     text,
 )
+from trainprobe.report.web_assets import PLOTLY_JS, Assets, json_script
 
-__all__ = ["render_page"]
+__all__ = ["ASSETS", "render_page"]
+
+ASSETS = Assets("trainprobe.report")
+"""The report pages' scripts and style (``report/assets``), and plotly.js."""
 
 _SECTIONS = (
     ("job-summary", "Training job summary"),
@@ -37,29 +44,15 @@ _SECTIONS = (
 _PERCENTILE_HEADERS = ("mean", "min", "p5", "p25", "p50", "p75", "p95", "p99", "max")
 
 
-def _asset(name: str) -> str:
-    return resources.files("trainprobe.report").joinpath("assets", name).read_text("utf-8")
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs  # a large module: imported only to write a page
-
-    return str(get_plotlyjs())
-
-
 def _plot(kind: str, *indices: int, css_class: str = "plot") -> str:
     key = ":".join([kind, *map(str, indices)])
     return f'<div class="{css_class}" data-plot="{text(key)}"></div>'
 
 
-def _embedded_json(content: dict[str, Any]) -> str:
-    data = json.dumps(content, allow_nan=False, separators=(",", ":"))
-    return data.replace("<", "\\u003c")  # no text in the data can end or open a tag
-
-
-def render_page(content: dict[str, Any]) -> str:
-    """The HTML page of a report's content (``report_content``, made JSON-safe)."""
-    job = content["Job"]
+def render_page(content: ReportContent, data: dict[str, Any]) -> str:
+    """The HTML page of a report's ``content``; ``data`` is the content as its JSON holds it
+    (``json_safe(content.to_json())``), embedded for the plots."""
+    job = content.job
     navigation = "".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in _SECTIONS)
     sections = "".join(
         (
@@ -77,17 +70,15 @@ def render_page(content: dict[str, Any]) -> str:
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>Profiler report: {text(job['Name'])}</title>"
-        f"<style>{_asset('report.css')}</style>"
-        f"<script>{_plotly_js()}</script>"
+        f"<title>Profiler report: {text(job.name)}</title>"
+        f"{ASSETS.inline('report.css')}{ASSETS.inline(PLOTLY_JS)}"
         "</head><body>"
-        f"<header><h1>Profiler report: {text(job['Name'])}</h1>"
-        f'<p class="muted">{text(content["JobDirectory"])} · generated '
-        f"{text(content['GeneratedAt'])} by trainprobe</p><nav>{navigation}</nav></header>"
+        f"<header><h1>Profiler report: {text(job.name)}</h1>"
+        f'<p class="muted">{text(content.job_directory)} · generated '
+        f"{text(content.generated_at)} by trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
-        f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
-        f"<script>{_asset('plots.js')}</script>"
-        f"<script>{_asset('report.js')}</script>"
+        f"{json_script('report-data', data)}"
+        f"{ASSETS.inline('plots.js')}{ASSETS.inline('report.js')}"
         "</body></html>\n"
     )
 
@@ -102,23 +93,23 @@ def _empty(anchor: str, message: str) -> str:
     return _section(anchor, f'<p class="muted">{text(message)}</p>')
 
 
-def _job_section(content: dict[str, Any]) -> str:
-    job = content["Job"]
+def _job_section(content: ReportContent) -> str:
+    job = content.job
     rows = [
-        ("Status", text("ended" if job["Status"] == "Ended" else "in progress")),
-        ("Started", text(job["StartTime"])),
-        ("Ended" if job["Status"] == "Ended" else "Latest data", text(job["EndTime"])),
-        ("Initialization", seconds_text(job["InitializationSeconds"])),
-        ("Training", seconds_text(job["TrainingSeconds"])),
-        ("Finalization", seconds_text(job["FinalizationSeconds"])),
-        ("Steps", number(job["Steps"])),
+        ("Status", text("ended" if job.ended else "in progress")),
+        ("Started", text(job.start_time)),
+        ("Ended" if job.ended else "Latest data", text(job.end_time)),
+        ("Initialization", seconds_text(job.initialization_seconds)),
+        ("Training", seconds_text(job.training_seconds)),
+        ("Finalization", seconds_text(job.finalization_seconds)),
+        ("Steps", number(job.steps)),
         (
             "Throughput",
-            f"{number(job['StepsPerSecond'], 3)} steps/s" if job["StepsPerSecond"] else "",
+            f"{number(job.steps_per_second, 3)} steps/s" if job.steps_per_second else "",
         ),
-        ("Hosts", text(", ".join(job["Hosts"]))),
-        ("Training processes", text(", ".join(job["TrainingProcesses"]))),
-        ("GPUs", number(job["GPUs"])),
+        ("Hosts", text(", ".join(job.hosts))),
+        ("Training processes", text(", ".join(job.training_processes))),
+        ("GPUs", number(job.gpus)),
     ]
     return _section(
         "job-summary",
@@ -126,26 +117,25 @@ def _job_section(content: dict[str, Any]) -> str:
     )
 
 
-def _training_section(content: dict[str, Any]) -> str:
-    record = content.get("TrainingRecord") or {}
-    series = record.get("Series") or []
-    if not series:
+def _training_section(content: ReportContent) -> str:
+    record = content.training_record
+    if not record.series:
         return _empty(
             "training",
             "No training record: the job's hook kept no step's loss, learning rate or gradient "
             "norm (trainprobe's PyTorch hook keeps them for every TRAIN step).",
         )
-    mode = text(record["Mode"])
+    mode = text(record.mode or "")
     rows = [
         [
-            text(item["Label"]),
-            number(item["Count"]),
-            number(item["First"]),
-            number(item["Last"]),
-            f"{number(item['Min'])} at {mode} step {item['MinStep']}",
-            f"{number(item['Max'])} at {mode} step {item['MaxStep']}",
+            text(item.label),
+            number(item.count),
+            number(item.first),
+            number(item.last),
+            f"{number(item.min)} at {mode} step {item.min_step}",
+            f"{number(item.max)} at {mode} step {item.max_step}",
         ]
-        for item in series
+        for item in record.series
     ]
     parts = [
         f'<p class="muted">Every {mode} step, whatever the save interval: the loss the training '
@@ -154,31 +144,31 @@ def _training_section(content: dict[str, Any]) -> str:
         "trainprobe/loss, trainprobe/learning_rate and trainprobe/gradient_norm).</p>",
         table(("series", "steps", "first", "last", "smallest", "largest"), rows),
     ]
-    parts.extend(_plot("record", index) for index in range(len(series)))
+    parts.extend(_plot("record", index) for index in range(len(record.series)))
     return _section("training", "".join(parts))
 
 
-def _system_section(content: dict[str, Any]) -> str:
-    hosts = content["SystemUsage"]["Hosts"]
+def _system_section(content: ReportContent) -> str:
+    hosts = content.system_usage.hosts
     if not hosts:
         return _empty("system-usage", "No system metrics were recorded.")
-    unit = content["TimeAxis"]["Unit"]
+    unit = content.time_axis.unit
     parts = []
     for h, host in enumerate(hosts):
-        parts.append(f"<h3>{text(host['Node'])}</h3>")
+        parts.append(f"<h3>{text(host.node)}</h3>")
         parts.append(
             f'<p class="muted">Time axes: {text(unit)} since the job started; '
             "lines are means, bands span the minimum and maximum.</p>"
         )
-        parts.extend(_plot("system", h, p) for p in range(len(host["Plots"])))
-        if any(row["Type"] == "gpu" for row in host["Statistics"]):
+        parts.extend(_plot("system", h, p) for p in range(len(host.plots)))
+        if any(row.type == "gpu" for row in host.statistics):
             parts.append(_plot("gpus", h))
-        if host["CoreHeatmap"]:
+        if host.core_heatmap:
             parts.append(_plot("cores", h))
         rows = [
-            [text(row["Metric"]), text(row["Unit"]), number(row["count"])]
-            + [number(row.get(name)) for name in _PERCENTILE_HEADERS]
-            for row in host["Statistics"]
+            [text(row.metric), text(row.unit), number(row.summary["count"])]
+            + [number(row.summary.get(name)) for name in _PERCENTILE_HEADERS]
+            for row in host.statistics
         ]
         parts.append("<details open><summary>Statistics of every metric</summary>")
         parts.append(table(("metric", "unit", "readings", *_PERCENTILE_HEADERS), rows))
@@ -186,27 +176,27 @@ def _system_section(content: dict[str, Any]) -> str:
     return _section("system-usage", "".join(parts))
 
 
-def _steps_section(content: dict[str, Any]) -> str:
-    processes = content["StepDurations"]["Processes"]
+def _steps_section(content: ReportContent) -> str:
+    processes = content.step_durations.processes
     if not processes:
         return _empty(
             "step-durations",
             "No steps were recorded: the framework timeline was off or the training has not "
             "started a step yet.",
         )
-    stddev = content["StepDurations"]["Stddev"]
+    stddev = content.step_durations.stddev
     parts = [
         f'<p class="muted">A step is an outlier when it took longer than the mean plus '
         f"{number(stddev)} standard deviations (StepOutlier's test).</p>"
     ]
     for i, process in enumerate(processes):
-        stats = process["DurationMs"]
-        parts.append(f"<h3>{text(process['Node'])} · {text(process['Mode'])}</h3>")
+        stats = process.duration_ms
+        parts.append(f"<h3>{text(process.node)} · {text(process.mode)}</h3>")
         rows = [
             [
-                number(process["Steps"]),
-                number(process["Outliers"]),
-                number(process["OutlierThresholdMs"]),
+                number(process.steps),
+                number(process.outliers),
+                number(process.outlier_threshold_ms),
             ]
             + [number(stats.get(name)) for name in _PERCENTILE_HEADERS]
         ]
@@ -222,121 +212,113 @@ def _steps_section(content: dict[str, Any]) -> str:
             )
         )
         parts.append(_plot("steps", i) + _plot("histogram", i))
-        if process["OutlierSteps"]:
+        if process.outlier_steps:
             listed = ", ".join(
                 f"{step} ({number(ms)} ms)"
                 for step, ms in zip(
-                    process["OutlierSteps"], process["OutlierDurationsMs"], strict=True
+                    process.outlier_steps, process.outlier_durations_ms, strict=True
                 )
             )
             parts.append(f"<details><summary>Outlier steps</summary><p>{listed}</p></details>")
     return _section("step-durations", "".join(parts))
 
 
-def _framework_section(content: dict[str, Any]) -> str:
-    framework = content["Framework"]
+def _framework_section(content: ReportContent) -> str:
+    framework = content.framework
     parts = []
-    if framework["PhaseSplit"]:
+    if framework.phase_split:
         parts.append(_plot("phases"))
-    if framework["TopEvents"]:
+    if framework.top_events:
         rows = [
-            [
-                text(e["Phase"]),
-                text(e["Name"]),
-                number(e["TimeMs"]),
-                number(e["Count"]),
-                number(e["Percent"]),
-            ]
-            for e in framework["TopEvents"]
+            [text(e.phase), text(e.name), number(e.time_ms), number(e.count), number(e.percent)]
+            for e in framework.top_events
         ]
         parts.append("<h3>Events with the most time</h3>")
         parts.append(table(("phase", "event", "time (ms)", "count", "% of all"), rows))
-    if framework["TopOperators"]:
-        rows = [
-            [text(o["Kind"]), text(o["Name"]), number(o["TimeMs"]), number(o["Count"])]
-            for o in framework["TopOperators"]
+    if framework.top_operators:
+        operators = [
+            [text(o.kind), text(o.name), number(o.time_ms), number(o.count)]
+            for o in framework.top_operators
         ]
         parts.append("<h3>Operators with the most time (detailed profiles)</h3>")
-        parts.append(table(("kind", "operator", "time (ms)", "calls"), rows))
-    functions = framework["TopFunctions"]
+        parts.append(table(("kind", "operator", "time (ms)", "calls"), operators))
+    functions = framework.top_functions
     if functions:
-        rows = [
+        listed = [
             [
-                text(f["Function"]),
-                text(f"{f['File']}:{f['Line']}"),
-                number(f["Calls"]),
-                number(f["CumulativeS"]),
-                number(f["OwnS"]),
+                text(f.function),
+                text(f"{f.file}:{f.line}"),
+                number(f.calls),
+                number(f.cumulative_s),
+                number(f.own_s),
             ]
-            for f in functions["Functions"]
+            for f in functions.functions
         ]
-        clock = f", {functions['Timer']}" if functions["Timer"] else ""
+        clock = f", {functions.timer}" if functions.timer else ""
         parts.append(
-            f"<h3>Python functions with the most time ({text(functions['Profiler'])}"
-            f"{text(clock)}, {number(functions['Profiles'])} profiles)</h3>"
+            f"<h3>Python functions with the most time ({text(functions.profiler)}"
+            f"{text(clock)}, {number(functions.profiles)} profiles)</h3>"
         )
-        parts.append(table(("function", "where", "calls", "cumulative (s)", "own (s)"), rows))
+        parts.append(table(("function", "where", "calls", "cumulative (s)", "own (s)"), listed))
     if not parts:
         parts.append('<p class="muted">No framework metrics were recorded.</p>')
     return _section("framework", "".join(parts))
 
 
-def _debugging_rules(content: dict[str, Any]) -> str:
-    found = content.get("DebuggingRules") or {"Rules": [], "FirstNonFinite": None}
+def _debugging_rules(found: DebuggingRules) -> str:
     parts = []
-    if found["FirstNonFinite"]:
-        parts.append(f'<p class="issue">{text(found["FirstNonFinite"])}</p>')
-    if found["Rules"]:
+    if found.first_non_finite:
+        parts.append(f'<p class="issue">{text(found.first_non_finite)}</p>')
+    if found.rules:
         rows = [
             [
-                text(row["Rule"]),
-                f'<b class="status">{text(row["Status"])}</b>',
-                number(row["StepsEvaluated"]),
-                number(row["StepsSkipped"]),
-                number(row["TensorsChecked"]),
-                text(row["StatusDetails"]),
+                text(row.rule),
+                f'<b class="status">{text(row.status)}</b>',
+                number(row.steps_evaluated),
+                number(row.steps_skipped),
+                number(row.tensors_checked),
+                text(row.status_details),
             ]
-            for row in found["Rules"]
+            for row in found.rules
         ]
         columns = ("rule", "status", "steps evaluated", "skipped", "tensors checked", "details")
         parts.append(table(columns, rows, css_class="rules"))
-    spikes = found.get("Spikes") or []
-    if spikes:
+    if found.spikes:
         # The spikes the training's own rules saw, and what was done about each.
-        rows = [[text(s["Rule"]), number(s["Step"]), text(s["Text"])] for s in spikes]
-        parts.append(table(("rule", "step", "spike"), rows, css_class="spikes"))
+        spikes = [[text(s.rule), number(s.step), text(s.text)] for s in found.spikes]
+        parts.append(table(("rule", "step", "spike"), spikes, css_class="spikes"))
     return "".join(parts)
 
 
-def _rules_section(content: dict[str, Any]) -> str:
-    rules = content["Rules"]
-    debugging = _debugging_rules(content)
-    if not rules["Rules"]:
+def _rules_section(content: ReportContent) -> str:
+    rules = content.rules
+    debugging = _debugging_rules(content.debugging_rules)
+    if not rules.rules:
         return _section(
             "rules",
             debugging + '<p class="muted">No profiler rule has reported on this job. '
             "Run them with <code>trainprobe rules run ProfilerReport "
-            f"{text(content['JobDirectory'])}</code>.</p>",
+            f"{text(content.job_directory)}</code>.</p>",
         )
-    status = rules["Status"] or "unknown"
+    status = rules.status or "unknown"
     parts = [
         debugging,
         f'<p>ProfilerReport: <b class="status">{text(status)}</b> '
-        f"{text(rules['StatusDetails'] or '')}</p>",
+        f"{text(rules.status_details or '')}</p>",
     ]
     rows = []
-    for row in rules["Rules"]:
-        fired = bool(row["RuleTriggered"])
-        name = f'<a href="#rule-{text(row["Rule"])}">{text(row["Rule"])}</a>'
+    for row in rules.rules:
+        fired = bool(row.rule_triggered)
+        name = f'<a href="#rule-{text(row.rule)}">{text(row.rule)}</a>'
         rows.append(
             [
                 name,
-                text(row["Description"]),
-                f'<span class="{"issue" if fired else "ok"}">{text(row["Recommendation"])}</span>',
-                number(row["RuleTriggered"]),
-                number(row["Violations"]),
-                number(row["Datapoints"]),
-                details_table(row["Parameters"]),
+                text(row.description),
+                f'<span class="{"issue" if fired else "ok"}">{text(row.recommendation)}</span>',
+                number(row.rule_triggered),
+                number(row.violations),
+                number(row.datapoints),
+                details_table(row.parameters),
             ]
         )
     parts.append(
@@ -354,13 +336,13 @@ def _rules_section(content: dict[str, Any]) -> str:
             css_class="rules",
         )
     )
-    for i, row in enumerate(rules["Rules"]):
-        error = f'<p class="issue">Error: {text(row["Error"])}</p>' if row["Error"] else ""
-        plot = _plot("rule", i) if _has_rule_plot(row["Rule"], row["Details"]) else ""
+    for i, row in enumerate(rules.rules):
+        error = f'<p class="issue">Error: {text(row.error)}</p>' if row.error else ""
+        plot = _plot("rule", i) if _has_rule_plot(row.rule, row.details) else ""
         parts.append(
-            f'<section class="rule" id="rule-{text(row["Rule"])}"><h3>{text(row["Rule"])}</h3>'
-            f"<p>{text(row['Recommendation'])}</p>{error}{plot}"
-            f"<details><summary>Evidence</summary>{details_table(row['Details'])}</details>"
+            f'<section class="rule" id="rule-{text(row.rule)}"><h3>{text(row.rule)}</h3>'
+            f"<p>{text(row.recommendation)}</p>{error}{plot}"
+            f"<details><summary>Evidence</summary>{details_table(row.details)}</details>"
             "</section>"
         )
     return _section("rules", "".join(parts))
@@ -381,31 +363,32 @@ def _has_rule_plot(rule: str, details: Any) -> bool:
     return False
 
 
-def _overhead_section(content: dict[str, Any]) -> str:
-    workers = content["DebuggerOverhead"]["Workers"]
+def _overhead_section(content: ReportContent) -> str:
+    overhead = content.debugger_overhead
+    workers = overhead.workers
     if not workers:
         return _empty(
             "debugger-overhead",
             "The hook recorded no cost: it did not run, or ran before trainprobe recorded it.",
         )
     # A hook that waited for the device (a GPU) shows the waits beside its own time.
-    waited = any(w.get("DeviceWaitPlot") for w in workers)
+    waited = any(w.device_wait_plot for w in workers)
     rows = [
         [
-            text(w["Worker"]),
-            number(w["Steps"]),
-            number(w["MeanMsPerStep"]),
-            number(w["MsPerStep"].get("p95")),
-            number(w["MsPerStep"].get("max")),
-            seconds_text(w["TotalSeconds"]),
-            number(w["PercentOfTraining"]),
-            *([number(w["MeanDeviceWaitMsPerStep"])] if waited else []),
-            bytes_text(w["BytesWritten"]),
-            seconds_text(w["BlockedSeconds"]),
+            text(w.worker),
+            number(w.steps),
+            number(w.mean_ms_per_step),
+            number(w.ms_per_step.get("p95")),
+            number(w.ms_per_step.get("max")),
+            seconds_text(w.total_seconds),
+            number(w.percent_of_training),
+            *([number(w.mean_device_wait_ms_per_step)] if waited else []),
+            bytes_text(w.bytes_written),
+            seconds_text(w.blocked_seconds),
         ]
         for w in workers
     ]
-    stopped = content["DebuggerOverhead"].get("SavingStopped")
+    stopped = overhead.saving_stopped
     device_note = (
         " Its waits for the GPU are counted apart: the GPU was running the training's own work "
         "meanwhile."
@@ -438,14 +421,12 @@ def _overhead_section(content: dict[str, Any]) -> str:
     return _section("debugger-overhead", "".join(parts))
 
 
-def _contention(content: dict[str, Any]) -> str:
+def _contention(recorder: FlightRecorderSection) -> str:
     """The slow steps put down to a busy machine, as a list."""
-    section = content.get("FlightRecorder", {})
-    notes = section.get("Contention", [])
-    if not notes:
+    if not recorder.contention:
         return ""
-    items = "".join(f"<li>{text(note['Words'])}.</li>" for note in notes)
-    more = sum(section.get("ContentionNotKept", {}).values())
+    items = "".join(f"<li>{text(note.words)}.</li>" for note in recorder.contention)
+    more = sum(recorder.contention_not_kept.values())
     if more:
         items += f"<li>... and {more} more such step(s), not noted one by one.</li>"
     return (
@@ -457,68 +438,76 @@ def _contention(content: dict[str, Any]) -> str:
     )
 
 
-def _flight_section(content: dict[str, Any]) -> str:
-    captures = content.get("FlightRecorder", {}).get("Captures", [])
-    busy = _contention(content)
-    stuck = "".join(
-        f'<p class="issue">Stuck: {text(stacks["Where"])} ({text(stacks["Reason"])}).</p>'
-        "<details><summary>Every thread's stack</summary>"
-        + "".join(
-            f"<h4>{text(thread['Name'])}</h4><pre>{text(chr(10).join(thread['Frames']))}</pre>"
-            for thread in stacks["Threads"]
-        )
-        + "</details>"
-        for stacks in content.get("FlightRecorder", {}).get("Stacks", [])
+def _stuck(stacks: StacksRow) -> str:
+    threads = "".join(
+        f"<h4>{text(thread.name)}</h4><pre>{text(chr(10).join(thread.frames))}</pre>"
+        for thread in stacks.threads
     )
-    if not captures and (stuck or busy):
+    return (
+        f'<p class="issue">Stuck: {text(stacks.where)} ({text(stacks.reason)}).</p>'
+        f"<details><summary>Every thread's stack</summary>{threads}</details>"
+    )
+
+
+def _capture(capture: CaptureRow) -> str:
+    steps = ", ".join(str(step.step) for step in capture.steps)
+    parts = [
+        f"<h3>{text(capture.trigger)} at step {capture.trigger_step}</h3>",
+        f"<p>{text(capture.headline)}. Captured steps: {text(steps)}.</p>",
+    ]
+    if capture.phases:
+        rows = [
+            [
+                text(phase.phase),
+                seconds_text(phase.outlier_seconds),
+                seconds_text(phase.ordinary_seconds),
+                seconds_text(phase.difference_seconds),
+            ]
+            for phase in capture.phases
+        ]
+        slow = f"{capture.slow_step.where} (slow)" if capture.slow_step else "slow step"
+        usual = (
+            f"{capture.ordinary_step.where} (ordinary)"
+            if capture.ordinary_step
+            else "ordinary step"
+        )
+        parts.append(table(("phase", slow, usual, "difference"), rows))
+    if capture.top_operators:
+        operators = [
+            [
+                text(operator.name),
+                number(operator.captured_ms_per_step),
+                number(operator.ordinary_ms_per_step),
+                number(operator.difference_ms),
+            ]
+            for operator in capture.top_operators
+        ]
+        compared = capture.comparison
+        usual = f"{compared.where}, profiled (ms)" if compared else "ordinary (ms/step)"
+        headers = ("operator", "captured (ms/step)", usual, "difference (ms)")
+        parts.append(table(headers, operators))
+    files = "".join(f"<li><code>{text(name)}</code></li>" for name in capture.files)
+    dropped = "".join(f"<li>{text(note)}</li>" for note in capture.dropped)
+    parts.append(f"<ul>{files}{dropped}</ul>")
+    return "".join(parts)
+
+
+def _flight_section(content: ReportContent) -> str:
+    recorder = content.flight_recorder
+    stuck = "".join(_stuck(stacks) for stacks in recorder.stacks)
+    busy = _contention(recorder)
+    if not recorder.captures and (stuck or busy):
         return _section("flight-recorder", stuck + busy)
-    if not captures:
+    if not recorder.captures:
         return _empty(
             "flight-recorder",
             "No step was captured: no step was much slower than its mode's median, and no "
             "capture was asked for (trainprobe profile JOB --steps N).",
         )
-    parts = [
+    intro = (
         '<p class="muted">Steps profiled with torch.profiler when they mattered. The trace files '
         "are under the job's profiler-output/ folder; open them in Perfetto "
         '(<a href="https://ui.perfetto.dev">ui.perfetto.dev</a>, "Open trace file").</p>'
-    ]
-    parts.insert(0, stuck)
-    for capture in captures:
-        steps = ", ".join(str(step["Step"]) for step in capture["Steps"])
-        parts.append(f"<h3>{text(capture['Trigger'])} at step {capture['TriggerStep']}</h3>")
-        parts.append(f"<p>{text(capture['Headline'])}. Captured steps: {text(steps)}.</p>")
-        if capture["Phases"]:
-            rows = [
-                [
-                    text(phase["Phase"]),
-                    seconds_text(phase["OutlierSeconds"]),
-                    seconds_text(phase["OrdinarySeconds"]),
-                    seconds_text(phase["DifferenceSeconds"]),
-                ]
-                for phase in capture["Phases"]
-            ]
-            ordinary = capture.get("OrdinaryStep") or {}
-            usual = f"{ordinary['Where']} (ordinary)" if ordinary.get("Where") else "ordinary step"
-            slow = (capture.get("SlowStep") or {}).get("Where") or "slow step"
-            headers = ("phase", f"{slow} (slow)", usual, "difference")
-            parts.append(table(headers, rows))
-        if capture["TopOperators"]:
-            rows = [
-                [
-                    text(operator["Name"]),
-                    number(operator["CapturedMsPerStep"]),
-                    number(operator["OrdinaryMsPerStep"]),
-                    number(operator["DifferenceMs"]),
-                ]
-                for operator in capture["TopOperators"]
-            ]
-            comparison = (capture.get("Comparison") or {}).get("Where")
-            usual = f"{comparison}, profiled (ms)" if comparison else "ordinary (ms/step)"
-            headers = ("operator", "captured (ms/step)", usual, "difference (ms)")
-            parts.append(table(headers, rows))
-        files = "".join(f"<li><code>{text(name)}</code></li>" for name in capture["Files"])
-        dropped = "".join(f"<li>{text(note)}</li>" for note in capture["Dropped"])
-        parts.append(f"<ul>{files}{dropped}</ul>")
-    parts.append(busy)
-    return _section("flight-recorder", "".join(parts))
+    )
+    captures = "".join(_capture(capture) for capture in recorder.captures)
+    return _section("flight-recorder", stuck + intro + captures + busy)

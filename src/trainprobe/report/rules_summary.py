@@ -12,14 +12,42 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
+from trainprobe.report.records import Record
 from trainprobe.storage import files
 from trainprobe.storage.rule_output import read_status
 
-__all__ = ["read_rule_reports", "rules_summary"]
+__all__ = ["ProfilerRuleRow", "RulesSummary", "read_rule_reports", "rules_summary"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProfilerRuleRow(Record):
+    """One profiler rule's findings, as its report data holds them (any JSON the rule wrote)."""
+
+    rule: str
+    description: Any
+    recommendation: Any
+    rule_triggered: Any
+    violations: Any
+    datapoints: Any
+    parameters: Any
+    windows: Any
+    error: Any
+    details: Any
+
+
+@dataclass(frozen=True)
+class RulesSummary(Record):
+    """The section: the ProfilerReport rule's output and status, and a row per rule."""
+
+    rule_output: str | None
+    status: str | None
+    status_details: str | None
+    rules: list[ProfilerRuleRow]
 
 
 def read_rule_reports(reports_dir: str | None) -> dict[str, dict[str, Any]]:
@@ -39,28 +67,28 @@ def read_rule_reports(reports_dir: str | None) -> dict[str, dict[str, Any]]:
     return found
 
 
-def rules_summary(reports: dict[str, dict[str, Any]], rule_output: str | None) -> dict[str, Any]:
+def rules_summary(reports: dict[str, dict[str, Any]], rule_output: str | None) -> RulesSummary:
     """The section's content: the ProfilerReport rule's status, and a row per rule."""
     status = read_status(rule_output) if rule_output is not None else None
     rows = [
-        {
-            "Rule": rule,
-            "Description": data.get("Description", ""),
-            "Recommendation": data.get("Recommendation", ""),
-            "RuleTriggered": data.get("RuleTriggered", 0),
-            "Violations": data.get("Violations", 0),
-            "Datapoints": data.get("Datapoints", 0),
-            "Parameters": data.get("Parameters") or data.get("RuleParameters", ""),
-            "Windows": data.get("Windows"),
-            "Error": data.get("Error"),
-            "Details": data.get("Details", {}),
-        }
+        ProfilerRuleRow(
+            rule=rule,
+            description=data.get("Description", ""),
+            recommendation=data.get("Recommendation", ""),
+            rule_triggered=data.get("RuleTriggered", 0),
+            violations=data.get("Violations", 0),
+            datapoints=data.get("Datapoints", 0),
+            parameters=data.get("Parameters") or data.get("RuleParameters", ""),
+            windows=data.get("Windows"),
+            error=data.get("Error"),
+            details=data.get("Details", {}),
+        )
         for rule, data in reports.items()
     ]
-    rows.sort(key=lambda row: (-int(row["RuleTriggered"] or 0), row["Rule"]))
-    return {
-        "RuleOutput": rule_output,
-        "Status": None if status is None else status.rule_evaluation_status,
-        "StatusDetails": None if status is None else status.status_details,
-        "Rules": rows,
-    }
+    rows.sort(key=lambda row: (-int(row.rule_triggered or 0), row.rule))
+    return RulesSummary(
+        rule_output=rule_output,
+        status=None if status is None else status.rule_evaluation_status,
+        status_details=None if status is None else status.status_details,
+        rules=rows,
+    )

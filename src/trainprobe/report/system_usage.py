@@ -9,15 +9,80 @@ CPU; the cores one by one as a heatmap. Times are seconds since the job started.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from trainprobe.report.records import SPREAD, Envelope, Record, Summary, json_key
 from trainprobe.report.series import BUCKETS, envelope, rounded, summary
 from trainprobe.storage import system_metrics as sm
 from trainprobe.storage.metric_series import MetricSeries
 
-__all__ = ["system_usage"]
+__all__ = [
+    "CoreHeatmap",
+    "HostUsage",
+    "MetricPlot",
+    "MetricStatistics",
+    "PlottedMetric",
+    "SystemUsage",
+    "system_usage",
+]
+
+
+@dataclass(frozen=True)
+class PlottedMetric(Record):
+    """One metric on a plot: its label, and its readings made small (``x``, ``mean``...)."""
+
+    label: str
+    plot: Envelope = field(metadata=SPREAD)
+
+
+@dataclass(frozen=True)
+class MetricPlot(Record):
+    """One plot over time: its title, unit and metrics."""
+
+    title: str
+    unit: str
+    series: list[PlottedMetric]
+
+
+@dataclass(frozen=True)
+class MetricStatistics(Record):
+    """A row of a host's statistics: a metric, its unit, and its figures (``count``...)."""
+
+    metric: str
+    type: str
+    name: str
+    dimension: str
+    unit: str
+    summary: Summary = field(metadata=SPREAD)
+
+
+@dataclass(frozen=True)
+class CoreHeatmap(Record):
+    """Each core's busy % (``z``, a row per core) over the same time buckets (``x``)."""
+
+    cores: list[str]
+    x: list[float | None] = field(metadata=json_key("x"))
+    z: list[list[float | None]] = field(metadata=json_key("z"))
+
+
+@dataclass(frozen=True)
+class HostUsage(Record):
+    """One host: its plots, its cores' heatmap and every metric's statistics."""
+
+    node: str
+    plots: list[MetricPlot]
+    core_heatmap: CoreHeatmap | None
+    statistics: list[MetricStatistics]
+
+
+@dataclass(frozen=True)
+class SystemUsage(Record):
+    """The section: each host's use."""
+
+    hosts: list[HostUsage]
+
 
 # (Type, Dimension) -> (plot, unit); other metrics are in the statistics only.
 _PLOTS: dict[tuple[str, str], tuple[str, str]] = {
@@ -94,7 +159,7 @@ def _plot_and_unit(series: MetricSeries) -> tuple[str | None, str]:
 
 def system_usage(
     all_series: Sequence[MetricSeries], start_s: float, time_scale: float
-) -> dict[str, Any]:
+) -> SystemUsage:
     """The section's content: per host, its plots, its core heatmap and its statistics.
 
     ``start_s`` is the job's start and ``time_scale`` the seconds per unit of the time axis.
@@ -102,49 +167,34 @@ def system_usage(
     hosts: dict[str, list[MetricSeries]] = {}
     for series in all_series:
         hosts.setdefault(series.node_id, []).append(series)
-    return {
-        "Hosts": [
-            _host(node_id, found, start_s, time_scale) for node_id, found in sorted(hosts.items())
-        ]
-    }
+    return SystemUsage(
+        [_host(node_id, found, start_s, time_scale) for node_id, found in sorted(hosts.items())]
+    )
 
 
-def _host(
-    node_id: str, found: list[MetricSeries], start_s: float, time_scale: float
-) -> dict[str, Any]:
-    plots: dict[str, dict[str, Any]] = {}
+def _host(node_id: str, found: list[MetricSeries], start_s: float, time_scale: float) -> HostUsage:
+    plots: dict[str, MetricPlot] = {}
     statistics = []
     for series in found:
         plot, unit = _plot_and_unit(series)
         label = _label(series)
+        key = series.key
         statistics.append(
-            {
-                "Metric": label,
-                "Type": series.key.type,
-                "Name": series.key.name,
-                "Dimension": series.key.dimension,
-                "Unit": unit,
-                **summary(series.values),
-            }
+            MetricStatistics(label, key.type, key.name, key.dimension, unit, summary(series.values))
         )
         if plot is None:
             continue
         x = (series.timestamps - start_s) / time_scale
-        plots.setdefault(plot, {"Title": plot, "Unit": unit, "Series": []})["Series"].append(
-            {"Label": label, **envelope(x, series.values)}
+        plots.setdefault(plot, MetricPlot(plot, unit, [])).series.append(
+            PlottedMetric(label, envelope(x, series.values))
         )
     ordered = [plots[title] for title in _PLOT_ORDER if title in plots]
-    return {
-        "Node": node_id,
-        "Plots": ordered,
-        "CoreHeatmap": _core_heatmap(found, start_s, time_scale),
-        "Statistics": statistics,
-    }
+    return HostUsage(node_id, ordered, _core_heatmap(found, start_s, time_scale), statistics)
 
 
 def _core_heatmap(
     found: list[MetricSeries], start_s: float, time_scale: float
-) -> dict[str, Any] | None:
+) -> CoreHeatmap | None:
     """Each core's busy % over time, averaged over the same time buckets for every core."""
     cores = [
         series
@@ -170,11 +220,11 @@ def _core_heatmap(
         counts = np.bincount(index, minlength=len(edges) - 1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rows.append(rounded(totals / counts, 3))
-    return {
-        "Cores": [series.key.name for series in cores],
-        "x": rounded((edges[:-1] - start_s) / time_scale, 7),
-        "z": rows,
-    }
+    return CoreHeatmap(
+        [series.key.name for series in cores],
+        x=rounded((edges[:-1] - start_s) / time_scale, 7),
+        z=rows,
+    )
 
 
 def _core_number(name: str) -> tuple[int, str]:

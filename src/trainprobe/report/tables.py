@@ -23,15 +23,16 @@ def text(value: object) -> str:
 
 
 def number(value: object, digits: int = 4) -> str:
-    """A number to ``digits`` significant digits, with thousands separators; '' for None."""
+    """A number to ``digits`` significant digits, with thousands separators; '' for None and
+    for a value that is not finite (which the report's JSON holds as null)."""
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return text(value)
-    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
+    if isinstance(value, float) and not math.isfinite(value):
+        return ""
+    if isinstance(value, int) or value.is_integer():
         return f"{int(value):,}"
-    if not math.isfinite(value):
-        return text(value)
     if value == 0:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
@@ -40,8 +41,9 @@ def number(value: object, digits: int = 4) -> str:
 
 
 def seconds_text(seconds: float | None) -> str:
-    """A duration for people: ``42.1 s``, ``3 min 5 s``, ``2 h 14 min``."""
-    if seconds is None:
+    """A duration for people: ``42.1 s``, ``3 min 5 s``, ``2 h 14 min``; '' for None and for a
+    value that is not finite."""
+    if seconds is None or not math.isfinite(seconds):
         return ""
     if seconds < 60:
         return f"{number(seconds, 3)} s"
@@ -53,8 +55,9 @@ def seconds_text(seconds: float | None) -> str:
 
 
 def bytes_text(count: float | None) -> str:
-    """A size for people: ``512 B``, ``3.2 MB`` (powers of 1000)."""
-    if count is None:
+    """A size for people: ``512 B``, ``3.2 MB`` (powers of 1000); '' for None and for a value
+    that is not finite."""
+    if count is None or not math.isfinite(count):
         return ""
     for unit in ("B", "kB", "MB", "GB"):
         if abs(count) < 1000 or unit == "GB":

@@ -274,7 +274,8 @@ class RuleEvaluator(RuleRun):
     ) -> tuple[Evaluation, bool] | None:
         started_at = time.time()
         started = time.perf_counter()
-        result, reason, end_of_rule = NO_ISSUES_FOUND, None, False
+        result: str = NO_ISSUES_FOUND
+        reason, end_of_rule = None, False
         try:
             if rule.evaluate(step):
                 result = ISSUES_FOUND

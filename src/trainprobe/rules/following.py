@@ -5,8 +5,8 @@ at Ctrl-C, end them all in Error when the job's data cannot be read, and give th
 window by window) each bring their own ``_follow`` and say which failures end every rule.
 ``on_progress``, when set, is called each time the following goes round (at least every poll
 interval, and after each step or window): a job's runner learns from it that the rules are not
-stuck (``trainprobe.jobs.rule_heartbeat``). ``take_up`` continues the runs of rules that an earlier
-process left unfinished.
+stuck (``trainprobe.jobs.processes.rule_heartbeat``). ``take_up`` continues the runs of rules that
+an earlier process left unfinished.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from trainprobe.config.errors import ConfigError
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.verdict import ERROR, Evaluation, Verdict
 
 __all__ = ["FollowedRule", "RuleFollowing", "check_unique_names", "for_rule", "rule_directory"]
@@ -31,7 +32,7 @@ class FollowedRule(Protocol):
     def take_up(self) -> None: ...
     def begin(self) -> None: ...
     def stop(self) -> None: ...
-    def finish(self, status: str, details: str) -> None: ...
+    def finish(self, status: RuleEvaluationStatus, details: str) -> None: ...
     def finish_stopped(self, why: str) -> None: ...
 
 

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.actions import Notice, RuleActions
 from trainprobe.rules.verdict import IN_PROGRESS, STOPPING, Evaluation, Verdict
 from trainprobe.storage.rule_output import RuleOutputWriter, RuleStatus
@@ -73,7 +74,7 @@ class RuleRun:
         """Say the rule is stopping (the runner finishes it as Stopped)."""
         self._set_status(STOPPING, "stop requested")
 
-    def finish(self, status: str, details: str) -> None:
+    def finish(self, status: RuleEvaluationStatus, details: str) -> None:
         """End the rule's run with ``status``, followed by the rule's remarks; later calls
         change nothing."""
         # A debugging rule's evaluator holds its rule as ``rule``; a profiler run has none.
@@ -96,7 +97,9 @@ class RuleRun:
             if self._writer is not None:
                 self._writer.append_action({where: evaluation.step, **outcome.to_json()})
 
-    def _set_status(self, status: str, details: str, *, finished: bool = False) -> None:
+    def _set_status(
+        self, status: RuleEvaluationStatus, details: str, *, finished: bool = False
+    ) -> None:
         with self._lock:
             if self.finished:
                 return

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.actions.outcome import ActionOutcome
 from trainprobe.rules.rule import Evidence
 from trainprobe.storage.modes import ModeKeys, step_in_words
@@ -25,12 +26,13 @@ __all__ = [
     "Verdict",
 ]
 
-IN_PROGRESS = "InProgress"
-ISSUES_FOUND = "IssuesFound"
-NO_ISSUES_FOUND = "NoIssuesFound"
-ERROR = "Error"
-STOPPING = "Stopping"
-STOPPED = "Stopped"
+# The statuses by their short names (the rules' code reads better with them).
+IN_PROGRESS = RuleEvaluationStatus.IN_PROGRESS
+ISSUES_FOUND = RuleEvaluationStatus.ISSUES_FOUND
+NO_ISSUES_FOUND = RuleEvaluationStatus.NO_ISSUES_FOUND
+ERROR = RuleEvaluationStatus.ERROR
+STOPPING = RuleEvaluationStatus.STOPPING
+STOPPED = RuleEvaluationStatus.STOPPED
 SKIPPED = "Skipped"
 """The result of a step the rule could not judge (not a rule status)."""
 
@@ -77,7 +79,7 @@ class Verdict:
     """How a rule's evaluation ended, with what it found along the way."""
 
     name: str
-    status: str
+    status: RuleEvaluationStatus
     details: str
     steps_evaluated: int = 0
     steps_skipped: int = 0

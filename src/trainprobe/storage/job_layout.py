@@ -393,7 +393,7 @@ class JobLayout:
 
     def rule_heartbeat(self, rule_name: str) -> str:
         """The heartbeat file of the process evaluating rule ``rule_name``
-        (``trainprobe.jobs.rule_heartbeat``)."""
+        (``trainprobe.jobs.processes.rule_heartbeat``)."""
         return os.path.join(self.logs_dir, "rules", f"{rule_name}.heartbeat")
 
     def directories(self) -> tuple[str, ...]:

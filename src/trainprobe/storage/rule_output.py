@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import ACTIONS_FILE, EVALUATIONS_FILE, STATUS_FILE
 
@@ -46,7 +47,7 @@ class RuleStatus:
     """One rule's status as ``status.json`` holds it."""
 
     rule_configuration_name: str
-    rule_evaluation_status: str
+    rule_evaluation_status: RuleEvaluationStatus
     status_details: str
     last_modified_time: float
     finished: bool = False
@@ -74,7 +75,7 @@ class RuleStatus:
         """Read ``to_json``'s form back."""
         return cls(
             rule_configuration_name=str(data["RuleConfigurationName"]),
-            rule_evaluation_status=str(data["RuleEvaluationStatus"]),
+            rule_evaluation_status=RuleEvaluationStatus(data["RuleEvaluationStatus"]),
             status_details=str(data.get("StatusDetails", "")),
             last_modified_time=float(data["LastModifiedTime"]),
             finished=bool(data.get("Finished", False)),

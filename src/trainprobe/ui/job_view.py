@@ -7,16 +7,20 @@ The scalars are kept as they are read (``analysis.scalar_series``), in a directo
 own when it gives one: a job read once opens at once the next time, reading only newer steps;
 a job written by trainprobe's hook opens at once the first time too, from the scalars its
 writers kept beside the step files.
-What it hands out is JSON-ready: ``summary`` (status, step, steps/s, the rules' cards), ``scalars``
-(the losses and other scalars by step, each mode apart), ``profile`` (the report's step
-durations and system usage, read by the report's readers), a tensor's history. Long series are cut
-to buckets that keep their minimum and maximum (``report.series.envelope``), so a spike stays
-visible however many steps there are; a range of steps re-buckets from the full series.
+What it hands out is JSON-ready: ``summary`` (status, step, steps/s over the last ten seconds, the
+rules' cards), ``mean_rate`` (a finished job's steps/s, its report's figure), ``marks`` (what
+the charts mark by step: captures, spikes, findings), ``scalars`` (the losses and other scalars
+by step, each mode apart), ``profile`` (the report's step durations and system usage, read by
+the report's readers, and the slow steps the flight recorder captured), a tensor's history.
+Long series are cut to buckets that keep their minimum and maximum (``report.series.envelope``),
+so a spike stays visible however many steps there are; a range of steps re-buckets from the
+full series.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -32,9 +36,10 @@ from trainprobe.analysis.profiling_data.output import ProfilerOutput
 from trainprobe.analysis.scalar_series import ScalarSeries
 from trainprobe.analysis.trial import Trial, create_trial
 from trainprobe.capture.collections import SCALAR_PREFIX, CollectionKeys
-from trainprobe.jobs.describe import describe_record, layout_of
-from trainprobe.jobs.progress import rule_verdict, training_step
-from trainprobe.jobs.store import TERMINAL_STATUSES, JobRecord
+from trainprobe.config.statuses import TERMINAL_JOB_STATUSES
+from trainprobe.jobs.operations.describe import describe_record, layout_of
+from trainprobe.jobs.operations.progress import rule_verdict, training_step
+from trainprobe.jobs.store import JobRecord
 from trainprobe.report.content import DEFAULT_STDDEV
 from trainprobe.report.job_files import JobFiles
 from trainprobe.report.series import BUCKETS, envelope, rounded
@@ -44,11 +49,14 @@ from trainprobe.report.xgboost.build import HTML_FILE as XGBOOST_REPORT_HTML
 from trainprobe.report.xgboost.build import RULE_NAME as XGBOOST_REPORT_RULE
 from trainprobe.report.xgboost.build import is_xgboost_output
 from trainprobe.rules.verdict import ISSUES_FOUND
-from trainprobe.storage import step_reader
-from trainprobe.storage.job_layout import PROFILER_REPORT_HTML
+from trainprobe.storage import files, step_reader
+from trainprobe.storage.flight_captures import list_captures
+from trainprobe.storage.job_layout import PROFILER_REPORT_HTML, PROFILER_REPORT_JSON
 from trainprobe.storage.metric_series import read_metric_series
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
+from trainprobe.storage.spike_records import read_spikes
+from trainprobe.ui.job_marks import Mark, capture_marks, finding_marks, slow_steps, spike_marks
 from trainprobe.ui.tensor_view import Reductions, tensor_at, tensor_history, tensor_index
 
 __all__ = ["SCALAR_COLLECTIONS", "JobView", "bucketed", "job_row", "scalars_dir"]
@@ -147,12 +155,13 @@ class JobView:
         self._finished_cards: dict[str, dict[str, Any]] = {}
         self._issues: dict[str, tuple[int | None, str | None, list[str]]] = {}
         self._reductions: dict[str, Reductions] = {}
+        self._mean_rate: float | None = None
 
     # ----- the summary --------------------------------------------------------------------
 
     def step_and_rate(self, record: JobRecord) -> tuple[int | None, float | None]:
         """The training's step, and its steps per second over the last ten seconds (None once
-        the job has ended)."""
+        the job has ended: ``mean_rate`` says the training's)."""
         step = _or_none(lambda: training_step(self.layout), "the step")
         now = time.monotonic()
         steps = self._steps
@@ -163,6 +172,26 @@ class JobView:
         if record.finished or len(steps) < 2 or steps[-1][0] <= steps[0][0]:
             return step, None
         return step, (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def mean_rate(self, record: JobRecord) -> float | None:
+        """A finished job's mean steps per second as its profiler report counts them (its steps
+        over its first step's start to its last step's end): the report's figure, so the page
+        and the report it embeds agree. None while the job runs, or without a report."""
+        if not record.finished:
+            return None
+        if self._mean_rate is not None:
+            return self._mean_rate
+        page = self.report_files().get("profiler")
+        if page is None:
+            return None
+        path = os.path.join(os.path.dirname(page), PROFILER_REPORT_JSON)
+        report = _or_none(lambda: json.loads(files.read_bytes(path)), "the profiler report")
+        rate = report.get("Job", {}).get("StepsPerSecond") if isinstance(report, dict) else None
+        if not isinstance(rate, int | float):
+            return None
+        if record.runner_done:  # the report the job's runner wrote last: final
+            self._mean_rate = float(rate)
+        return float(rate)
 
     def summary(self, record: JobRecord) -> dict[str, Any]:
         """The job's status, step, speed and rules, for the job page's header and cards."""
@@ -220,6 +249,19 @@ class JobView:
         if written is not None and written.finished:
             self._finished_cards[name] = card
         return card
+
+    def marks(self, cards: list[dict[str, Any]]) -> list[Mark]:
+        """What the charts mark by step: the flight recorder's captures, the in-training rules'
+        spikes, and the first issue of each other debugging rule among ``cards``
+        (``summary``'s)."""
+        layout = self.layout
+        captures = _or_none(lambda: list_captures(layout.profiler_output), "the captures") or []
+        spikes = _or_none(lambda: read_spikes(layout.debug_output), "the spikes") or []
+        spiked = {(spike.rule, spike.step) for spike in spikes}
+        # A spike rule's finding is its first spike, marked already.
+        findings = [mark for mark in finding_marks(cards) if (mark.label, mark.step) not in spiked]
+        marks = capture_marks(captures) + spike_marks(spikes) + findings
+        return sorted(marks, key=lambda mark: mark.step)
 
     def report_files(self) -> dict[str, str]:
         """The job's reports written so far, by kind: ``profiler`` (the ProfilerReport rule's
@@ -366,8 +408,9 @@ class JobView:
 
     def profile(self, record: JobRecord) -> dict[str, Any]:
         """The report's step durations and system usage sections as the job's files are now
-        (times in seconds since the job was created), and when the steps ran: the first node's
-        steps, at most ``BUCKETS`` of them evenly spread, with the second each started."""
+        (times in seconds since the job was created), the slow steps the flight recorder
+        captured, and when the steps ran: the first node's steps, at most ``BUCKETS`` of them
+        evenly spread, with the second each started."""
         spans = ProfilerOutput(self.layout.profiler_output).steps().spans()
         series = read_metric_series(self.layout.profiler_output)
         first = min((span.node_id for span in spans), default=None)
@@ -379,9 +422,11 @@ class JobView:
         if len(started) > BUCKETS:
             picked = np.linspace(0, len(started) - 1, BUCKETS).round().astype(int)
             started = [started[index] for index in picked]
+        captures = _or_none(lambda: list_captures(self.layout.profiler_output), "the captures")
         return {
-            "stepDurations": step_durations(spans, DEFAULT_STDDEV),
-            "systemUsage": system_usage(series, record.creation_time, 1.0),
+            "stepDurations": step_durations(spans, DEFAULT_STDDEV).to_json(),
+            "slowSteps": [slow.to_json() for slow in slow_steps(captures or [])],
+            "systemUsage": system_usage(series, record.creation_time, 1.0).to_json(),
             "stepTimes": {
                 "steps": [step for step, _ in started],
                 "seconds": rounded([seconds for _, seconds in started], 7),
@@ -403,9 +448,9 @@ def job_row(
         "secondaryStatus": record.secondary_status,
         "created": record.creation_time,
         "started": record.training_start_time,
-        "ended": record.training_end_time if record.status in TERMINAL_STATUSES else None,
+        "ended": record.training_end_time if record.status in TERMINAL_JOB_STATUSES else None,
         "step": step,
         "stepsPerSecond": rate,
         "framework": framework,
-        "issues": [card["name"] for card in cards if card["status"] == "IssuesFound"],
+        "issues": [card["name"] for card in cards if card["status"] == ISSUES_FOUND],
     }

@@ -10,7 +10,7 @@ import ipaddress
 
 import uvicorn
 
-from trainprobe.jobs.api_server import (
+from trainprobe.jobs.server.api_server import (
     LOCALHOST,
     ServerInThread,
     listening_socket,

@@ -51,7 +51,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from enum import Enum
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
@@ -69,10 +68,12 @@ from trainprobe.capture.hook_config_file import DEFAULT_OUT_DIR, read_hook_confi
 from trainprobe.capture.overhead import HookOverhead, device_wait_seconds
 from trainprobe.capture.pytorch import naming
 from trainprobe.capture.pytorch.functional_activations import FUNCTION_TYPES
+from trainprobe.capture.pytorch.hook_state import HookState
 from trainprobe.capture.pytorch.in_training_checks import InTrainingChecks
 from trainprobe.capture.pytorch.module_hooks import ModuleHookHandle, attach_forward_hook
 from trainprobe.capture.pytorch.module_saving import ModuleSaving
 from trainprobe.capture.pytorch.module_types import ModuleTypes
+from trainprobe.capture.pytorch.nonfinite_guard import NonFiniteGuard
 from trainprobe.capture.pytorch.profiling import FrameworkProfiler
 from trainprobe.capture.pytorch.side_records import SideRecords
 from trainprobe.capture.pytorch.smdebug_surface import SmdebugSurface
@@ -190,30 +191,6 @@ def _account(hook: Hook, started: float, waited: float) -> None:
         hook.overhead.add_device_wait(hook.step, waiting)
 
 
-class HookState(Enum):
-    """Where a hook is in its life."""
-
-    WAITING = "waiting"
-    """Between steps, or in a step that saves nothing."""
-    SAVING = "saving"
-    """In a step that saves tensors."""
-    FAILED = "failed"
-    """Saving failed: it stopped for the rest of the run (the training goes on)."""
-    CLOSED = "closed"
-    """Closed: its last step and files are written."""
-
-    @property
-    def listening(self) -> bool:
-        """Whether the hook takes the training's events in this state."""
-        return self not in (HookState.FAILED, HookState.CLOSED)
-
-    def step_begun(self, saving: bool) -> HookState:
-        """The state once a step (``saving`` or not) has begun."""
-        if self in (HookState.FAILED, HookState.CLOSED):
-            return self
-        return HookState.SAVING if saving else HookState.WAITING
-
-
 class Hook(SmdebugSurface, StepListener):
     """Saves the tensors of PyTorch modules by step into ``out_dir``, smdebug's format.
 
@@ -240,9 +217,8 @@ class Hook(SmdebugSurface, StepListener):
     before the spiking update (see ``trainprobe.capture.pytorch.spike_guard``).
 
     ``record_every_step`` (on by default) keeps every TRAIN step's loss, learning rate and
-    gradient norm, whatever ``save_config`` says, from the summary of each update the
-    in-training rules read (see ``trainprobe.capture.pytorch.update_record``); the trial reads
-    them as ``trainprobe/loss``, ``trainprobe/learning_rate`` and ``trainprobe/gradient_norm``.
+    gradient norm whatever ``save_config`` says (``update_record``), which the trial reads as
+    ``trainprobe/loss``, ``trainprobe/learning_rate`` and ``trainprobe/gradient_norm``.
     """
 
     def __init__(
@@ -323,9 +299,8 @@ class Hook(SmdebugSurface, StepListener):
                 self.state in (HookState.WAITING, HookState.SAVING) and not self.checks.replaying
             ),
         )
-        self.checks = InTrainingChecks.for_hook(
-            self, nonfinite_guard, training_rules or [], record=bool(record_every_step)
-        )
+        recording = bool(record_every_step)
+        self.checks = self._in_training_checks(nonfinite_guard, training_rules or [], recording)
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH). It hears the step
         # events first, so that each step's timing includes the hook's own work.
@@ -382,6 +357,37 @@ class Hook(SmdebugSurface, StepListener):
         return hook
 
     # ----- the hook's state and step -----
+
+    def _in_training_checks(self, guard: bool, rules: Any, record: bool) -> InTrainingChecks:
+        """The hook's in-training checks, unless a dry run: the non-finite guard (``guard``),
+        the in-training spike rules among ``rules`` and the training record (``record``)."""
+        follower, modules, capture = self.follower, self.modules, self._capture
+        checks = InTrainingChecks(
+            NonFiniteGuard(
+                modules.names,
+                modules.top_names,
+                lambda: self._models,
+                self._save_found_step,
+                modules.save_io,
+            )
+            if guard and not self.dry_run
+            else None,
+            strict=self.strict,
+            records=None if self.dry_run else self.records,
+            where=lambda: (
+                follower.step,
+                follower.mode,
+                follower.mode_step,
+                capture.resolve_worker().name,
+            ),
+            step_loss=follower.losses.peek,
+            run=self._run,
+            flush=capture.flush,
+            owns=follower.owns,
+            hand_over=capture.record if record and not self.dry_run else None,
+        )
+        checks.arm_spikes(rules, self.out_dir, lambda: self._models)
+        return checks
 
     @property
     def _active(self) -> bool:

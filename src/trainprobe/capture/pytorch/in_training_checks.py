@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -42,9 +42,6 @@ from trainprobe.config.rules import Rule
 from trainprobe.config.training_rules import training_rules
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeRecord
-
-if TYPE_CHECKING:
-    from trainprobe.capture.pytorch.hook import Hook
 
 __all__ = ["InTrainingChecks", "Where"]
 
@@ -96,41 +93,6 @@ class InTrainingChecks(StepListener):
         self._flush = flush
         self._owns = owns
         self._spikes_announced = False
-
-    @classmethod
-    def for_hook(
-        cls, hook: Hook, guard: bool, rules: Sequence[Any], *, record: bool = True
-    ) -> InTrainingChecks:
-        """The checks of ``hook``: the non-finite guard (``guard``, unless a dry run), the
-        in-training spike rules among ``rules`` and the training record (``record``, unless a
-        dry run)."""
-        follower, modules, capture = hook.follower, hook.modules, hook._capture
-        checks = cls(
-            NonFiniteGuard(
-                modules.names,
-                modules.top_names,
-                lambda: hook._models,
-                hook._save_found_step,
-                modules.save_io,
-            )
-            if guard and not hook.dry_run
-            else None,
-            strict=hook.strict,
-            records=None if hook.dry_run else hook.records,
-            where=lambda: (
-                follower.step,
-                follower.mode,
-                follower.mode_step,
-                capture.resolve_worker().name,
-            ),
-            step_loss=follower.losses.peek,
-            run=hook._run,
-            flush=capture.flush,
-            owns=follower.owns,
-            hand_over=capture.record if record and not hook.dry_run else None,
-        )
-        checks.arm_spikes(rules, hook.out_dir, lambda: hook._models)
-        return checks
 
     def arm_spikes(
         self,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprobe.report.page import _asset, _embedded_json, _plotly_js
+from trainprobe.config.statuses import RuleEvaluationStatus
+from trainprobe.report.page import ASSETS
 from trainprobe.report.tables import number, table, text
+from trainprobe.report.web_assets import PLOTLY_JS, json_script
 
 __all__ = ["SECTIONS", "render_xgboost_page"]
 
@@ -61,16 +63,14 @@ def render_xgboost_page(content: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>XGBoost training report: {job}</title>"
-        f"<style>{_asset('report.css')}</style>"
-        f"<script>{_plotly_js()}</script>"
+        f"{ASSETS.inline('report.css')}{ASSETS.inline(PLOTLY_JS)}"
         "</head><body>"
         f"<header><h1>XGBoost training report: {job}</h1>"
         f'<p class="muted">{text(saved)} · generated {text(content["GeneratedAt"])} by '
         f"trainprobe</p><nav>{navigation}</nav></header>"
         f"<main>{sections}</main>"
-        f'<script type="application/json" id="report-data">{_embedded_json(content)}</script>'
-        f"<script>{_asset('plots.js')}</script>"
-        f"<script>{_asset('xgboost_report.js')}</script>"
+        f"{json_script('report-data', content)}"
+        f"{ASSETS.inline('plots.js')}{ASSETS.inline('xgboost_report.js')}"
         "</body></html>\n"
     )
 
@@ -184,8 +184,14 @@ def _rules(content: dict[str, Any]) -> str:
         return _section("rules", '<p class="muted">No other rule ran on this job.</p>')
     rows = []
     for rule in rules:
-        issue = rule["Status"] == "IssuesFound"
-        css = "issue" if issue else "ok" if rule["Status"] == "NoIssuesFound" else ""
+        issue = rule["Status"] == RuleEvaluationStatus.ISSUES_FOUND
+        css = (
+            "issue"
+            if issue
+            else "ok"
+            if rule["Status"] == RuleEvaluationStatus.NO_ISSUES_FOUND
+            else ""
+        )
         rows.append(
             (
                 text(rule["Rule"]),

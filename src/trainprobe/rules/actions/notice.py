@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprobe.config.statuses import RuleEvaluationStatus
 from trainprobe.rules.rule import Evidence
 from trainprobe.storage.modes import step_in_words
 
@@ -26,7 +27,7 @@ class Notice:
     trial_path: str
     step: int | None
     evidence: tuple[Evidence, ...] = field(default_factory=tuple)
-    status: str = "IssuesFound"
+    status: RuleEvaluationStatus = RuleEvaluationStatus.ISSUES_FOUND
     where: str | None = None
     """The step as the training counts it (``TRAIN step 10 (step 20)``); ``step N`` if None."""
 

@@ -22,7 +22,7 @@ from trainprobe.analysis.profiling_data.metrics_readers import (
 )
 from trainprobe.analysis.profiling_data.pandas_frame import PandasFrame
 from trainprobe.jobs import JobStore, describe_training_job
-from trainprobe.jobs.describe import find_job, layout_of
+from trainprobe.jobs.operations.describe import find_job, layout_of
 from trainprobe.storage.job_layout import PROFILER_OUTPUT, JobLayout
 
 __all__ = ["TrainingJob"]
