@@ -80,6 +80,8 @@ def test_the_first_look_at_a_hooked_job_reads_its_kept_scalars_and_no_event_file
     shutil.rmtree(debug_output / locations.EVENTS_DIR)  # the values can only come from the chunks
     view = JobView(job_in_progress("hooked", job_dir), str(tmp_path / "ui-scalars"))
     charts = view.scalars()
-    assert set(names) <= {chart["tensor"] for chart in charts}
+    first = ["trainprobe/loss", "trainprobe/learning_rate", "trainprobe/gradient_norm"]
+    assert [chart["tensor"] for chart in charts][:3] == first  # the training's own curves
+    assert {chart["tensor"] for chart in charts} == set(names + recorded)
     assert _shown(view._series(), names + recorded) == expected
     assert view._series().read_through == last
