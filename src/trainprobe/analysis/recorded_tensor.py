@@ -21,6 +21,7 @@ from trainprobe.analysis.exceptions import (
     StepNotYetAvailable,
     TensorUnavailableForStep,
 )
+from trainprobe.analysis.read_log import ReadLog
 from trainprobe.analysis.reductions import canonical_reduction, compute_reduction
 from trainprobe.analysis.tensor import Tensor, TensorSource
 from trainprobe.storage.modes import ModeKeys
@@ -30,7 +31,10 @@ __all__ = ["RecordSource", "RecordedTensor"]
 
 
 class RecordSource(TensorSource, Protocol):
-    """What a recorded tensor reads through its trial: the training record, and the workers."""
+    """What a recorded tensor reads through its trial: the training record, and the workers;
+    what it reads is told to the trial's ``read_log`` (a rule's coverage), when there is one."""
+
+    read_log: ReadLog | None
 
     def _training_record(self) -> TrainingRecord | None:
         """The training record as last read; None when there is none."""
@@ -50,6 +54,11 @@ class RecordedTensor(Tensor):
 
     def _record(self) -> TrainingRecord | None:
         return self._source._training_record()
+
+    def _read(self) -> None:
+        log = self._source.read_log
+        if log is not None:
+            log.read(self.name)
 
     def _steps_of(self, record: TrainingRecord, mode: ModeKeys) -> np.ndarray | None:
         """The record's steps counted in ``mode`` (None: it holds no step of that mode)."""
@@ -96,6 +105,7 @@ class RecordedTensor(Tensor):
         """The recorded value at ``step_num`` (of ``mode``), a 0-d float64 array."""
         self._check_worker(worker)
         record, at = self._index(step_num, mode)
+        self._read()
         return np.asarray(record.values[self.name][at], dtype=np.float64)
 
     def values(
@@ -108,6 +118,7 @@ class RecordedTensor(Tensor):
         if record is None or steps is None:
             return {}
         found = record.values[self.name]
+        self._read()
         return {
             int(step): np.asarray(value, dtype=np.float64)
             for step, value in zip(steps, found, strict=True)

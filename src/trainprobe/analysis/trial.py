@@ -498,11 +498,16 @@ class Trial:
         return self._catalog.modes()
 
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
-        """(mode, mode step) of a global step; (None, None) when the step is not known."""
+        """(mode, mode step) of a global step (a saved step, or one the training record
+        holds); (None, None) when the step is not known."""
         found = self._catalog.mode_of(global_step)
         if found is None:
             self.maybe_refresh()
             found = self._catalog.mode_of(global_step)
+        if found is None and (record := self._training_record()) is not None:
+            at = int(np.searchsorted(record.steps, global_step))
+            if at < len(record) and int(record.steps[at]) == global_step:
+                found = (ModeKeys[record.mode], int(record.mode_steps[at]))
         return found if found is not None else (None, None)
 
     def mode(self, global_step: int) -> ModeKeys | None:

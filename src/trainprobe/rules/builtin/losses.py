@@ -225,7 +225,7 @@ class LossNotDecreasing(_LossRule):
             )
         selection = self._selection()
         losses = self.losses_at(step, selection)
-        if mode not in PASS_MODES and self._judges_record(step):
+        if mode not in PASS_MODES and self._judges_record(step, saved_now=bool(losses)):
             fired |= self._judge_record(step)
             # The saved losses are in the record: only a non-finite one is still news.
             losses = {name: loss for name, loss in losses.items() if not np.isfinite(loss)}
@@ -269,11 +269,11 @@ class LossNotDecreasing(_LossRule):
 
     # ----- the training record -----
 
-    def _judges_record(self, step: int | None) -> bool:
+    def _judges_record(self, step: int | None, saved_now: bool = False) -> bool:
         """Whether the training losses are judged from the training record (from now on, once
         it is so): the rule reads the losses as by default, no saved training loss has been
         compared, and the record holds more of the training's losses up to ``step`` (None: all)
-        than were saved."""
+        than were saved (those judged so far, and ``step``'s own when ``saved_now``)."""
         if self._record is not None:
             return True
         if self.collection_names or self.tensor_regex or not self.use_losses_collection:
@@ -284,7 +284,7 @@ class LossNotDecreasing(_LossRule):
         if not self.base_trial.has_tensor(RECORDED_LOSS):
             return False
         recorded = self.base_trial.tensor(RECORDED_LOSS).steps()
-        held = max((series.held for series in training), default=0)
+        held = max((series.held for series in training), default=0) + int(saved_now)
         if bisect_right(recorded, step if step is not None else recorded[-1]) <= held:
             return False
         self._record = (held, -1)
