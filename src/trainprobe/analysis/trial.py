@@ -373,8 +373,10 @@ class Trial:
         """Names of the saved tensors, sorted; reductions are filed under their tensor.
 
         ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
-        those saved in that mode. Without a ``step`` the training record's scalars are listed
-        too (``trainprobe/loss``...: in no collection, and no step's file holds them).
+        those saved in that mode. The training record's scalars (``trainprobe/loss``...: in no
+        collection, and no step's file holds them) are listed only where a ``regex`` without a
+        ``step`` matches them: a script that reads every listed name at every saved step, as
+        smdebug's users write, reads what it always did.
         ``regex`` (searched, unanchored) or ``collection`` (not both) narrow the list further;
         a collection named that the job did not save (nor ``collection()`` made) is a
         ConfigError naming those it saved.
@@ -392,7 +394,7 @@ class Trial:
             names = set(self._tensors)
         else:
             names = set(self._mode_tensors.get(mode, ()))
-        if collection is None and step is None:  # no step file holds them
+        if regex is not None and step is None:  # asked for: no step file holds them
             names |= self._recorded_names(mode)
         log = self.read_log
         if regex is not None:

@@ -122,10 +122,12 @@ class ScalarChunkWriter:
     def add_record(self, step: int, mode: str, values: Values) -> int:
         """The training record of global ``step`` (``training_record.RECORDED``'s values, in
         that order): kept like a written step's values, and the step counts as covered (a piece
-        or a chunk may be written: its bytes returned). A record of a step already kept in a
-        chunk (which the hook's order of hand-over rules out) is dropped."""
+        or a chunk may be written: its bytes returned). A step's record reaches the writer after
+        its files, when a piece may already hold them: it goes into the next piece or the chunk.
+        Only a record of a step whose whole chunk is written already (the last step of a chunk,
+        rarely) is dropped."""
         first = self._first_step() if self._on else None
-        if first is None or step <= self._kept_through:
+        if first is None or step < first:
             return 0
         self._batches.append((step, mode, RECORDED, values))
         return self._covered(step, first)
