@@ -13,6 +13,9 @@ every round), so that drifts in the machine's speed hit them all alike:
   difference to the default hook is the guard's cost, printed as a share of the no-hook step
   time from the time spent inside the hook (measured by the hook, the least noisy), from
   wall-clock time and from the training thread's CPU time (target: at most 1 %);
+- the default hook without its training record (``record_every_step=False``: every step's loss,
+  learning rate and gradient norm): the difference to the default hook is the record's cost,
+  printed the same three ways (target: at most 1 %);
 - a reference, not a hook: no hook, but a plain thread writing the bytes that raw every step
   writes, laid out as the hook lays them out (a new directory and two new files per step, each
   written under a temporary name and renamed). It is the floor the disk sets for raw every step.
@@ -68,7 +71,8 @@ CONFIGS = [
 PLAIN = "plain writes of raw every step's bytes"
 PASSES = "reductions' passes by hand, no hook"
 NO_GUARD = "default hook, non-finite guard off"
-GUARD_TARGET = 0.01
+NO_RECORD = "default hook, training record off"
+GUARD_TARGET = RECORD_TARGET = 0.01
 TARGETS = {CONFIGS[1]: 0.99, CONFIGS[2]: 0.99, CONFIGS[3]: 0.95, CONFIGS[4]: 0.80}
 SAVED = ["weights", "biases", "gradients", "losses"]
 
@@ -81,6 +85,8 @@ def make_hook(smd: Any, name: str, out_dir: str) -> Any:
         return smd.Hook(out_dir=out_dir)
     if name == NO_GUARD:
         return smd.Hook(out_dir=out_dir, nonfinite_guard=False)
+    if name == NO_RECORD:
+        return smd.Hook(out_dir=out_dir, record_every_step=False)
     if name == CONFIGS[2]:
         return smd.Hook(
             out_dir=out_dir,
@@ -175,7 +181,7 @@ def measure(
     torch.set_num_threads(1)
     torch.manual_seed(0)
     inputs, labels = torch.randn(256, 784), torch.randint(0, 10, (256,))
-    names = CONFIGS + ([PLAIN, PASSES, NO_GUARD] if plain else [])
+    names = CONFIGS + ([PLAIN, PASSES, NO_GUARD, NO_RECORD] if plain else [])
     runs: dict[str, dict[str, Any]] = {}
     for name in names:
         model = nn.Sequential(
@@ -341,24 +347,25 @@ def report(title: str, repeats: list[dict[str, Any]], show_targets: bool) -> Non
         )
 
 
-def report_guard(repeats: list[dict[str, Any]]) -> None:
-    """The non-finite guard's cost: the default hook's step time less the same hook's without
-    the guard, as a share of the no-hook step time, three ways: wall clock and training-thread
-    CPU (both noisy: a difference of two noisy times), and the time spent inside the hook's
-    entry points, which the hook measures itself (where the guard's work is done)."""
+def report_part(repeats: list[dict[str, Any]], part: str, without: str, target: float) -> None:
+    """A part's cost (the non-finite guard's, the training record's): the default hook's step
+    time less the same hook's without the part (configuration ``without``), as a share of the
+    no-hook step time, three ways: wall clock and training-thread CPU (both noisy: a difference
+    of two noisy times), and the time spent inside the hook's entry points, which the hook
+    measures itself (where the part's work is done)."""
     wall, cpu, inside = [], [], []
     for results in repeats:
-        base, guarded, unguarded = results[CONFIGS[0]], results[CONFIGS[1]], results[NO_GUARD]
+        base, whole, less = results[CONFIGS[0]], results[CONFIGS[1]], results[without]
         step = 1 / base["steps_per_second"]
-        wall.append((1 / guarded["steps_per_second"] - 1 / unguarded["steps_per_second"]) / step)
-        cpu.append((guarded["train_cpu_ms"] - unguarded["train_cpu_ms"]) / base["train_cpu_ms"])
-        hook_ms = guarded["hook_ms_per_step"] - unguarded["hook_ms_per_step"]
+        wall.append((1 / whole["steps_per_second"] - 1 / less["steps_per_second"]) / step)
+        cpu.append((whole["train_cpu_ms"] - less["train_cpu_ms"]) / base["train_cpu_ms"])
+        hook_ms = whole["hook_ms_per_step"] - less["hook_ms_per_step"]
         inside.append(hook_ms / (1e3 * step))
     print(
-        f"\nnon-finite guard: {100 * statistics.median(inside):+.2f} % of the no-hook step time "
+        f"{part}: {100 * statistics.median(inside):+.2f} % of the no-hook step time "
         f"(time inside the hook), {100 * statistics.median(wall):+.2f} % (wall clock), "
         f"{100 * statistics.median(cpu):+.2f} % (training-thread CPU time); "
-        f"target at most {100 * GUARD_TARGET:.0f} %"
+        f"target at most {100 * target:.0f} %"
     )
 
 
@@ -394,7 +401,9 @@ def main() -> None:
         title = f"trainprobe ({args.steps} steps each, interleaved"
         title += f", median of {repeat} runs)" if repeat > 1 else ")"
         report(title, repeats, show_targets=True)
-        report_guard(repeats)
+        print()
+        report_part(repeats, "non-finite guard", NO_GUARD, GUARD_TARGET)
+        report_part(repeats, "training record", NO_RECORD, RECORD_TARGET)
         last = repeats[-1][CONFIGS[-1]]
         plain_seconds = plain_write_seconds(last["bytes"], last["steps"], root)
         hook_rate = last["bytes"] / last["seconds"] / 1e6

@@ -94,19 +94,44 @@ def added_per_step(blocks: int, device: str = "cpu", **hook_options: Any) -> Cou
     return Counter({op: count // STEPS for op, count in added.items()})
 
 
+RECORDED = {
+    "aten.detach.default": 1,
+    "aten._foreach_norm.Scalar": 1,
+    "aten.stack.default": 1,
+    "aten.slice.Tensor": 1,
+    "aten.pow.Tensor_Scalar": 1,
+    "aten.sum.default": 1,
+    "aten.sqrt.default": 1,
+    "aten._to_copy.default": 1,
+}
+"""What the default hook (the guard and the training record) adds to a step on the CPU."""
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
-        # One check of the loss (its value, read) and of the gradients that need one (the
-        # layers' biases): the sum of them laid end to end.
-        ({}, {"aten.cat.default": 1, "aten.sum.default": 1}),
+        # Without the training record: one check of the loss (its value, read) and of the
+        # gradients that need one (the layers' biases): the sum of them laid end to end.
+        ({"record_every_step": False}, {"aten.cat.default": 1, "aten.sum.default": 1}),
         # Following the training, the loss's watch detaches the loss it hears (a view).
         (
-            {"follow_training": True},
+            {"follow_training": True, "record_every_step": False},
             {"aten.cat.default": 1, "aten.sum.default": 1, "aten.detach.default": 2},
         ),
+        # With the record (the default): one norm pass over the gradients, which the guard
+        # reads too, the global norm summed from it, the loss heard (detached) and read.
+        ({}, RECORDED),
+        (
+            {"follow_training": True},
+            RECORDED | {"aten.detach.default": 2},
+        ),
     ],
-    ids=["the default hook", "the hook trainprobe run installs"],
+    ids=[
+        "the default hook without the record",
+        "the hook trainprobe run installs without the record",
+        "the default hook",
+        "the hook trainprobe run installs",
+    ],
 )
 def test_a_step_that_saves_nothing_dispatches_the_same_few_operations_for_any_model_size(
     tmp_path: Path, options: dict[str, Any], expected: dict[str, int]
@@ -124,12 +149,19 @@ def test_as_on_a_gpu_the_check_is_copied_to_the_host_and_the_parameters_kept_in_
     # The CUDA boundary: flags go to the host without blocking, and the parameters the step's
     # forward used are kept for a replay (one fused copy).
     monkeypatch.setattr(host_copy, "HOST_READS_ARE_FREE", set())
-    small = added_per_step(2, out=tmp_path / "small")
-    large = added_per_step(30, out=tmp_path / "large")
+    small = added_per_step(2, out=tmp_path / "small", record_every_step=False)
+    large = added_per_step(30, out=tmp_path / "large", record_every_step=False)
     assert small == large
     assert small == Counter(
         {"aten._foreach_norm.Scalar": 1, "aten.stack.default": 1, "aten._foreach_copy_.default": 1}
     )
+    # The record's loss and gradient norm join the same copy to the host: a few more, as many
+    # for any model size, and nothing read back.
+    small = added_per_step(2, out=tmp_path / "small-recorded")
+    large = added_per_step(30, out=tmp_path / "large-recorded")
+    assert small == large
+    assert small["aten._foreach_norm.Scalar"] == 1 and small["aten._foreach_copy_.default"] == 1
+    assert sum(small.values()) <= 12 and READ_BACK not in small, small
 
 
 @CUDA
@@ -139,9 +171,10 @@ def test_on_a_real_gpu_a_step_that_saves_nothing_launches_a_few_kernels_and_read
     small = added_per_step(2, "cuda", out=tmp_path / "small")
     large = added_per_step(30, "cuda", out=tmp_path / "large")
     assert small == large, (small, large)
-    # The fused check, and the flags and parameters copied without blocking.
+    # The fused check, and the flags, the record's loss and norm, and the parameters copied
+    # without blocking.
     assert small["aten._foreach_norm.Scalar"] == 1 and small["aten._foreach_copy_.default"] == 1
-    assert sum(small.values()) <= 10, small
+    assert sum(small.values()) <= 12, small
     assert READ_BACK not in small
 
 

@@ -24,6 +24,10 @@ EVERY_STEP = smd.SaveConfig(save_interval=1)
 PARAMETERS = ["Net_fc1.weight", "Net_fc1.bias", "Net_fc2.weight", "Net_fc2.bias"]
 
 
+RECORDED = ["trainprobe/gradient_norm", "trainprobe/learning_rate", "trainprobe/loss"]
+"""The hook's record of every TRAIN step, which a trial lists when asked for."""
+
+
 def hooked(out: Path, width: int = 8, **options: object) -> tuple[smd.Hook, Net]:
     torch.manual_seed(0)
     model = Net(width)
@@ -137,8 +141,11 @@ def test_the_default_hook_saves_losses_every_500_steps(tmp_path: Path) -> None:
     run(hook, model, [(TRAIN, 3)])
     hook.close()
     trial = create_trial(str(tmp_path))
+    # The saved loss; the hook's record of every TRAIN step is listed only when asked for.
     assert trial.tensor_names() == ["CrossEntropyLoss_output_0"]
+    assert trial.tensor_names(regex="^trainprobe/") == RECORDED
     assert trial.steps() == [0]
+    assert trial.tensor("trainprobe/loss").steps() == [0, 1, 2]
     assert (tmp_path / "training_job_end.ts").exists()
     assert hook.overhead.steps == 3
     written = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainprobe.capture.contention import ThreadClock, ThreadTimes, contention
 from trainprobe.capture.pytorch.profiling.flight_recorder import FlightRecorder
 from trainprobe.capture.slow_step import SlowSteps, default_factor
 from trainprobe.config import catalogue
@@ -73,6 +74,7 @@ class Clock:
 
 def recorder(out: Path, **bounds: int) -> FlightRecorder:
     judge = SlowSteps(warmup=0, least_steps=3, refresh=1, least_excess=0.0)
+    bounds.setdefault("refractory_steps", 0)
     return FlightRecorder(str(out), NODE, slow_steps=judge, since_us=0.0, **bounds)
 
 
@@ -114,3 +116,34 @@ def test_a_trace_over_the_size_limit_is_not_kept_and_its_manifest_says_why(
     assert not list(tmp_path.rglob("*.pt.trace.json"))
     manifest = json.loads((tmp_path / capture.folder / f"{NODE}.capture.json").read_text())
     assert manifest["trace"] is None and manifest["dropped"] == capture.dropped
+
+
+def test_after_a_capture_the_steps_it_slowed_are_not_judged_but_a_later_stall_is(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(recorder(tmp_path, refractory_steps=10))
+    clock.steps(6)
+    clock.steps(1, seconds=0.5)  # slow: steps 7-8 are captured, 9 compared, written at 10
+    clock.steps(3)
+    clock.steps(4, seconds=0.5)  # slowed by the capture's after-effects: not judged
+    clock.steps(10)
+    clock.steps(1, seconds=0.5)  # step 24: a stall of its own
+    clock.steps(5)
+
+    assert [capture.trigger_step for capture in list_captures(str(tmp_path))] == [6, 24]
+
+
+def test_where_the_system_keeps_no_scheduler_statistics_no_step_is_put_down_to_it() -> None:
+    assert ThreadClock("/no/such/schedstat").read() is None
+    times = ThreadClock().read()
+    if times is not None:  # Linux
+        assert times.ran_s > 0 and times.waited_s >= 0
+    assert contention(None, None, 1.0, 0.1) is None
+    start, end = ThreadTimes(1.0, 1.0), ThreadTimes(1.1, 1.8)
+    busy = contention(start, end, 1.0, 0.1)
+    assert busy is not None and busy.waited_s == pytest.approx(0.8)
+    assert busy.ran_s == pytest.approx(0.1)
+    assert contention(start, ThreadTimes(1.9, 1.1), 1.0, 0.1) is None  # it ran: its own doing
+    # It waited, but did more too: 0.5 s without the wait is still over a 0.3 s threshold.
+    assert contention(start, ThreadTimes(1.45, 1.5), 1.0, 0.1, 0.3) is None
+    assert contention(start, end, 1.0, 0.1, 0.3) is not None

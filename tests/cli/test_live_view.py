@@ -366,10 +366,14 @@ def test_a_run_on_a_terminal_shows_the_live_panel_then_verdicts_and_outputs(
     assert any(
         re.fullmatch(r"system CPU \d+% memory \d+%", words) for words in panel_rows(lines, "system")
     )
-    # The last panel shows the loss saved at the last step.
+    # The last panel shows the loss saved at the last step, after a sparkline of every step's
+    # loss the hook recorded (the training's loss falls: its bars go down).
     loss = saved_loss(str(job_dir / "debug-output"), 29)
     assert loss is not None
-    assert panel_rows(lines, "loss")[-1] == f"loss {loss:.5g} TRAIN step 29"
+    shown = panel_rows(lines, "loss")[-1]
+    assert shown.startswith(f"loss {loss:.5g} ") and shown.endswith(" TRAIN step 29"), shown
+    bars = shown.split()[2]
+    assert len(bars) == 30 and set(bars) <= set("▁▂▃▄▅▆▇█") and bars[0] > bars[-1], shown
     # Then the verdicts and where the outputs are.
     summary = lines[lines.index("Training job live-healthy: Completed") :]
     assert "  ExplodingTensor: NoIssuesFound" in summary

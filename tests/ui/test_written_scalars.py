@@ -73,11 +73,18 @@ def test_the_first_look_at_a_hooked_job_reads_its_kept_scalars_and_no_event_file
     ]
     expected = trial_scalars(debug_output)
     names = ["CrossEntropyLoss_output_0", "scalar/accuracy"]
+    recorded = ["trainprobe/gradient_norm", "trainprobe/learning_rate", "trainprobe/loss"]
     assert set(expected) == {(name, mode) for name in names for mode in ("TRAIN", "EVAL")}
 
     shutil.rmtree(debug_output / locations.EVENTS_DIR)  # the values can only come from the chunks
     view = JobView(job_in_progress("hooked", job_dir), str(tmp_path / "ui-scalars"))
     charts = view.scalars()
-    assert {chart["tensor"] for chart in charts} == set(names)
+    first = ["trainprobe/loss", "trainprobe/learning_rate", "trainprobe/gradient_norm"]
+    assert [chart["tensor"] for chart in charts][:3] == first  # the training's own curves
+    assert {chart["tensor"] for chart in charts} == set(names + recorded)
     assert _shown(view._series(), names) == expected
+    # The hook's record of every TRAIN step, read from the chunks alone too.
+    shown = _shown(view._series(), recorded)
+    assert set(shown) == {(name, "TRAIN") for name in recorded}
+    assert [len(steps) for steps, _ in shown.values()] == [TRAIN_STEPS - TRAIN_STEPS // 10] * 3
     assert view._series().read_through == last

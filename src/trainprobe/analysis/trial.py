@@ -9,6 +9,12 @@ when a value is asked for, one ranged read each.
 Nothing waits forever: a location with no output yet is given ``timeout`` seconds (10 by
 default) to show a collections file, then MissingCollectionFiles says what was found.
 
+The training record that trainprobe's PyTorch hook keeps (every TRAIN step's loss, learning rate
+and gradient norm, ``storage.training_record``) is read as three more scalars,
+``trainprobe/loss``, ``trainprobe/learning_rate`` and ``trainprobe/gradient_norm``, with a value
+at every recorded step (``analysis.recorded_tensor``); they belong to no collection. It is read
+from the hook's chunks when first asked for, and again after a refresh.
+
 Damage costs only what is damaged: an index or collections file that cannot be read (truncated,
 not JSON, nested too deeply, naming a file outside the trial) is skipped with one warning, and
 its step is missing from that worker; a record that fails its checksum, or lies in a truncated
@@ -39,6 +45,7 @@ from trainprobe.analysis.exceptions import (
 from trainprobe.analysis.kept_values import KeptValues
 from trainprobe.analysis.module_types import ModuleTypeIndex
 from trainprobe.analysis.read_log import ReadLog
+from trainprobe.analysis.recorded_tensor import RecordedTensor
 from trainprobe.analysis.saved_collection import SavedCollection
 from trainprobe.analysis.steps import StepCatalog, StepState
 from trainprobe.analysis.tensor import RecordRef, Tensor
@@ -50,6 +57,8 @@ from trainprobe.storage.nonfinite_file import NonFiniteOrigin, read_nonfinite_or
 from trainprobe.storage.reduction_names import parse_reduction_tensor_name
 from trainprobe.storage.tensor_event import TensorEvent
 from trainprobe.storage.training_end import training_has_ended
+from trainprobe.storage.training_record import CHARTED, TrainingRecord
+from trainprobe.storage.written_scalars import read_training_record
 
 __all__ = ["DEFAULT_TIMEOUT", "Trial", "create_trial"]
 
@@ -90,6 +99,8 @@ class Trial:
         self.read_log: ReadLog | None = None
         self._kept: KeptValues | None = None
         self._module_types = ModuleTypeIndex(self.path)
+        self._record: TrainingRecord | None = None
+        self._record_stale = True
         self._wait_for_collections()
         self.refresh_data()
 
@@ -188,6 +199,35 @@ class Trial:
         if ended:
             self._catalog.mark_ended()
             self.loaded_all_steps = True
+        self._record_stale = True
+
+    def _training_record(self) -> TrainingRecord | None:
+        """The training record kept beside the steps (read again after a refresh), within
+        ``range_steps``; None when there is none."""
+        if self._record_stale:
+            self._record_stale = False
+            try:
+                record = read_training_record(self.path)
+            except (OSError, ValueError) as error:
+                self._warn("record", f"cannot read the training record of {self.path}: {error}")
+                record = None
+            if record is not None and self.range_steps is not None:
+                kept = np.array([self._in_range(int(step)) for step in record.steps], dtype=bool)
+                record = TrainingRecord(
+                    record.mode,
+                    record.steps[kept],
+                    record.mode_steps[kept],
+                    {name: values[kept] for name, values in record.values.items()},
+                )
+            self._record = record if record is not None and len(record) else None
+        return self._record
+
+    def _recorded_names(self, mode: ModeKeys) -> set[str]:
+        """The training record's scalars, when it holds steps of ``mode`` (any, for GLOBAL)."""
+        record = self._training_record()
+        if record is None or (mode != ModeKeys.GLOBAL and mode.name != record.mode):
+            return set()
+        return set(CHARTED)
 
     def _listed_from(self) -> int | None:
         """The step from which index files can still appear or matter: each worker writes its
@@ -338,9 +378,13 @@ class Trial:
         """Names of the saved tensors, sorted; reductions are filed under their tensor.
 
         ``step`` (of ``mode``) keeps the tensors saved at that step; ``mode`` alone keeps
-        those saved in that mode. ``regex`` (searched, unanchored) or ``collection`` (not
-        both) narrow the list further; a collection named that the job did not save (nor
-        ``collection()`` made) is a ConfigError naming those it saved.
+        those saved in that mode. The training record's scalars (``trainprobe/loss``...: in no
+        collection, and no step's file holds them) are listed only where a ``regex`` without a
+        ``step`` matches them: a script that reads every listed name at every saved step, as
+        smdebug's users write, reads what it always did.
+        ``regex`` (searched, unanchored) or ``collection`` (not both) narrow the list further;
+        a collection named that the job did not save (nor ``collection()`` made) is a
+        ConfigError naming those it saved.
         ``show_prefixed_tensors`` is accepted for smdebug compatibility and changes nothing.
         """
         if regex is not None and collection is not None:
@@ -355,6 +399,8 @@ class Trial:
             names = set(self._tensors)
         else:
             names = set(self._mode_tensors.get(mode, ()))
+        if regex is not None and step is None:  # asked for: no step file holds them
+            names |= self._recorded_names(mode)
         log = self.read_log
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
@@ -431,7 +477,7 @@ class Trial:
         """Whether tensor ``name`` has been saved (refreshing once if it is not known yet)."""
         if name not in self._tensors:
             self.maybe_refresh()
-        found = name in self._tensors
+        found = name in self._tensors or (name in CHARTED and self._training_record() is not None)
         if self.read_log is not None:
             self.read_log.looked_for("tensor", name, found)
         return found
@@ -440,6 +486,8 @@ class Trial:
         """Tensor ``name``; raises TensorUnavailable when it was never saved."""
         if not self.has_tensor(name):
             raise TensorUnavailable(name)
+        if name not in self._tensors:
+            self._tensors[name] = RecordedTensor(name, self)
         return self._tensors[name]
 
     def steps(
@@ -457,11 +505,16 @@ class Trial:
         return self._catalog.modes()
 
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
-        """(mode, mode step) of a global step; (None, None) when the step is not known."""
+        """(mode, mode step) of a global step (a saved step, or one the training record
+        holds); (None, None) when the step is not known."""
         found = self._catalog.mode_of(global_step)
         if found is None:
             self.maybe_refresh()
             found = self._catalog.mode_of(global_step)
+        if found is None and (record := self._training_record()) is not None:
+            at = int(np.searchsorted(record.steps, global_step))
+            if at < len(record) and int(record.steps[at]) == global_step:
+                found = (ModeKeys[record.mode], int(record.mode_steps[at]))
         return found if found is not None else (None, None)
 
     def mode(self, global_step: int) -> ModeKeys | None:

@@ -20,7 +20,10 @@ turns itself off, and the step files go on.
 
 The same thread keeps the scalars it writes as chunks beside the step files
 (``storage.written_scalars``), so that a reader draws a long job's curves without decoding
-every step's files.
+every step's files; and, in the same chunks, the training record the hook hands it
+(``RecordedSteps``: every TRAIN step's loss, learning rate and gradient norm,
+``storage.training_record``), waiting for the values still arriving from a device, and exporting
+them to TensorBoard where the export is on.
 
 A ``SideJob`` runs another part's small file write (the hook's overhead file) on this thread, in
 order with the rest, so that it never costs the training thread; it handles its own failures.
@@ -57,6 +60,7 @@ from trainprobe.storage.step_file import (
     write_collections_file,
     write_training_end,
 )
+from trainprobe.storage.training_record import CHARTED, RECORDED
 from trainprobe.storage.written_scalars import ScalarChunkWriter
 
 __all__ = [
@@ -64,6 +68,8 @@ __all__ = [
     "CollectionsJob",
     "EndStep",
     "PendingArray",
+    "RecordedStep",
+    "RecordedSteps",
     "ScalarBatch",
     "ShapeRecord",
     "SideJob",
@@ -152,6 +158,27 @@ class ScalarBatch:
 
 
 @dataclass
+class RecordedStep:
+    """One TRAIN step's record: ``values`` holds its loss and gradient norm (NaN where not
+    known; they may still be arriving from a device), then, for a rate held on the device, its
+    learning rate; else ``learning_rate`` is the rate it applied."""
+
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    values: Value
+    learning_rate: float
+    wall_time: float
+
+
+@dataclass
+class RecordedSteps:
+    """Recorded steps, each ended, handed over after the files of every step up to it."""
+
+    steps: list[RecordedStep]
+
+
+@dataclass
 class ShapeRecord:
     """A tensor's shape, recorded in the step's index without its values."""
 
@@ -206,6 +233,7 @@ class _Stop:
 Message = (
     TensorRecord
     | ScalarBatch
+    | RecordedSteps
     | ShapeRecord
     | EndStep
     | CollectionsJob
@@ -523,6 +551,9 @@ class WriterThread:
             )
             if message.export and self.tensorboard is not None:
                 self._export_scalars(self.tensorboard, message, values)
+        elif isinstance(message, RecordedSteps):
+            for recorded in message.steps:
+                self._record(recorded)
         elif isinstance(message, ShapeRecord):
             self._step(message.step).add_shape(
                 message.name,
@@ -546,6 +577,29 @@ class WriterThread:
             write_training_end(self.out_dir)
         elif isinstance(message, SideJob):
             self._run_side_job(message)
+
+    def _record(self, recorded: RecordedStep) -> None:
+        """Keep one step's record (``storage.training_record``) with the chunks, and export it."""
+        found = _resolve(recorded.values).reshape(-1)
+        # A learning rate held on a device arrives with the loss and the norm, third.
+        rate = float(found[2]) if found.size > 2 else recorded.learning_rate
+        values = np.array([found[0], rate, found[1], recorded.mode_step], np.float64)
+        mode = recorded.mode.name
+        self.bytes_written += self._scalars.add_record(recorded.step, mode, values)
+        export = self.tensorboard
+        if export is not None:
+            for name, value in zip(RECORDED, values, strict=True):
+                if name in CHARTED and np.isfinite(value):
+                    export.add(
+                        recorded.mode,
+                        recorded.step,
+                        "",
+                        name,
+                        np.asarray(value, np.float64),
+                        True,
+                        wall_time=recorded.wall_time,
+                    )
+        _release(recorded.values)
 
     @staticmethod
     def _run_side_job(job: SideJob) -> None:

@@ -28,8 +28,16 @@ from trainprobe.jobs.operations.progress import (
 )
 from trainprobe.storage.hook_overhead import SAVING_STOPPED
 from trainprobe.storage.job_layout import JobLayout
+from trainprobe.storage.modes import ModeKeys, step_in_words
 from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.system_metrics import SystemMetricsReader
+from trainprobe.storage.training_record import (
+    GRADIENT_NORM,
+    LEARNING_RATE,
+    LOSS,
+    TrainingRecord,
+    latest_record,
+)
 
 __all__ = [
     "PREFIX",
@@ -99,6 +107,7 @@ class PlainFollower:
 _T = TypeVar("_T")
 _RATE_WINDOW_SECONDS = 10.0
 _LOSS_EVERY_SECONDS = 1.0
+_SPARKLINE_STEPS = 32
 
 
 def _or_blank(read: Callable[[], _T], what: str) -> _T | None:
@@ -114,10 +123,11 @@ class JobProgress:
     """Gathers what the live view shows of a running job from its files, one snapshot a poll.
 
     The step is the latest of the step timeline or the saved tensors (``training_step``), the
-    loss the latest saved one; steps/s comes from the steps seen over the last ten
-    seconds; the loss is read only when the step changes (at most once a second, and once more
-    at the end); the system readings are read incrementally. Whatever cannot be read is left
-    None, and the previous loss stays shown.
+    loss the latest of the training record (every TRAIN step's loss, learning rate and gradient
+    norm, which the hook keeps: ``storage.training_record``), else the latest saved one;
+    steps/s comes from the steps seen over the last ten seconds; the loss is read only when the
+    step changes (at most once a second, and once more at the end); the system readings are read
+    incrementally. Whatever cannot be read is left None, and the previous loss stays shown.
     """
 
     def __init__(self, layout: JobLayout, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -127,6 +137,7 @@ class JobProgress:
         self._steps: deque[tuple[float, int]] = deque()
         self._loss: tuple[str, float] | None = None
         self._loss_read: tuple[float, int] | None = None
+        self._record: TrainingRecord | None = None
         self._system = SystemMetricsReader(layout.profiler_output)
 
     def snapshot(self, description: dict[str, Any], *, final: bool = False) -> JobSnapshot:
@@ -138,8 +149,9 @@ class JobProgress:
         if description["TrainingJobStatus"] in TERMINAL_JOB_STATUSES:
             rate = None
         saved = _or_blank(lambda: latest_saved_step(self.layout.debug_output), "the saved step")
-        if saved is not None:
-            self._read_loss(now, saved, final)
+        if saved is not None or step is not None:
+            self._read_loss(now, max(saved or -1, step or -1), final, saved)
+        update = self._latest_update()
         usage = _or_blank(lambda: latest_system_usage(self._system), "the system readings")
         debugging = debugging_rule_names(description)
         return JobSnapshot(
@@ -151,6 +163,9 @@ class JobProgress:
             steps_per_second=rate,
             loss=None if self._loss is None else self._loss[1],
             loss_where=None if self._loss is None else self._loss[0],
+            recent_losses=self._recent_losses(),
+            learning_rate=update[0],
+            gradient_norm=update[1],
             cpu_percent=None if usage is None else usage.cpu_percent,
             memory_percent=None if usage is None else usage.memory_percent,
             gpu_percent=None if usage is None else usage.gpu_percent,
@@ -200,16 +215,54 @@ class JobProgress:
             return None
         return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
 
-    def _read_loss(self, now: float, step: int, final: bool) -> None:
+    def _read_loss(self, now: float, step: int, final: bool, saved: int | None) -> None:
         if self._loss_read is not None:
             read_at, read_step = self._loss_read
             if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
                 return
         self._loss_read = (now, step)
         debug_output = self.layout.debug_output
-        loss = _or_blank(lambda: saved_loss(debug_output, step), "the loss")
+        record = _or_blank(lambda: latest_record(debug_output), "the training record")
+        if record is not None:
+            self._record = record
+        recorded = self._latest_recorded_loss()
+        if recorded is not None and (saved is None or recorded[0] >= saved):
+            self._loss = recorded[1:]
+            return
+        if saved is None:
+            return
+        loss = _or_blank(lambda: saved_loss(debug_output, saved), "the loss")
         if loss is not None:
-            self._loss = (saved_step_words(debug_output, step), loss)
+            self._loss = (saved_step_words(debug_output, saved), loss)
+
+    def _latest_recorded_loss(self) -> tuple[int, str, float] | None:
+        """(global step, its words, loss) of the latest recorded step with a loss."""
+        record = self._record
+        if record is None:
+            return None
+        losses = record.values[LOSS]
+        found = [index for index in range(len(record)) if losses[index] == losses[index]]
+        if not found:
+            return None
+        last = found[-1]
+        step = int(record.steps[last])
+        mode = ModeKeys.__members__.get(record.mode)
+        words = step_in_words(step, mode, int(record.mode_steps[last]))
+        return step, words, float(losses[last])
+
+    def _recent_losses(self) -> tuple[float, ...]:
+        """The losses of the latest recorded steps (at most ``_SPARKLINE_STEPS``)."""
+        if self._record is None:
+            return ()
+        return tuple(float(value) for value in self._record.values[LOSS][-_SPARKLINE_STEPS:])
+
+    def _latest_update(self) -> tuple[float | None, float | None]:
+        """The learning rate and gradient norm of the latest recorded step."""
+        record = self._record
+        if record is None or not len(record):
+            return None, None
+        rate, norm = record.values[LEARNING_RATE][-1], record.values[GRADIENT_NORM][-1]
+        return (float(rate) if rate == rate else None, float(norm) if norm == norm else None)
 
 
 class LiveFollower:

@@ -2,7 +2,8 @@
 
 Rendering only. ``trainprobe run`` gathers a ``JobSnapshot`` from the job's files at each poll
 and hands it to ``LiveView.show``; ``render_snapshot`` draws one snapshot (the job's status,
-the latest saved step and steps per second, the latest saved loss, the host's utilisation,
+the latest step and steps per second, the latest loss with a sparkline of the recent ones, the
+learning rate and gradient norm of the latest update, the host's utilisation,
 where and why the hook stopped saving if it did, and each rule's status with, for a debugging
 rule, the steps it evaluated and skipped, the tensors it checked and the lookups that matched
 nothing, so that a rule checking nothing shows while the job runs). A field the snapshot
@@ -14,6 +15,7 @@ below it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,7 +28,14 @@ from rich.text import Text
 
 from trainprobe.config.statuses import RuleEvaluationStatus, TrainingJobStatus
 
-__all__ = ["JobSnapshot", "LiveView", "RuleStatus", "format_loss", "render_snapshot"]
+__all__ = [
+    "JobSnapshot",
+    "LiveView",
+    "RuleStatus",
+    "format_loss",
+    "render_snapshot",
+    "sparkline",
+]
 
 _STYLES: dict[str, str] = {
     TrainingJobStatus.IN_PROGRESS: "yellow",  # a job's or a rule's
@@ -70,6 +79,11 @@ class JobSnapshot:
     loss: float | None = None
     loss_where: str | None = None
     """The step of ``loss`` as the training counts it (``TRAIN step 10 (step 20)``)."""
+    recent_losses: tuple[float, ...] = ()
+    """The losses of the latest steps, oldest first (every step's, where the hook keeps them)."""
+    learning_rate: float | None = None
+    gradient_norm: float | None = None
+    """The learning rate and the gradient norm of the update at ``loss_where``."""
     cpu_percent: float | None = None
     memory_percent: float | None = None
     gpu_percent: float | None = None
@@ -81,6 +95,36 @@ class JobSnapshot:
 def format_loss(loss: float) -> str:
     """A loss as the view shows it: five significant digits."""
     return f"{loss:.5g}"
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: tuple[float, ...]) -> str:
+    """``values`` as a line of bars, lowest to highest between their minimum and maximum; a
+    value that is not finite shows as ``!``."""
+    finite = [value for value in values if math.isfinite(value)]
+    if len(finite) < 2:
+        return ""
+    low, span = min(finite), max(finite) - min(finite)
+
+    def bar(value: float) -> str:
+        if not math.isfinite(value):
+            return "!"
+        if span <= 0:
+            return _BARS[0]
+        return _BARS[min(len(_BARS) - 1, int((value - low) / span * len(_BARS)))]
+
+    return "".join(bar(value) for value in values)
+
+
+def _update(snapshot: JobSnapshot) -> str:
+    parts = []
+    if snapshot.learning_rate is not None:
+        parts.append(f"learning rate {snapshot.learning_rate:.4g}")
+    if snapshot.gradient_norm is not None:
+        parts.append(f"gradient norm {snapshot.gradient_norm:.4g}")
+    return "  ".join(parts)
 
 
 def _elapsed(seconds: float) -> str:
@@ -140,8 +184,14 @@ def render_snapshot(snapshot: JobSnapshot) -> RenderableType:
     rate = "" if snapshot.steps_per_second is None else f"{snapshot.steps_per_second:.2f} steps/s"
     fields.add_row("step", "" if snapshot.step is None else str(snapshot.step), rate)
     loss = "" if snapshot.loss is None else format_loss(snapshot.loss)
+    trend = sparkline(snapshot.recent_losses)
+    if trend:
+        loss = f"{loss}  {trend}"
     at = "" if snapshot.loss is None or snapshot.loss_where is None else snapshot.loss_where
     fields.add_row("loss", loss, at)
+    update = _update(snapshot)
+    if update:
+        fields.add_row("update", update, "")
     fields.add_row("system", _system(snapshot), "")
     if snapshot.saving:
         fields.add_row("saving", Text(snapshot.saving, style="red"), "")

@@ -3,6 +3,8 @@
 ``profiler-report.json`` is its ``to_json()``; ``profiler-report.html`` renders it. Sections:
 
 - ``Job``: the training job summary (``job_summary``);
+- ``TrainingRecord``: every TRAIN step's loss, learning rate and gradient norm
+  (``training_record``);
 - ``SystemUsage``: each host's metrics over time and their statistics (``system_usage``);
 - ``StepDurations``: each training process's steps (``step_durations``);
 - ``Framework``: where the time went (``framework``);
@@ -32,6 +34,7 @@ from trainprobe.report.records import Record
 from trainprobe.report.rules_summary import RulesSummary, read_rule_reports, rules_summary
 from trainprobe.report.step_durations import StepDurations, step_durations
 from trainprobe.report.system_usage import SystemUsage, system_usage
+from trainprobe.report.training_record import TrainingRecordSection, training_record
 from trainprobe.storage.metric_series import read_metric_series
 
 __all__ = ["FORMAT", "ReportContent", "report_content"]
@@ -50,6 +53,7 @@ class ReportContent(Record):
     job_directory: str
     job: JobSummary
     time_axis: TimeAxis
+    training_record: TrainingRecordSection
     system_usage: SystemUsage
     step_durations: StepDurations
     framework: FrameworkSummary
@@ -74,6 +78,7 @@ def report_content(job: JobFiles) -> ReportContent:
         job_directory=job.job_dir,
         job=summary,
         time_axis=axis,
+        training_record=training_record(job.debug_output),
         system_usage=system_usage(series, axis.start, axis.seconds_per_unit),
         step_durations=step_durations(spans, _stddev(reports)),
         framework=framework_summary(output, overall),

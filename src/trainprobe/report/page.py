@@ -15,7 +15,7 @@ from typing import Any
 
 from trainprobe.report.content import ReportContent
 from trainprobe.report.debugging_rules import DebuggingRules
-from trainprobe.report.flight_recorder import CaptureRow, StacksRow
+from trainprobe.report.flight_recorder import CaptureRow, FlightRecorderSection, StacksRow
 from trainprobe.report.tables import (
     bytes_text,
     details_table,
@@ -33,6 +33,7 @@ ASSETS = Assets("trainprobe.report")
 
 _SECTIONS = (
     ("job-summary", "Training job summary"),
+    ("training", "Training progress"),
     ("system-usage", "System usage"),
     ("step-durations", "Step durations"),
     ("framework", "Framework summary"),
@@ -56,6 +57,7 @@ def render_page(content: ReportContent, data: dict[str, Any]) -> str:
     sections = "".join(
         (
             _job_section(content),
+            _training_section(content),
             _system_section(content),
             _steps_section(content),
             _framework_section(content),
@@ -113,6 +115,37 @@ def _job_section(content: ReportContent) -> str:
         "job-summary",
         table((), rows, css_class="summary") + _plot("job", css_class="plot short"),
     )
+
+
+def _training_section(content: ReportContent) -> str:
+    record = content.training_record
+    if not record.series:
+        return _empty(
+            "training",
+            "No training record: the job's hook kept no step's loss, learning rate or gradient "
+            "norm (trainprobe's PyTorch hook keeps them for every TRAIN step).",
+        )
+    mode = text(record.mode or "")
+    rows = [
+        [
+            text(item.label),
+            number(item.count),
+            number(item.first),
+            number(item.last),
+            f"{number(item.min)} at {mode} step {item.min_step}",
+            f"{number(item.max)} at {mode} step {item.max_step}",
+        ]
+        for item in record.series
+    ]
+    parts = [
+        f'<p class="muted">Every {mode} step, whatever the save interval: the loss the training '
+        "computed, the learning rate of the optimizer's first parameter group and the global "
+        "norm of the gradients it applied, as the hook recorded them (the trial reads them as "
+        "trainprobe/loss, trainprobe/learning_rate and trainprobe/gradient_norm).</p>",
+        table(("series", "steps", "first", "last", "smallest", "largest"), rows),
+    ]
+    parts.extend(_plot("record", index) for index in range(len(record.series)))
+    return _section("training", "".join(parts))
 
 
 def _system_section(content: ReportContent) -> str:
@@ -388,6 +421,23 @@ def _overhead_section(content: ReportContent) -> str:
     return _section("debugger-overhead", "".join(parts))
 
 
+def _contention(recorder: FlightRecorderSection) -> str:
+    """The slow steps put down to a busy machine, as a list."""
+    if not recorder.contention:
+        return ""
+    items = "".join(f"<li>{text(note.words)}.</li>" for note in recorder.contention)
+    more = sum(recorder.contention_not_kept.values())
+    if more:
+        items += f"<li>... and {more} more such step(s), not noted one by one.</li>"
+    return (
+        "<h3>Slow steps the machine caused</h3>"
+        '<p class="muted">Steps much slower than their median during which the training waited '
+        "for a core most of the excess: another process had the cores. They were not profiled "
+        "(a profile would show nothing that differs).</p>"
+        f"<ul>{items}</ul>"
+    )
+
+
 def _stuck(stacks: StacksRow) -> str:
     threads = "".join(
         f"<h4>{text(thread.name)}</h4><pre>{text(chr(10).join(thread.frames))}</pre>"
@@ -415,7 +465,13 @@ def _capture(capture: CaptureRow) -> str:
             ]
             for phase in capture.phases
         ]
-        parts.append(table(("phase", "slow step", "ordinary step", "difference"), rows))
+        slow = f"{capture.slow_step.where} (slow)" if capture.slow_step else "slow step"
+        usual = (
+            f"{capture.ordinary_step.where} (ordinary)"
+            if capture.ordinary_step
+            else "ordinary step"
+        )
+        parts.append(table(("phase", slow, usual, "difference"), rows))
     if capture.top_operators:
         operators = [
             [
@@ -426,7 +482,9 @@ def _capture(capture: CaptureRow) -> str:
             ]
             for operator in capture.top_operators
         ]
-        headers = ("operator", "captured (ms/step)", "ordinary (ms/step)", "difference (ms)")
+        compared = capture.comparison
+        usual = f"{compared.where}, profiled (ms)" if compared else "ordinary (ms/step)"
+        headers = ("operator", "captured (ms/step)", usual, "difference (ms)")
         parts.append(table(headers, operators))
     files = "".join(f"<li><code>{text(name)}</code></li>" for name in capture.files)
     dropped = "".join(f"<li>{text(note)}</li>" for note in capture.dropped)
@@ -437,8 +495,9 @@ def _capture(capture: CaptureRow) -> str:
 def _flight_section(content: ReportContent) -> str:
     recorder = content.flight_recorder
     stuck = "".join(_stuck(stacks) for stacks in recorder.stacks)
-    if not recorder.captures and stuck:
-        return _section("flight-recorder", stuck)
+    busy = _contention(recorder)
+    if not recorder.captures and (stuck or busy):
+        return _section("flight-recorder", stuck + busy)
     if not recorder.captures:
         return _empty(
             "flight-recorder",
@@ -451,4 +510,4 @@ def _flight_section(content: ReportContent) -> str:
         '(<a href="https://ui.perfetto.dev">ui.perfetto.dev</a>, "Open trace file").</p>'
     )
     captures = "".join(_capture(capture) for capture in recorder.captures)
-    return _section("flight-recorder", stuck + intro + captures)
+    return _section("flight-recorder", stuck + intro + captures + busy)

@@ -51,6 +51,7 @@ from trainprobe.rules.rule import (
     InsufficientInformationForRuleInvocation,
     Rule,
     RuleEvaluationConditionMet,
+    counted,
     coverage,
     take_evidence,
 )
@@ -355,14 +356,17 @@ class RuleEvaluator(RuleRun):
     def _judge_end(self, steps_seen: int) -> None:
         """Every step is read: a rule that judges what only the end completes (a built-in loss
         rule's last evaluation pass, ``judge_at_end``) judges it now, as one more evaluation of
-        the last step it was handed. It returns None when there was nothing left to judge."""
+        the last step it was handed, or of the step its first evidence names where that is later
+        (the hook's record of every step reaches past the saved steps). It returns None when
+        there was nothing left to judge."""
         rule, last = self.rule, self._last_step
         judge = getattr(rule, "judge_at_end", None)
         if rule is None or last is None or not callable(judge):
             return
         started_at, started = time.time(), time.perf_counter()
         try:
-            judged = judge()
+            with counted(rule):
+                judged = judge()
         except InsufficientInformationForRuleInvocation as error:
             self._last_unjudged = error.message  # what it waits for, as of the end
             return
@@ -374,12 +378,16 @@ class RuleEvaluator(RuleRun):
         if judged is None:
             return
         step, mode, mode_step = last
+        evidence = tuple(take_evidence(rule))
+        later = [item for item in evidence if item.step is not None and item.step > step]
+        if later:
+            step, mode, mode_step = later[0].step or step, later[0].mode, later[0].mode_step
         evaluation = Evaluation(
             step=step,
             mode=mode,
             mode_step=mode_step,
             result=ISSUES_FOUND if judged else NO_ISSUES_FOUND,
-            evidence=tuple(take_evidence(rule)),
+            evidence=evidence,
             seconds=time.perf_counter() - started,
             time=started_at,
         )

@@ -56,6 +56,7 @@ __all__ = [
     "RequiredTensorsForTrial",
     "Rule",
     "RuleEvaluationConditionMet",
+    "counted",
     "coverage",
     "json_ready",
     "no_refresh",
@@ -472,6 +473,18 @@ def coverage(rule: Rule) -> ReadLog:
     if not isinstance(found, ReadLog):
         found = rule.coverage = ReadLog()
     return found
+
+
+@contextlib.contextmanager
+def counted(rule: Rule) -> Iterator[None]:
+    """What ``rule`` reads and looks for within counts in its coverage, as within ``evaluate``
+    (for what it judges outside a step: at the training's end)."""
+    log, seen = ReadLog(), coverage(rule)
+    try:
+        with no_refresh(rule.trials), _watching(rule.trials, log):
+            yield
+    finally:
+        seen.merge(log)
 
 
 def take_evidence(rule: Rule) -> list[Evidence]:

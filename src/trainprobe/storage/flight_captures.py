@@ -31,6 +31,7 @@ from trainprobe.config.errors import ConfigError
 from trainprobe.storage import files
 from trainprobe.storage.job_layout import FRAMEWORK_METRICS_DIR
 from trainprobe.storage.locations import join
+from trainprobe.storage.modes import ModeKeys, step_in_words
 
 __all__ = [
     "CAPTURES_DIR",
@@ -86,17 +87,23 @@ def comparison_trace_name(node_id: str, step: int) -> str:
 
 @dataclass
 class CapturedStep:
-    """One step of a capture, or the slow step that triggered it: global step, mode, when."""
+    """One step of a capture, or the slow step that triggered it: global step, mode (its name in
+    lower case), when, and its step within the mode (None where not recorded)."""
 
     step: int
     mode: str
     start_us: float
     end_us: float
+    mode_step: int | None = None
 
     @property
     def duration_s(self) -> float:
         """How long the step took, start to the next step's start."""
         return (self.end_us - self.start_us) / 1e6
+
+    def words(self) -> str:
+        """The step as the training counts it: ``TRAIN step 40 (step 59)``."""
+        return step_in_words(self.step, ModeKeys.__members__.get(self.mode.upper()), self.mode_step)
 
 
 @dataclass
@@ -106,7 +113,9 @@ class Capture:
     ``folder`` is the capture's folder (relative to the profiler output); ``trace`` and
     ``comparison_trace`` are file names inside it, None when not written (``dropped`` says why).
     ``slow_step`` is the step that triggered a slow-step capture, with its mode's median and the
-    threshold it crossed.
+    threshold it crossed; ``ordinary`` the last step of its mode before it that was not slow, which
+    no profiler ran in: the slow step is explained against it (``comparison`` is profiled, as the
+    captured steps are, for their operators).
     """
 
     trigger: str
@@ -119,6 +128,7 @@ class Capture:
     comparison: CapturedStep | None = None
     comparison_trace: str | None = None
     slow_step: CapturedStep | None = None
+    ordinary: CapturedStep | None = None
     median_s: float | None = None
     threshold_s: float | None = None
     dropped: list[str] = field(default_factory=list)
@@ -127,7 +137,7 @@ class Capture:
     def to_json(self) -> dict[str, Any]:
         """The capture as its manifest file holds it."""
         data = asdict(self)
-        for key in ("steps", "comparison", "slow_step"):
+        for key in ("steps", "comparison", "slow_step", "ordinary"):
             value = getattr(self, key)
             if isinstance(value, list):
                 data[key] = [_step_json(step) for step in value]
@@ -150,6 +160,7 @@ class Capture:
                 comparison=_step_from(data["comparison"]) if data.get("comparison") else None,
                 comparison_trace=_name(data.get("comparison_trace")),
                 slow_step=_step_from(data["slow_step"]) if data.get("slow_step") else None,
+                ordinary=_step_from(data["ordinary"]) if data.get("ordinary") else None,
                 median_s=_number(data.get("median_s")),
                 threshold_s=_number(data.get("threshold_s")),
                 dropped=[str(item) for item in data.get("dropped") or []],
@@ -170,8 +181,13 @@ def _step_json(step: CapturedStep) -> dict[str, Any]:
 
 
 def _step_from(data: Any) -> CapturedStep:
+    mode_step = data.get("mode_step")
     return CapturedStep(
-        int(data["step"]), str(data["mode"]), float(data["start_us"]), float(data["end_us"])
+        int(data["step"]),
+        str(data["mode"]),
+        float(data["start_us"]),
+        float(data["end_us"]),
+        None if mode_step is None else int(mode_step),
     )
 
 

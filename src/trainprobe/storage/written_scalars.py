@@ -11,9 +11,15 @@ chunk become a chunk. Until then the chunk so far is kept as a piece, written ag
 a live job decodes at most a few steps' files; the chunk, once written, replaces the last piece
 (a reader takes whichever reaches further).
 
+The hook also hands the writer every TRAIN step's record (``storage.training_record``: its
+loss, learning rate and gradient norm), for steps whose files it writes and steps it saves
+nothing of alike, each once the step has ended and its files (if any) were handed over before
+it: a chunk covers the steps up to the last written or recorded.
+
 A chunk lists the steps whose files the worker wrote: for a job of several workers,
 ``read_written_scalars`` keeps the steps every worker wrote (the trial's complete steps) and,
-for each, the value of the first worker that holds it (as the trial does). A writer's chunks
+for each, the value of the first worker that holds it (as the trial does); the record's steps
+need no file, and each is taken from the first worker that recorded it. A writer's chunks
 start where the worker's earlier chunks end (step 0 for a new output): a step no chunk covers is
 read from the step files.
 
@@ -43,15 +49,16 @@ from trainprobe.storage.scalar_chunks import (
     write_scalar_chunk,
 )
 from trainprobe.storage.step_reader import list_collections_files
+from trainprobe.storage.training_record import RECORDED, TrainingRecord, is_recorded, record_of
 
-__all__ = ["CHUNK_STEPS", "ScalarChunkWriter", "read_written_scalars"]
+__all__ = ["CHUNK_STEPS", "ScalarChunkWriter", "read_training_record", "read_written_scalars"]
 
 log = logging.getLogger(__name__)
 
 CHUNK_STEPS = 1000
 """Global steps a chunk of the writer covers (the last chunk, written at the end, fewer)."""
 PIECE_STEPS = 100
-PIECE_SECONDS = 10.0
+PIECE_SECONDS = 2.0
 """Until its chunk is whole, the writer keeps the chunk so far as a piece, written again every
 ``PIECE_STEPS`` steps or ``PIECE_SECONDS`` seconds, whichever comes first; each piece replaces
 the one before, and the whole chunk the last."""
@@ -67,7 +74,7 @@ class ScalarChunkWriter:
         self.directory = locations.join(out_dir, locations.scalar_chunks_dir(worker))
         self._first: int | None = None  # the first step of the chunk being filled, once known
         self._kept_through = -1  # the last step in a file (a chunk or a piece)
-        self._written_through = -1
+        self._covered_through = -1  # the last step written or recorded
         # Values and written steps not yet in a file (a batch of values a step), then those
         # of the chunk being filled (arrays by tensor and mode).
         self._batches: list[tuple[int, str, tuple[str, ...], Values]] = []
@@ -112,6 +119,19 @@ class ScalarChunkWriter:
             return
         self._batches.append((step, mode, names, values))
 
+    def add_record(self, step: int, mode: str, values: Values) -> int:
+        """The training record of global ``step`` (``training_record.RECORDED``'s values, in
+        that order): kept like a written step's values, and the step counts as covered (a piece
+        or a chunk may be written: its bytes returned). A step's record reaches the writer after
+        its files, when a piece may already hold them: it goes into the next piece or the chunk.
+        Only a record of a step whose whole chunk is written already (the last step of a chunk,
+        rarely) is dropped."""
+        first = self._first_step() if self._on else None
+        if first is None or step < first:
+            return 0
+        self._batches.append((step, mode, RECORDED, values))
+        return self._covered(step, first)
+
     def step_written(self, step: int) -> int:
         """The files of global ``step`` are on disk: a piece or a chunk is written when enough
         steps or time have passed (its bytes returned)."""
@@ -122,11 +142,16 @@ class ScalarChunkWriter:
             self._written_again(step)
             return 0
         self._written.append(step)
-        self._written_through = max(self._written_through, step)
-        if self._written_through - first + 1 >= CHUNK_STEPS:
+        return self._covered(step, first)
+
+    def _covered(self, step: int, first: int) -> int:
+        """Every value of the steps up to ``step`` is in hand: a piece or a chunk is written
+        when enough steps or time have passed (its bytes returned)."""
+        self._covered_through = max(self._covered_through, step)
+        if self._covered_through - first + 1 >= CHUNK_STEPS:
             return self.flush()
         if (
-            self._written_through - self._kept_through >= PIECE_STEPS
+            self._covered_through - self._kept_through >= PIECE_STEPS
             or time.monotonic() - self._kept_at >= PIECE_SECONDS
         ):
             path, size = self._write(first)  # the chunk so far, in place of the last piece
@@ -141,7 +166,7 @@ class ScalarChunkWriter:
         when there are any (its bytes returned). Values of a step whose files are not written
         yet wait."""
         first = self._first_step() if self._on else None
-        if first is None or self._written_through < first:
+        if first is None or self._covered_through < first:
             return 0
         path, size = self._write(first)
         if path is None:
@@ -150,13 +175,13 @@ class ScalarChunkWriter:
         self._pieces.clear()
         self._parts.clear()
         self._written_parts.clear()
-        self._first = self._written_through + 1
+        self._first = self._covered_through + 1
         return size
 
     def _write(self, start: int) -> tuple[str | None, int]:
-        """Write the steps from ``start`` to the last written as a chunk file: its path (None
+        """Write the steps from ``start`` to the last covered as a chunk file: its path (None
         when it failed) and size."""
-        last = self._written_through
+        last = self._covered_through
         self._take(last)
         series: dict[tuple[str, str], tuple[Steps, Values]] = {}
         for key, parts in self._parts.items():
@@ -284,8 +309,19 @@ def read_written_scalars(out_dir: str, beyond: int = -1) -> ScalarChunk | None:
                 by_key.setdefault(key, []).append((steps[kept], values[kept], rank))
     # One worker's values are at steps it wrote, already in order.
     complete = _written_by_all(chunks, workers, last) if len(workers) > 1 else None
-    series = {key: _first_worker_values(parts, complete) for key, parts in by_key.items()}
+    series = {
+        key: _first_worker_values(parts, None if is_recorded(key[0]) else complete)
+        for key, parts in by_key.items()
+    }
     return ScalarChunk(0, last, {key: found for key, found in series.items() if found[0].size})
+
+
+def read_training_record(out_dir: str) -> TrainingRecord | None:
+    """Every step's record the workers of the tensor output ``out_dir`` kept
+    (``storage.training_record``), from step 0 to the last step their chunks cover; None when
+    there is none."""
+    written = read_written_scalars(out_dir)
+    return None if written is None else record_of(written)
 
 
 def _spans_by_worker(out_dir: str) -> dict[str, list[tuple[int, int, str]]]:

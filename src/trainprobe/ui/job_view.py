@@ -56,6 +56,7 @@ from trainprobe.storage.metric_series import read_metric_series
 from trainprobe.storage.nonfinite_file import read_nonfinite_origin
 from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.spike_records import read_spikes
+from trainprobe.storage.training_record import CHARTED
 from trainprobe.ui.job_marks import Mark, capture_marks, finding_marks, slow_steps, spike_marks
 from trainprobe.ui.tensor_view import Reductions, tensor_at, tensor_history, tensor_index
 
@@ -317,7 +318,8 @@ class JobView:
         known = (len(trial.tensor_names()), len(series.names()))
         if self._scalar_names is not None and self._scalar_names[0] == known:
             return self._scalar_names[1]
-        names: list[str] = []
+        # The hook's record of every TRAIN step first: the training's own curves.
+        names: list[str] = [name for name in CHARTED if name in series.names()]
         collections = trial.collections()
         for collection in SCALAR_COLLECTIONS:
             if collection in collections:

@@ -1,17 +1,22 @@
-"""What the flight recorder's captures show: the slow step against an ordinary one.
+"""What the flight recorder's captures show: the slow step explained first, then the captured steps.
 
 For each capture (``trainprobe.storage.flight_captures``):
 
-- **phases**: the time of each phase of the step timeline (forward, backward, optimizer, data
-  loading, ...) inside the slow step that triggered it, against the ordinary comparison step,
-  largest difference first. The timeline records every step, so the slow step itself is measured,
-  although the profiler only started after it;
+- **phases**: the time of each phase of the step timeline (data loading, forward, backward,
+  optimizer, ...) inside the slow step that triggered it, against ``ordinary``, the last step of
+  its mode before it that was not slow, largest difference first. The timeline records every step,
+  and no profiler ran in either, so the slow step itself is measured as it ran, although the
+  profiler only started after it;
 - **operators**: per step, the time of each operator of the torch.profiler traces (CPU operators
   and, with a GPU, kernels; an operator's time includes the operators it calls) in the captured
-  steps against the comparison step, largest difference first. A capture without a comparison
-  (a request, a rule) lists its steps' operators, slowest first. The headline names the top
-  operator only where it accounts for a tenth of the slow step's excess time or more: the steps
-  after a one-off stall are ordinary ones.
+  steps after it against the comparison step, profiled as they were, largest difference first.
+  A capture without a comparison (a request, a rule) lists its steps' operators, slowest first.
+  This is the detail: the steps after a one-off stall are ordinary ones, so the headline names
+  the top operator only where it accounts for a tenth of the slow step's excess time or more.
+
+The headline says what the slow step took and where the time went: the phase (or two) that took
+longer than in the ordinary step, never a phase that took less; and, when no phase took longer
+by a tenth of the excess, that the time went between the recorded phases.
 
 The time of a phase in a step is the part of its events that falls inside the step's interval
 (its start to the next step's start), so a data wait between two steps counts for the first.
@@ -61,40 +66,85 @@ class OperatorTime:
         return self.captured_ms - (self.ordinary_ms or 0.0)
 
 
+EXPLAINS = 0.1
+"""The share of the slow step's excess over the ordinary step that a phase (or an operator)
+must account for to be named."""
+
+
 @dataclass
 class CaptureComparison:
-    """One capture, its files, and what its steps did differently."""
+    """One capture, its files, and what its steps did differently; ``ordinary`` the unprofiled
+    step the slow step is explained against."""
 
     capture: Capture
     traces: list[str] = field(default_factory=list)
     phases: list[PhaseDifference] = field(default_factory=list)
     operators: list[OperatorTime] = field(default_factory=list)
+    ordinary: CapturedStep | None = None
 
     @property
     def headline(self) -> str:
-        """The capture in one sentence: its trigger and what differed most."""
+        """The capture in words: its trigger, what the slow step took and where the time went,
+        then what the captured steps after it show."""
         capture = self.capture
         text = (
             f"{capture.trigger} at step {capture.trigger_step} on {capture.node}: {capture.reason}"
         )
-        if self.phases and self.phases[0].ordinary_s is not None:
-            phase = self.phases[0]
-            text += (
-                f". The slow step spent {phase.difference_s:.3f} s more in {phase.phase} than "
-                "an ordinary step"
-            )
+        explained = self._where_the_time_went()
+        if explained:
+            text += f". {explained}"
         if self.operators and self._explains_the_slow_step(self.operators[0]):
-            text += f"; the operator that differs most is {self.operators[0].name}"
+            top = self.operators[0].name
+            if capture.comparison is None:
+                text += f"; the slowest operator of the captured steps is {top}"
+            elif capture.slow_step is not None:
+                text += f"; in the captured steps after it, the operator that differs most is {top}"
+            else:
+                text += f"; the operator that differs most is {top}"
+        return text
+
+    def _excess_s(self) -> float | None:
+        """How much longer the slow step took than the ordinary step (than the median without
+        one); None for a capture that no slow step triggered."""
+        capture = self.capture
+        if capture.slow_step is None:
+            return None
+        usual = self.ordinary.duration_s if self.ordinary is not None else capture.median_s
+        return capture.slow_step.duration_s - (usual or 0.0)
+
+    def _where_the_time_went(self) -> str:
+        """The slow step's phases against the ordinary step's, in a sentence: the one or two that
+        took longer by a tenth of the excess or more; never one that took less."""
+        ordinary, excess = self.ordinary, self._excess_s()
+        if ordinary is None or excess is None or not self.phases:
+            return ""
+        longer = [
+            phase
+            for phase in self.phases
+            if phase.ordinary_s is not None and phase.difference_s >= EXPLAINS * max(excess, 0.0)
+        ][:2]
+        against = f"{ordinary.words()}, an ordinary step"
+        if not longer or longer[0].difference_s <= 0:
+            return (
+                f"Its recorded phases (data loading, forward, backward, optimizer) took no "
+                f"longer than in {against}: the time went between them"
+            )
+        first = longer[0]
+        text = (
+            f"It spent {first.difference_s:.3f} s more in {first.phase} than {against} "
+            f"({first.outlier_s:.3f} s against {first.ordinary_s or 0.0:.3f} s)"
+        )
+        if len(longer) > 1:
+            text += f", and {longer[1].difference_s:.3f} s more in {longer[1].phase}"
         return text
 
     def _explains_the_slow_step(self, operator: OperatorTime) -> bool:
         """Whether ``operator`` accounts for a tenth or more of the slow step's excess time (the
         steps after a one-off stall are ordinary: their operators differ by noise only)."""
-        capture = self.capture
-        if capture.slow_step is None or capture.median_s is None:
-            return True
-        excess_s = capture.slow_step.duration_s - capture.median_s
-        return operator.difference_ms / 1000.0 >= 0.1 * excess_s
+        excess = self._excess_s()
+        if excess is None:
+            return operator.difference_ms > 0
+        return operator.difference_ms / 1000.0 >= EXPLAINS * excess
 
 
 def compare_captures(profiler_output: str) -> list[CaptureComparison]:
@@ -108,8 +158,11 @@ def compare_captures(profiler_output: str) -> list[CaptureComparison]:
             if path is not None:
                 comparison.traces.append(path)
         if capture.slow_step is not None:
+            # A manifest written before the recorder kept an unprofiled ordinary step has the
+            # profiled comparison step only.
+            comparison.ordinary = capture.ordinary or capture.comparison
             comparison.phases = _phases(
-                timeline, capture.node, capture.slow_step, capture.comparison
+                timeline, capture.node, capture.slow_step, comparison.ordinary
             )
         comparison.operators = _operators(profiler_output, capture)
         found.append(comparison)

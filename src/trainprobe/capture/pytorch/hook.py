@@ -215,6 +215,10 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
     ``LossSpike`` and ``GradientNormSpike`` rules among them (``Rule`` objects or their
     configuration dictionaries), whose actions (skip the update, roll back, stop) take effect
     before the spiking update (see ``trainprobe.capture.pytorch.spike_guard``).
+
+    ``record_every_step`` (on by default) keeps every TRAIN step's loss, learning rate and
+    gradient norm whatever ``save_config`` says (``update_record``), which the trial reads as
+    ``trainprobe/loss``, ``trainprobe/learning_rate`` and ``trainprobe/gradient_norm``.
     """
 
     def __init__(
@@ -234,6 +238,7 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
         nonfinite_guard: bool = True,
         follow_training: bool = False,
         training_rules: Sequence[Any] | None = None,
+        record_every_step: bool = True,
     ) -> None:
         global _singleton
         super().__init__()
@@ -294,7 +299,8 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
                 self.state in (HookState.WAITING, HookState.SAVING) and not self.checks.replaying
             ),
         )
-        self.checks = self._in_training_checks(nonfinite_guard, training_rules or [])
+        recording = bool(record_every_step)
+        self.checks = self._in_training_checks(nonfinite_guard, training_rules or [], recording)
         # Framework profiling rides along when a ProfilerConfig file is given
         # ($TRAINPROBE_PROFILER_CONFIG or smdebug's $SMPROFILER_CONFIG_PATH). It hears the step
         # events first, so that each step's timing includes the hook's own work.
@@ -352,9 +358,9 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
 
     # ----- the hook's state and step -----
 
-    def _in_training_checks(self, guard: bool, rules: Sequence[Any]) -> InTrainingChecks:
-        """The hook's in-training checks: the non-finite guard (``guard``, unless a dry run) and
-        the in-training spike rules among ``rules``."""
+    def _in_training_checks(self, guard: bool, rules: Any, record: bool) -> InTrainingChecks:
+        """The hook's in-training checks, unless a dry run: the non-finite guard (``guard``),
+        the in-training spike rules among ``rules`` and the training record (``record``)."""
         follower, modules, capture = self.follower, self.modules, self._capture
         checks = InTrainingChecks(
             NonFiniteGuard(
@@ -378,6 +384,7 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
             run=self._run,
             flush=capture.flush,
             owns=follower.owns,
+            hand_over=capture.record if record and not self.dry_run else None,
         )
         checks.arm_spikes(rules, self.out_dir, lambda: self._models)
         return checks
@@ -599,7 +606,7 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
         if is_loss and self.follow_training:
             return  # the step's losses are checked and saved at its end
         if is_loss and isinstance(outputs, torch.Tensor):
-            if self.checks.spikes is not None:  # for the spike rules
+            if self.checks.hears_losses:  # for the spike rules and the training record
                 self.follower.losses.add(LossSource.MODULE, name, outputs)
             self.checks.loss_heard(LossSource.MODULE, name, outputs, None)
         if self._active and not self.follower.continuing:

@@ -9,7 +9,10 @@ rules, run at the step's events.
   optimizer is about to step and act before the update; an EVAL or PREDICT step's loss when it
   ends. Their spikes are written as they are found.
 
-At an update both read one summary of it (``update_summary``): one pass over the gradients,
+- The **training record** (``update_record``) keeps every TRAIN step's loss, learning rate and
+  gradient norm, for the hook's writer.
+
+At an update all three read one summary of it (``update_summary``): one pass over the gradients,
 whatever is armed, one copy to the host, read a step late on a GPU.
 
 Given an optimizer closure (Lightning's, L-BFGS's), the step's forward and backward run inside the
@@ -31,8 +34,10 @@ from trainprobe.capture.pytorch.spike_guard import SpikeGuard, spike_rules
 from trainprobe.capture.pytorch.training_follower import StepListener
 from trainprobe.capture.pytorch.training_losses import LossSource
 from trainprobe.capture.pytorch.training_steps import with_closure
+from trainprobe.capture.pytorch.update_record import UpdateRecord
 from trainprobe.capture.pytorch.update_summary import UpdateSummary, gradients_of
 from trainprobe.capture.stop_request import TrainingStopRequested
+from trainprobe.capture.writer_thread import RecordedStep
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.spike_records import SpikeRecord
 
@@ -52,7 +57,7 @@ class InTrainingChecks(StepListener):
     step in progress; ``step_loss`` its loss so far; ``run(action, *args)`` runs an action as one
     of the hook's entry points (timed as its own, failures contained); ``flush`` has what the
     hook handed its writer written (before a stop); ``owns`` says whether an optimizer updates a
-    registered model.
+    registered model; ``hand_over`` takes each step's record (``record_steps``: keep one).
     """
 
     def __init__(
@@ -66,9 +71,14 @@ class InTrainingChecks(StepListener):
         run: Callable[..., Any],
         flush: Callable[[], None],
         owns: Callable[[Any], bool],
+        hand_over: Callable[[RecordedStep], None] | None = None,
     ) -> None:
         self.guard = guard
         self.spikes: SpikeGuard | None = None
+        self.record = UpdateRecord() if hand_over is not None else None
+        self.recording = False
+        """Whether the step in progress is recorded (in a worker that writes)."""
+        self._hand_over = hand_over
         self.strict = strict
         self.guarding = False
         """Whether the guard checks the step in progress."""
@@ -98,13 +108,20 @@ class InTrainingChecks(StepListener):
 
     @property
     def armed(self) -> bool:
-        """Whether anything is judged at the updates."""
-        return self.guard is not None or self.spikes is not None
+        """Whether anything is judged or recorded at the updates."""
+        return self.guard is not None or self.spikes is not None or self.record is not None
+
+    @property
+    def hears_losses(self) -> bool:
+        """Whether a loss module's output is wanted at every step (the spike rules judge it, the
+        record keeps it)."""
+        return self.spikes is not None or self.record is not None
 
     # ----- the step -----
 
     def begin_step(self, step: int, mode: ModeKeys, mode_step: int) -> None:
         """A step starts (in a worker that writes)."""
+        self.recording = self.record is not None
         guard = self.guard
         if guard is not None:
             guard.begin(step, mode, mode_step)
@@ -156,8 +173,8 @@ class InTrainingChecks(StepListener):
             self._write_origin(guard)
 
     def stop_guarding(self) -> None:
-        """This worker writes nothing: the step is not checked."""
-        self.guarding = False
+        """This worker writes nothing: the step is not checked, nor recorded."""
+        self.guarding = self.recording = False
 
     # ----- the update -----
 
@@ -168,7 +185,7 @@ class InTrainingChecks(StepListener):
         step's gradients, then the spike rules judge the TRAIN step (after its closure ran)."""
         if not self.armed or not self._owns(optimizer):
             return None
-        if self.guarding or self.spikes is not None:
+        if self.guarding or self.spikes is not None or self.recording:
             checked = with_closure(args, kwargs, lambda c: self._after_closure(c, optimizer))
             if checked is not None:
                 return checked
@@ -200,27 +217,60 @@ class InTrainingChecks(StepListener):
         self._check_nonfinite(lambda guard: taken.append(guard.update_tensors()))
         checked, flagged = taken[0] if taken else ([], [])
         spikes, where = self.spikes, self._where()
-        judging = spikes is not None and where[1] in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
-        wants_norm = judging and spikes is not None and spikes.wants_gradient_norm
+        training = where[1] in (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+        judging = spikes is not None and training
+        recording = self.recording and training
+        wants_norm = recording or (judging and spikes is not None and spikes.wants_gradient_norm)
         try:
             summary = UpdateSummary(
                 flagged,
                 gradients_of(optimizer) if wants_norm else None,
-                self._step_loss() if judging else None,
+                self._step_loss() if judging or recording else None,
             )
         except Exception as error:
             if flagged:
                 self._guard_failed(error)
             if judging:
                 self._spikes_failed(error)
+            if recording:
+                self._record_failed(error)
             return
+        recorded = None
         try:
             if checked:
                 self._check_nonfinite(lambda guard: guard.check_update(checked, flagged, summary))
             if judging:
                 self._judge_update(optimizer, summary, where)
+            if recording:
+                recorded = self._take_record(optimizer, summary, where)
         finally:
             summary.send()
+        if recorded is not None and self._hand_over is not None:
+            self._hand_over(recorded)
+
+    def _take_record(
+        self, optimizer: torch.optim.Optimizer, summary: UpdateSummary, where: Where
+    ) -> RecordedStep | None:
+        record = self.record
+        if record is None:
+            return None
+        try:
+            return record.take(optimizer, summary, where[0], where[1], where[2])
+        except Exception as error:
+            self._record_failed(error)
+            return None
+
+    def _record_failed(self, error: Exception) -> None:
+        """The training record failed: it turns itself off; the rest goes on."""
+        if self.strict:
+            raise error
+        self.record, self.recording = None, False
+        log.warning(
+            "trainprobe: the training record (every step's loss, learning rate and gradient "
+            "norm) stops for the rest of this run (%s: %s); saving and training go on",
+            type(error).__name__,
+            error,
+        )
 
     def _judge_update(
         self, optimizer: torch.optim.Optimizer, summary: UpdateSummary, where: Where

@@ -15,6 +15,11 @@ the one exchange of the step (``shard_exchange``), which the first such tensor m
 of a sharded training writes. In a training of several processes each parameter saved also gets
 its fingerprint (``device_passes.FINGERPRINT``), for the ReplicaDivergence rule.
 
+The training record (every TRAIN step's loss, learning rate and gradient norm) is handed over
+in batches (``record``): a step's record goes to the writer after its files, and before the files
+of any later step, so that the writer's chunks cover the steps in order
+(``storage.written_scalars``).
+
 TensorBoard export (rank 0 only, when a ``tensorboard_dir`` is given) rides on the same records:
 each carries the summary the plan chose, the scalar batch is marked for export, and a tensor whose
 collection wants a histogram but saves only reductions gets one more host copy, for the histogram
@@ -46,6 +51,8 @@ from trainprobe.capture.tensorboard_export import Summary, TensorBoardExport
 from trainprobe.capture.writer_thread import (
     CollectionsJob,
     EndStep,
+    RecordedStep,
+    RecordedSteps,
     ScalarBatch,
     ShapeRecord,
     TensorRecord,
@@ -60,6 +67,9 @@ __all__ = ["Step", "StepCapture"]
 log = logging.getLogger("trainprobe")
 
 _SCALAR = Summary("", scalar=True)
+RECORD_BATCH = 50
+RECORD_SECONDS = 1.0
+"""Recorded steps are handed to the writer this many at a time, or after this many seconds."""
 
 
 @dataclass
@@ -119,6 +129,8 @@ class StepCapture:
         self._combined: set[str] = set()
         self._fingerprinted: set[str] = set()
         self._placed: list[ShardEntry] = []  # pieces fingerprinted, for the index
+        self._recorded: list[RecordedStep] = []
+        self._recorded_sent_at = time.monotonic()
 
     # ----- who writes -----
 
@@ -186,11 +198,31 @@ class StepCapture:
                 )
                 current.sent = True
             if current.sent and writer is not None:
+                # The records of earlier steps before this step's files, its own after them.
+                earlier = [row for row in self._recorded if row.step < current.step]
+                self._recorded = self._recorded[len(earlier) :]
+                self._send_records(earlier)
                 writer.submit(EndStep(current.step))
                 if not self._saved_a_step:
                     self._saved_a_step = True
                     self.write_collections()
+            elif (
+                len(self._recorded) >= RECORD_BATCH
+                or time.monotonic() - self._recorded_sent_at >= RECORD_SECONDS
+            ):
+                rows, self._recorded = self._recorded, []
+                self._send_records(rows)
         return current
+
+    def record(self, row: RecordedStep) -> None:
+        """Hand over the record of the step in progress (or one that has ended), in its turn
+        (see the module docstring)."""
+        self._recorded.append(row)
+
+    def _send_records(self, rows: list[RecordedStep]) -> None:
+        if rows:
+            self._recorded_sent_at = time.monotonic()
+            self.ensure_writer().submit(RecordedSteps(rows))
 
     def write_collections(self) -> None:
         """Queue this worker's collections file, unless it would repeat the last one."""
@@ -436,7 +468,11 @@ class StepCapture:
             self.writer.flush()
 
     def close(self, *, training_end: bool) -> None:
-        """Write the collections file (and the end marker), then stop the writer thread."""
+        """Hand over the steps' records, write the collections file (and the end marker), then
+        stop the writer thread."""
+        rows, self._recorded = self._recorded, []
+        with self._lock:
+            self._send_records(rows)
         self.write_collections()
         if training_end:
             self.ensure_writer().write_training_end()

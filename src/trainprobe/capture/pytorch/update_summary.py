@@ -9,7 +9,11 @@ gradients**, whatever is armed, into one small vector on their device:
 - with the gradient norm wanted: each tensor's l2 norm, one fused ``_foreach_norm`` per device
   and dtype, accumulated in float64 (it cannot overflow: a tensor's norm is finite exactly when
   its values are), over the guard's tensors and the optimizer's gradients together; the global
-  norm is summed from the gradients' part of it;
+  norm is summed from the gradients' part of it. On a device whose values the host reads freely
+  (the CPU) a float32 or float64 tensor's norm is taken in its own dtype (16-bit ones in float32):
+  there widening every gradient to float64 would cost ten times the pass itself (11.6 against
+  1.0 ms for an MLP's 1.8 million gradients), and the guard checks a tensor whose norm is not
+  finite element by element before it counts;
 - for the guard alone: on a device whose values the host reads freely (the CPU), first the sum
   of the tensors laid end to end (two operations, whatever their number) and, only when that is
   not finite, each tensor's l2 norm in float32 (a large finite sum or square overflows: a tensor
@@ -124,9 +128,14 @@ class UpdateSummary:
             group.shares.append(share)
         device = gradients[0].device
         parts, squares = [], []
-        for group in groups.values():
-            norms = torch._foreach_norm(group.tensors, 2, dtype=torch.float64)
-            part = torch.stack(list(norms)).to(device)
+        for (where, dtype), group in groups.items():
+            if host_reads_are_free(where):
+                wide = None if dtype in (torch.float32, torch.float64) else torch.float32
+                norms = torch._foreach_norm(group.tensors, 2, dtype=wide)
+                part = torch.stack(list(norms)).to(device, torch.float64)
+            else:
+                norms = torch._foreach_norm(group.tensors, 2, dtype=torch.float64)
+                part = torch.stack(list(norms)).to(device)
             parts.append(part)
             self.flag_order.extend(group.flagged)
             if group.gradients:

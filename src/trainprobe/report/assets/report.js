@@ -159,6 +159,14 @@
               layout(row.Rule + ": GPU " + what + " as the rule saw it", "GPU", "%",
                      { hovermode: "closest" })];
     },
+    record(i) {
+      const record = report.TrainingRecord;
+      const series = record.Series[i];
+      const traces = banded(series.Plot, colors[i % colors.length], series.Label);
+      return [traces, layout(series.Label + " at every " + record.Mode + " step",
+                             record.Mode + " step", series.Label,
+                             { yaxis: { title: { text: series.Label } } })];
+    },
     overhead(i) {
       const worker = report.DebuggerOverhead.Workers[i];
       const traces = banded(worker.Plot, colors[1], "hook time");

@@ -102,10 +102,11 @@ def noise_of(first: Sequence[LossValue], second: Sequence[LossValue]) -> float:
     return 2.0 * math.sqrt(variance)
 
 
-def window_words(window: Sequence[LossValue]) -> str:
+def window_words(window: Sequence[LossValue], kept: str = "saved") -> str:
     """Where a window's mean comes from: ``0.31 (mean of 5 saved, TRAIN steps 0-4)``,
     ``2.1 (mean of 3 evaluation passes, EVAL steps 0-2 (steps 5-17))``, ``2.1 (evaluation pass,
-    EVAL steps 0-49 (steps 100-149))``."""
+    EVAL steps 0-49 (steps 100-149))``; ``kept`` says how its losses were kept (``recorded``:
+    the hook's every-step record)."""
     first, last = window[0], window[-1]
     steps = step_span_in_words(
         first.first_step, last.last_step, first.mode, first.first_mode_step, last.last_mode_step
@@ -118,7 +119,7 @@ def window_words(window: Sequence[LossValue]) -> str:
         return f"{shown} (mean of {len(window)} evaluation passes, {steps})"
     if len(window) == 1:
         return f"{shown} at {steps}"
-    return f"{shown} (mean of {len(window)} saved, {steps})"
+    return f"{shown} (mean of {len(window)} {kept}, {steps})"
 
 
 def _held(values: Sequence[LossValue]) -> int:

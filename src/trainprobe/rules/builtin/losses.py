@@ -16,7 +16,7 @@ round's value, computed over a whole data set, is judged as it is.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +38,7 @@ from trainprobe.rules.builtin.loss_series import (
 )
 from trainprobe.rules.builtin.selection import TensorSelection, loss_selection
 from trainprobe.storage.modes import ModeKeys
+from trainprobe.storage.training_record import LOSS as RECORDED_LOSS
 
 __all__ = ["LossNotDecreasing", "Overfit", "Overtraining"]
 
@@ -147,6 +148,15 @@ class LossNotDecreasing(_LossRule):
     The losses are the tensors of ``collection_names`` and ``tensor_regex``, plus the
     ``losses`` collection when ``use_losses_collection``; with none of these in the job, the
     tensors named like a loss. Only scalars count.
+
+    With SageMaker's default save interval (500 steps) a short job saves one or two training
+    losses. Where trainprobe's hook kept its training record (``trainprobe/loss``: the training's
+    own loss at every TRAIN step, whatever the save interval) and the rule reads the job's losses
+    as by default (the ``losses`` collection, no ``collection_names`` or ``tensor_regex``), the
+    training loss is judged from the record as soon as it holds more of the training's losses
+    than were saved and no saved training loss has been compared yet; the verdict says so. A
+    recorded step whose loss the hook did not find (NaN) is passed over: a non-finite loss is
+    caught where it was saved, and by the hook's non-finite guard.
     """
 
     def __init__(
@@ -185,6 +195,9 @@ class LossNotDecreasing(_LossRule):
         self.mode = ModeKeys[parameters.text("mode")]
         self._patterns = parameters.patterns("tensor_regex")
         self._series: dict[tuple[str, ModeKeys], LossSeries] = {}
+        self._record: tuple[int, int] | None = None
+        """Judging the training record instead of the saved training losses: (how many of them
+        had been saved then, the last global step of the record fed so far)."""
 
     def _selection(self) -> TensorSelection:
         collections = list(self.collection_names)
@@ -212,6 +225,14 @@ class LossNotDecreasing(_LossRule):
             )
         selection = self._selection()
         losses = self.losses_at(step, selection)
+        if mode not in PASS_MODES and self._judges_record(step, saved_now=bool(losses)):
+            fired |= self._judge_record(step)
+            # The saved losses are in the record: only a non-finite one is still news.
+            losses = {name: loss for name, loss in losses.items() if not np.isfinite(loss)}
+            if not losses:
+                if fired or self._comparisons > compared:
+                    return fired
+                return self.nothing_due(self.waiting())
         if not losses:
             return fired or self.no_loss(step, selection, compared)
         # XGBoost's metrics are each over a whole data set: judged as they are, unsmoothed.
@@ -236,6 +257,63 @@ class LossNotDecreasing(_LossRule):
 
     def judge_pass(self, name: str, value: LossValue) -> bool:
         return self._wanted(value.mode) and self._judge(name, value)
+
+    def judge_at_end(self) -> bool | None:
+        """The training has ended: the rest of the training record too, where it is judged."""
+        before = self._comparisons
+        fired = self._judges_record(None) and self._judge_record(None)
+        ended = super().judge_at_end()
+        if fired or ended:
+            return True
+        return False if self._comparisons > before else ended
+
+    # ----- the training record -----
+
+    def _judges_record(self, step: int | None, saved_now: bool = False) -> bool:
+        """Whether the training losses are judged from the training record (from now on, once
+        it is so): the rule reads the losses as by default, no saved training loss has been
+        compared, and the record holds more of the training's losses up to ``step`` (None: all)
+        than were saved (those judged so far, and ``step``'s own when ``saved_now``)."""
+        if self._record is not None:
+            return True
+        if self.collection_names or self.tensor_regex or not self.use_losses_collection:
+            return False
+        training = [series for (_, mode), series in self._series.items() if mode not in PASS_MODES]
+        if any(series.last_compared is not None for series in training):
+            return False
+        if not self.base_trial.has_tensor(RECORDED_LOSS):
+            return False
+        recorded = self.base_trial.tensor(RECORDED_LOSS).steps()
+        held = max((series.held for series in training), default=0) + int(saved_now)
+        if bisect_right(recorded, step if step is not None else recorded[-1]) <= held:
+            return False
+        self._record = (held, -1)
+        for key in [key for key in self._series if key[1] not in PASS_MODES]:
+            del self._series[key]  # their losses are in the record
+        return True
+
+    def _judge_record(self, through: int | None) -> bool:
+        """Judge the record's losses after those fed so far, up to global step ``through``
+        (None: all); whether the condition is met (at the first comparison that meets it)."""
+        assert self._record is not None
+        held, fed = self._record
+        tensor = self.base_trial.tensor(RECORDED_LOSS)
+        steps = tensor.steps()
+        train = tensor.steps(mode=ModeKeys.TRAIN)
+        mode = ModeKeys.TRAIN if train else ModeKeys.GLOBAL
+        mode_steps = train or steps
+        values = tensor.values()
+        start = bisect_right(steps, fed)
+        end = len(steps) if through is None else bisect_right(steps, through)
+        for index in range(start, end):
+            step = steps[index]
+            self._record = (held, step)
+            loss = float(values[step])
+            if not self._wanted(mode) or not np.isfinite(loss):
+                continue
+            if self._judge(RECORDED_LOSS, LossValue.at_step(loss, mode, step, mode_steps[index])):
+                return True
+        return False
 
     def _judge(self, name: str, value: LossValue, least: int = WINDOW) -> bool:
         """Add ``value`` to its series and, when due, compare the series' windows (each of
@@ -267,8 +345,16 @@ class LossNotDecreasing(_LossRule):
         return "waiting for losses to compare: " + (_listed(parts) or "none saved yet")
 
     def remarks(self) -> list[str]:
-        """Besides what was set aside: a series never compared while others were."""
+        """Besides what was set aside: that the training losses came from the training record,
+        and a series never compared while others were."""
         said = super().remarks()
+        if self._record is not None:
+            said.append(
+                f"The training losses judged are {RECORDED_LOSS}, the training's own loss at "
+                "every TRAIN step as trainprobe's hook recorded it, whatever the save interval: "
+                f"the losses collection held {self._record[0]} training loss(es) then, too few "
+                "to compare."
+            )
         if not self.has_judged:
             return said
         for (name, mode), series in sorted(self._series.items()):
@@ -290,7 +376,11 @@ class LossNotDecreasing(_LossRule):
             return False
         change = 100.0 * (loss - before) / abs(before)
         kind = "validation loss" if mode in PASS_MODES else "loss"
-        went = f"{name}: the {kind} went from {window_words(earlier)} to {window_words(recent)}"
+        kept = "recorded" if name == RECORDED_LOSS else "saved"
+        went = (
+            f"{name}: the {kind} went from {window_words(earlier, kept)} to "
+            f"{window_words(recent, kept)}"
+        )
         if change > 0:
             if change <= self.increase_threshold_percent:
                 return False

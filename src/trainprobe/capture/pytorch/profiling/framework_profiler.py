@@ -383,7 +383,7 @@ class FrameworkProfiler(StepListener):
         if flight is not None and "flight" not in off:
             try:
                 busy = detailed or python or profiled_before
-                flight.step_started(step, mode_name, entry_us, busy=busy)
+                flight.step_started(step, mode_name, entry_us, busy=busy, mode_step=mode_step)
             except Exception as error:
                 self._fail("flight", error)
         if detailed or python:
@@ -541,6 +541,8 @@ class FrameworkProfiler(StepListener):
         self._closed = True
         if self.hang_watch is not None:
             self.hang_watch.close()
+        if self.flight_recorder is not None:
+            self.flight_recorder.close()
         self._recorder.close()
         if (
             active
