@@ -8,7 +8,8 @@ One training serves the whole module: its loss turns NaN at step 250, so Explodi
 progress when the job page opens and finds the issue while it is watched. Another, finished,
 has a data loader that stalls once and one bad batch: its page marks the flight recorder's
 capture of the slow step and the loss spike, counts slow steps as the recorder did, never lets
-two labels overlap, and shows the training's mean steps/s, the report's figure.
+two labels overlap, and shows the training's mean steps/s, the report's figure. A third, at
+SageMaker's save interval, charts the loss of every step from the hook's record.
 """
 
 from __future__ import annotations
@@ -469,4 +470,36 @@ def test_nearby_marks_share_one_label_and_labels_never_overlap(browser: Browser)
     assert len(spans) == 2 and all(start >= 0 and end <= 500 for start, end, _ in spans)
     assert all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))
     assert all(re.fullmatch(_LABEL, text) for _, _, text in spans)
+    browser.assert_clean()
+
+
+def test_a_default_jobs_page_charts_the_loss_of_every_step_and_marks_its_capture(
+    browser: Browser,
+) -> None:
+    # SageMaker's save interval (500 steps) saves the loss of step 0 alone; the hook's record
+    # of every TRAIN step is what the page charts first.
+    _trainprobe_run(
+        browser.ui, "ui-default", MARKED_TRAINING,
+        *("--steps", "150", "--stall-at", "40", "--stall", "1.5"),
+        options=("--save-interval", "500"),
+    )  # fmt: skip
+    record = JobStore(browser.ui.home / "jobs.sqlite").get("ui-default")
+    assert record is not None
+    captures = list_captures(layout_of(record).profiler_output)
+    assert captures, "the stalled step was captured"
+    page = browser.page
+    page.goto(browser.ui.url)
+    page.goto(f"{browser.ui.origin}/jobs/ui-default")
+    page.wait_for_selector("#status .status-Completed")
+
+    browser.see("#scalar-0")
+    assert page.locator("#scalar-0").get_attribute("data-tensor") == "trainprobe/loss"
+    steps = page.evaluate(
+        "document.getElementById('scalar-0').data.filter((trace) => trace.mode !== 'markers')"
+        ".flatMap((trace) => Array.from(trace.x))"
+    )
+    assert sorted(set(steps)) == list(range(150))
+    marked = [shape["x0"] for shape in browser.layout("scalar-0", "shapes")]
+    assert {capture.trigger_step for capture in captures} <= set(marked)
+    browser.screenshot("job-default")
     browser.assert_clean()
