@@ -459,9 +459,11 @@ def test_matches_the_sagemaker_sdk(case: dict[str, Any], sdk_results: dict[str, 
 
 def test_the_comparison_covers_every_rule_configs_name() -> None:
     functions = {case["fn"] for case in CASES if case["op"] == "rule_config"}
-    # LossSpike and GradientNormSpike are trainprobe's own: the SDK has no function for them.
-    ours = {spec.sdk_name for spec in catalogue.debugging_rules() if spec.in_training}
-    assert ours == {"loss_spike", "gradient_norm_spike"}
+    # LossSpike, GradientNormSpike and ReplicaDivergence are trainprobe's own: the SDK has no
+    # function for them.
+    spikes = {spec.sdk_name for spec in catalogue.debugging_rules() if spec.in_training}
+    assert spikes == {"loss_spike", "gradient_norm_spike"}
+    ours = spikes | {"replica_divergence"}
     assert functions == {spec.sdk_name for spec in catalogue.debugging_rules()} - ours
     classes = {case["cls"] for case in CASES if case["op"] == "profiler_config"}
     # OverallFrameworkMetrics is trainprobe's own: smdebug-rulesconfig has no class for it.

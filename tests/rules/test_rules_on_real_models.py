@@ -142,5 +142,7 @@ def test_rules_run_on_the_resnet_prints_what_it_set_aside(healthy_resnet: Path) 
     result = rules_run("LossNotDecreasing", str(healthy_resnet))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "LossNotDecreasing: NoIssuesFound" in result.stdout
-    # Steps 0-80 wait for 10 saved losses; step 90 compares steps 50-90 with steps 0-40.
-    assert "Steps evaluated: 1, skipped: 9" in result.stdout
+    # The hook's record of every TRAIN step is judged, not the 10 saved losses: steps 0 and 10
+    # wait for 5 losses at least num_steps before the newest 5; every saved step after compares.
+    assert "The training losses judged are trainprobe/loss" in result.stdout
+    assert "Steps evaluated: 9, skipped: 2" in result.stdout

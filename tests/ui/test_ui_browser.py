@@ -331,7 +331,10 @@ def test_compare_draws_two_jobs_losses_on_one_chart(browser: Browser, training: 
     page.wait_for_selector("#compare-chart[data-drawn]")
     names = page.locator("#compare-chart .legendtext").all_text_contents()
     assert any(JOB in name for name in names) and any("ui-short" in name for name in names)
-    assert browser.text("#compare-tensor") == "CrossEntropyLoss_output_0"
+    # Every step's loss, from the hooks' records, is compared first; the saved loss is offered.
+    assert page.locator("#compare-tensor").input_value() == "trainprobe/loss"
+    offered = page.locator("#compare-tensor option").all_text_contents()
+    assert "CrossEntropyLoss_output_0" in offered
     browser.screenshot("compare")
     browser.assert_clean()
 
