@@ -259,6 +259,27 @@ def test_the_monitor_ends_when_the_watched_process_exits(tmp_path: Path) -> None
         busy.wait()
 
 
+def test_a_burst_of_stop_signals_still_ends_the_monitor_with_its_files(tmp_path: Path) -> None:
+    # A job's monitor can be sent SIGTERM by its parent's death and by the job's stop at once:
+    # a second signal arriving while the first is being handled must not leave it hanging.
+    busy = start_busy_process()
+    monitor = start_monitor(tmp_path, "--interval-ms", "100", "--pid", str(busy.pid))
+    try:
+        wait_until(lambda: bool(files_on_disk(tmp_path)), "the first file")
+        deadline = time.monotonic() + 30
+        while monitor.poll() is None and time.monotonic() < deadline:
+            monitor.send_signal(signal.SIGTERM)
+            time.sleep(0.0001)
+        # Ended (a signal after its files were finished may end it by SIGTERM's default).
+        assert monitor.poll() in (0, -signal.SIGTERM)
+        assert files_on_disk(tmp_path)
+        assert all(path.suffix == ".json" for path in files_on_disk(tmp_path))
+    finally:
+        monitor.kill()
+        busy.kill()
+        busy.wait()
+
+
 def write_config(path: Path, request: dict[str, object]) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(request))

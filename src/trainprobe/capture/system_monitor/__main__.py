@@ -31,6 +31,7 @@ __all__ = ["main"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 STOP_DEADLINE_SECONDS = 30.0
+STOP_POLL_SECONDS = 0.1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,25 +94,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainprobe system monitor: {error}", file=sys.stderr)
         return 2
     stop = threading.Event()
+    asked: list[int] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-        # Finishing the current files takes a moment; a write that hangs must not keep the
-        # monitor alive once its job has ended.
-        timer = threading.Timer(STOP_DEADLINE_SECONDS, os._exit, (1,))
-        timer.daemon = True
-        timer.start()
+        # Only a note, taken without a lock: a handler that set the Event itself could be
+        # interrupted by a second signal while holding the Event's lock, and the second
+        # handler would then wait for that lock forever (a parent's death and a job's stop
+        # send SIGTERM together). The main thread acts on the note.
+        asked.append(signum)
 
     previous = {number: signal.signal(number, request_stop) for number in STOP_SIGNALS}
     outcome: list[Outcome] = []
-    # The loop runs in a thread so that the main thread, blocked in join(), is free to run the
-    # signal handlers at once.
+    # The loop runs in a thread; the main thread wakes often enough to act on a stop at once.
     worker = threading.Thread(
         target=lambda: outcome.append(monitor.run(stop)), name="system-monitor"
     )
     try:
         worker.start()
-        worker.join()
+        while worker.is_alive():
+            worker.join(timeout=STOP_POLL_SECONDS)
+            if asked and not stop.is_set():
+                stop.set()
+                # Finishing the current files takes a moment; a write that hangs must not
+                # keep the monitor alive once its job has ended.
+                deadline = threading.Timer(STOP_DEADLINE_SECONDS, os._exit, (1,))
+                deadline.daemon = True
+                deadline.start()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
