@@ -18,15 +18,13 @@ installing the hook fail, the failure is logged and the training goes on without
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import inspect
 import logging
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from trainprobe.jobs.processes.patch_on_import import patch_when_imported
 
 __all__ = ["install", "is_keras_object", "patch"]
 
@@ -97,36 +95,6 @@ def patch(keras: ModuleType) -> None:
             setattr(model, name, _hooked(original))
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches keras right after the script imports it."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "keras":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        execute = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            execute(module)
-            try:
-                patch(module)
-            except Exception as error:
-                log.error("trainprobe: the Keras hook could not be installed (%s)", error)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 def install() -> None:
     """Patch keras now if it is imported, else as soon as the script imports it."""
-    module = sys.modules.get("keras")
-    if module is not None:
-        patch(module)
-    elif not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+    patch_when_imported("keras", patch, "Keras")

@@ -20,9 +20,6 @@ Should installing the hook fail, the failure is logged and the training goes on 
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import inspect
 import json
 import logging
@@ -32,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from trainprobe import settings
+from trainprobe.jobs.processes.patch_on_import import patch_when_imported
 
 __all__ = ["install"]
 
@@ -135,36 +133,6 @@ def patch(xgboost: ModuleType) -> None:
             module.train = hooked  # type: ignore[attr-defined]
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches xgboost right after the script imports it."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "xgboost":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        execute = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            execute(module)
-            try:
-                patch(module)
-            except Exception as error:
-                log.error("trainprobe: the XGBoost hook could not be installed (%s)", error)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 def install() -> None:
     """Patch xgboost now if it is imported, else as soon as the script imports it."""
-    module = sys.modules.get("xgboost")
-    if module is not None:
-        patch(module)
-    elif not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+    patch_when_imported("xgboost", patch, "XGBoost")
