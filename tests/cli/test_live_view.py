@@ -31,12 +31,13 @@ from trainprobe.jobs.operations.progress import saved_loss
 from trainprobe.rules import Rule
 from trainprobe.rules.definition import RuleDefinition
 from trainprobe.rules.runner import RuleRunner
-from trainprobe.storage import locations
+from trainprobe.storage import locations, written_scalars
 from trainprobe.storage.job_layout import JobLayout
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.rule_output import read_status
 from trainprobe.storage.step_file import StepWriter, write_collections_file, write_training_end
 from trainprobe.storage.system_metrics import minute_file
+from trainprobe.storage.written_scalars import ScalarChunkWriter
 
 TRAINING = Path(__file__).resolve().parent.parent / "jobs" / "plain_training.py"
 # Colours, then cursor moves and erasures: what the terminal acts on rather than shows.
@@ -188,6 +189,37 @@ def test_files_that_cannot_be_read_leave_their_fields_blank(tmp_path: Path) -> N
     assert snapshot.loss is None and snapshot.cpu_percent is None
     assert snapshot.rules == (RuleStatus("ExplodingTensor", "InProgress"),)
     assert row(rendered(snapshot), "loss") == "loss"
+
+
+def test_the_last_panel_draws_every_recorded_loss_even_when_the_step_did_not_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's record of a step reaches its files after the step's own: the panel drawn when
+    the job ends reads the record again, though the last step was already shown."""
+    monkeypatch.setattr(written_scalars, "PIECE_SECONDS", 0.0)  # a piece at every step
+    layout = JobLayout.for_job("late-record", str(tmp_path))
+    write_steps(Path(layout.debug_output), range(30))
+    record = ScalarChunkWriter(layout.debug_output, "worker_0")
+    description = {
+        "TrainingJobName": "late-record",
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Training",
+        "DebugRuleEvaluationStatuses": [],
+    }
+
+    def keep(steps: range) -> None:
+        for step in steps:
+            record.step_written(step)
+            record.add_record(step, "TRAIN", np.array([2.0 - step / 30, 0.1, 1.0, step]))
+
+    keep(range(27))
+    progress = JobProgress(layout)
+    assert len(progress.snapshot(description).recent_losses) == 27
+    keep(range(27, 30))
+    description |= {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"}
+    last = progress.snapshot(description, final=True)
+    assert len(last.recent_losses) == 30 and last.loss_where == "TRAIN step 29"
+    assert last.loss == pytest.approx(2.0 - 29 / 30)
 
 
 class LooksForAttention(Rule):

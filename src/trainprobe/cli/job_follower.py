@@ -218,7 +218,7 @@ class JobProgress:
     def _read_loss(self, now: float, step: int, final: bool, saved: int | None) -> None:
         if self._loss_read is not None:
             read_at, read_step = self._loss_read
-            if read_step == step or (not final and now - read_at < _LOSS_EVERY_SECONDS):
+            if not final and (read_step == step or now - read_at < _LOSS_EVERY_SECONDS):
                 return
         self._loss_read = (now, step)
         debug_output = self.layout.debug_output
