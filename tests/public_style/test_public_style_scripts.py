@@ -202,8 +202,10 @@ def test_nanogpt_style_accumulation_and_estimate_loss_with_a_capture_adds_no_out
             asked.set()
             write_profile_request(str(profiler_output), 2)
 
+    # Iterations enough after the request for it to be seen on a loaded machine, where the
+    # training's lines reach this test late.
     run = ScriptRun(
-        tmp_path, "nanogpt_accumulation.py", "--max-iters", "30", on_line=ask_for_a_capture
+        tmp_path, "nanogpt_accumulation.py", "--max-iters", "200", on_line=ask_for_a_capture
     )
     # The capture was made, and the profiler library said nothing in the training's output.
     captures = [c for c in list_captures(str(profiler_output)) if c.trigger == "request"]
