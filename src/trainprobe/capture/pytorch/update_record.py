@@ -86,7 +86,10 @@ class UpdateRecord:
         if step == self._last_step:
             return None
         self._last_step = step
-        loss, norm = summary.loss, summary.gradient_norm
+        loss = summary.loss
+        norm: torch.Tensor | float | None = summary.gradient_norm_now
+        if norm is None:
+            norm = summary.gradient_norm
         rate = learning_rate_of(optimizer)
         on_device = [value for value in (norm, loss, rate) if isinstance(value, torch.Tensor)]
         if not on_device or host_reads_are_free(on_device[0].device):
@@ -111,9 +114,9 @@ def _read(value: torch.Tensor | float | None) -> float:
     return value
 
 
-def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+def _on(value: torch.Tensor | float | None, device: torch.device) -> torch.Tensor:
     """``value`` (detached already: the summary's) as a float64 scalar on ``device`` (NaN for
     none)."""
-    if value is None:
-        return torch.full((), _NAN, dtype=torch.float64, device=device)
+    if not isinstance(value, torch.Tensor):
+        return torch.full((), _NAN if value is None else value, dtype=torch.float64, device=device)
     return (value if value.dim() == 0 else value.reshape(())).to(device, torch.float64)
