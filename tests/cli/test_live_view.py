@@ -222,6 +222,33 @@ def test_the_last_panel_draws_every_recorded_loss_even_when_the_step_did_not_cha
     assert last.loss == pytest.approx(2.0 - 29 / 30)
 
 
+def test_the_sparkline_keeps_its_steps_when_a_chunk_of_the_record_has_just_begun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record is kept in chunks of steps: right after one is whole, the newest holds a few
+    steps; the panel draws the steps of the chunk before too."""
+    monkeypatch.setattr(written_scalars, "CHUNK_STEPS", 20)
+    layout = JobLayout.for_job("new-chunk", str(tmp_path))
+    write_steps(Path(layout.debug_output), range(25))
+    record = ScalarChunkWriter(layout.debug_output, "worker_0")
+    for step in range(25):
+        record.step_written(step)
+        record.add_record(step, "TRAIN", np.array([2.0 - step / 30, 0.1, 1.0, step]))
+    record.flush()
+    description = {
+        "TrainingJobName": "new-chunk",
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Training",
+        "DebugRuleEvaluationStatuses": [],
+    }
+    shown = JobProgress(layout).snapshot(description)
+    # From step 0 on (the newest chunk holds steps 20-24), falling as the losses fell.
+    losses = shown.recent_losses
+    assert len(losses) >= 24 and losses[0] == 2.0 and losses[-1] == pytest.approx(2.0 - 24 / 30)
+    assert list(losses) == sorted(losses, reverse=True)
+    assert shown.loss_where == "TRAIN step 24"
+
+
 class LooksForAttention(Rule):
     """A custom rule whose tensor the job never saves: it can judge no step."""
 

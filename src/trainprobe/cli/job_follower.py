@@ -222,7 +222,9 @@ class JobProgress:
                 return
         self._loss_read = (now, step)
         debug_output = self.layout.debug_output
-        record = _or_blank(lambda: latest_record(debug_output), "the training record")
+        record = _or_blank(
+            lambda: latest_record(debug_output, _SPARKLINE_STEPS), "the training record"
+        )
         if record is not None:
             self._record = record
         recorded = self._latest_recorded_loss()

@@ -75,6 +75,18 @@ class TrainingRecord:
     def __len__(self) -> int:
         return int(self.steps.size)
 
+    def then(self, later: TrainingRecord) -> TrainingRecord:
+        """This record followed by ``later``'s steps (of the same mode)."""
+        return TrainingRecord(
+            self.mode,
+            np.concatenate([self.steps, later.steps]),
+            np.concatenate([self.mode_steps, later.mode_steps]),
+            {
+                name: np.concatenate([values, later.values[name]])
+                for name, values in self.values.items()
+            },
+        )
+
     def tail(self, count: int) -> TrainingRecord:
         """The last ``count`` recorded steps."""
         return TrainingRecord(
@@ -111,17 +123,29 @@ def _aligned(steps: Steps, at: Steps, values: Values) -> Values:
     return found
 
 
-def latest_record(out_dir: str) -> TrainingRecord | None:
+def latest_record(out_dir: str, steps: int = 1) -> TrainingRecord | None:
     """The record in the newest chunk (or piece) a worker of the tensor output ``out_dir`` kept:
-    the latest steps, from one listing and one small file; None when there is none."""
+    the latest steps, from one listing and one small file (and the chunk before it, when the
+    newest holds fewer than ``steps`` steps: a chunk has just begun); None when there is none."""
     root = locations.join(out_dir, locations.SCALARS_DIR)
     for worker in files.child_names(root):
         spans = chunk_spans(locations.join(root, worker))
         if not spans:
             continue
         newest = max(spans, key=lambda span: (span[1], -span[0]))
-        chunks = read_spans([newest], newest[0])
-        found = record_of(chunks[0]) if chunks else None
-        if found is not None:
-            return found
+        found = _record_in(newest)
+        if found is None:
+            continue
+        before = [span for span in spans if span[1] == newest[0] - 1]
+        if len(found) < steps and before:
+            earlier = _record_in(min(before))
+            if earlier is not None and earlier.mode == found.mode:
+                return earlier.then(found)
+        return found
     return None
+
+
+def _record_in(span: tuple[int, int, str]) -> TrainingRecord | None:
+    """The record in the chunk of ``span`` (None: none, or the chunk cannot be read)."""
+    chunks = read_spans([span], span[0])
+    return record_of(chunks[0]) if chunks else None
