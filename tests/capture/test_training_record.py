@@ -20,6 +20,7 @@ from torch import nn
 import trainprobe.pytorch as smd
 from trainprobe.analysis.exceptions import TensorUnavailable, TensorUnavailableForStep
 from trainprobe.capture.pytorch import host_copy
+from trainprobe.storage import written_scalars
 from trainprobe.storage.modes import ModeKeys
 from trainprobe.storage.written_scalars import read_written_scalars
 from trainprobe.trials import create_trial
@@ -130,3 +131,16 @@ def test_switched_off_nothing_is_recorded(tmp_path: Path) -> None:
     assert trial.tensor_names(regex="^trainprobe/") == []
     with pytest.raises(TensorUnavailable):
         trial.tensor("trainprobe/loss")
+
+
+def test_with_every_step_saved_the_last_step_of_each_chunk_keeps_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step's record reaches the writer after its files; the files of a chunk's last step do
+    # not close the chunk before the record is in it (chunks of 20 steps here, 1000 by default).
+    monkeypatch.setattr(written_scalars, "CHUNK_STEPS", 20)
+    seen = train(tmp_path, 45, save_config=smd.SaveConfig(save_interval=1))
+
+    loss = create_trial(str(tmp_path)).tensor("trainprobe/loss")
+    assert loss.steps() == list(range(45))
+    np.testing.assert_allclose([float(v) for v in loss.values().values()], seen["loss"], rtol=1e-6)

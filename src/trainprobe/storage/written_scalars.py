@@ -85,6 +85,7 @@ class ScalarChunkWriter:
         self._layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _KeptValues] = {}
         self._kept_at = time.monotonic()
         self._on = True
+        self._records_follow = False  # the hook hands over a record of each TRAIN step
 
     def add(self, step: int, mode: str, name: str, array: np.ndarray) -> None:
         """Tensor ``name`` was written at global ``step`` as ``array`` (kept when it is one
@@ -124,11 +125,12 @@ class ScalarChunkWriter:
         that order): kept like a written step's values, and the step counts as covered (a piece
         or a chunk may be written: its bytes returned). A step's record reaches the writer after
         its files, when a piece may already hold them: it goes into the next piece or the chunk.
-        Only a record of a step whose whole chunk is written already (the last step of a chunk,
-        rarely) is dropped."""
+        Once records come, the files of a chunk's last step no longer make the chunk whole: its
+        record does (or the next step, for a step without one)."""
         first = self._first_step() if self._on else None
         if first is None or step < first:
             return 0
+        self._records_follow = True
         self._batches.append((step, mode, RECORDED, values))
         return self._covered(step, first)
 
@@ -142,14 +144,16 @@ class ScalarChunkWriter:
             self._written_again(step)
             return 0
         self._written.append(step)
-        return self._covered(step, first)
+        return self._covered(step, first, whole=not self._records_follow)
 
-    def _covered(self, step: int, first: int) -> int:
-        """Every value of the steps up to ``step`` is in hand: a piece or a chunk is written
-        when enough steps or time have passed (its bytes returned)."""
+    def _covered(self, step: int, first: int, *, whole: bool = True) -> int:
+        """Every value of the steps up to ``step`` is in hand (``whole``: the step's record
+        too): a piece or a chunk is written when enough steps or time have passed (its bytes
+        returned)."""
         self._covered_through = max(self._covered_through, step)
-        if self._covered_through - first + 1 >= CHUNK_STEPS:
-            return self.flush()
+        last = first + CHUNK_STEPS - 1
+        if self._covered_through > last or (whole and self._covered_through == last):
+            return self.flush(through=last)
         if (
             self._covered_through - self._kept_through >= PIECE_STEPS
             or time.monotonic() - self._kept_at >= PIECE_SECONDS
@@ -161,27 +165,29 @@ class ScalarChunkWriter:
             return size
         return 0
 
-    def flush(self) -> int:
-        """Keep the steps written since the last chunk as a chunk, in place of their pieces,
-        when there are any (its bytes returned). Values of a step whose files are not written
-        yet wait."""
+    def flush(self, through: int | None = None) -> int:
+        """Keep the steps written since the last chunk (up to ``through``, a chunk's last step:
+        those after it wait for the next chunk) as a chunk, in place of their pieces, when there
+        are any (its bytes returned). Values of a step whose files are not written yet wait."""
         first = self._first_step() if self._on else None
         if first is None or self._covered_through < first:
             return 0
-        path, size = self._write(first)
+        last = self._covered_through if through is None else min(through, self._covered_through)
+        path, size = self._write(first, last)
         if path is None:
             return 0
         self._remove([piece for piece in self._pieces if piece != path])
         self._pieces.clear()
         self._parts.clear()
         self._written_parts.clear()
-        self._first = self._covered_through + 1
+        self._first = last + 1
         return size
 
-    def _write(self, start: int) -> tuple[str | None, int]:
-        """Write the steps from ``start`` to the last covered as a chunk file: its path (None
-        when it failed) and size."""
-        last = self._covered_through
+    def _write(self, start: int, last: int | None = None) -> tuple[str | None, int]:
+        """Write the steps from ``start`` to ``last`` (the last covered) as a chunk file: its
+        path (None when it failed) and size."""
+        if last is None:
+            last = self._covered_through
         self._take(last)
         series: dict[tuple[str, str], tuple[Steps, Values]] = {}
         for key, parts in self._parts.items():
@@ -219,8 +225,8 @@ class ScalarChunkWriter:
             at = np.asarray(steps, np.int64)
             for index, name in enumerate(names):
                 self._parts.setdefault((name, mode), []).append((at, columns[:, index]))
-        self._written_parts.append(np.asarray(self._written, np.int64))
-        self._written.clear()
+        self._written_parts.append(np.asarray([s for s in self._written if s <= last], np.int64))
+        self._written = [step for step in self._written if step > last]
 
     def _first_step(self) -> int | None:
         if self._first is None:
