@@ -20,6 +20,7 @@ import threading
 import time
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,6 +192,24 @@ def test_files_that_cannot_be_read_leave_their_fields_blank(tmp_path: Path) -> N
     assert row(rendered(snapshot), "loss") == "loss"
 
 
+def running(name: str) -> dict[str, Any]:
+    """DescribeTrainingJob's answer for a training job ``name`` in progress, without rules."""
+    return {
+        "TrainingJobName": name,
+        "TrainingJobStatus": "InProgress",
+        "SecondaryStatus": "Training",
+        "DebugRuleEvaluationStatuses": [],
+    }
+
+
+def keep_records(writer: ScalarChunkWriter, steps: range) -> None:
+    """Each of ``steps`` written, then its record (as the hook's writer hands them over): a
+    loss falling from 2.0 by 1/30 a step."""
+    for step in steps:
+        writer.step_written(step)
+        writer.add_record(step, "TRAIN", np.array([2.0 - step / 30, 0.1, 1.0, step]))
+
+
 def test_the_last_panel_draws_every_recorded_loss_even_when_the_step_did_not_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,22 +219,11 @@ def test_the_last_panel_draws_every_recorded_loss_even_when_the_step_did_not_cha
     layout = JobLayout.for_job("late-record", str(tmp_path))
     write_steps(Path(layout.debug_output), range(30))
     record = ScalarChunkWriter(layout.debug_output, "worker_0")
-    description = {
-        "TrainingJobName": "late-record",
-        "TrainingJobStatus": "InProgress",
-        "SecondaryStatus": "Training",
-        "DebugRuleEvaluationStatuses": [],
-    }
-
-    def keep(steps: range) -> None:
-        for step in steps:
-            record.step_written(step)
-            record.add_record(step, "TRAIN", np.array([2.0 - step / 30, 0.1, 1.0, step]))
-
-    keep(range(27))
+    description = running("late-record")
+    keep_records(record, range(27))
     progress = JobProgress(layout)
     assert len(progress.snapshot(description).recent_losses) == 27
-    keep(range(27, 30))
+    keep_records(record, range(27, 30))
     description |= {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"}
     last = progress.snapshot(description, final=True)
     assert len(last.recent_losses) == 30 and last.loss_where == "TRAIN step 29"
@@ -231,17 +239,9 @@ def test_the_sparkline_keeps_its_steps_when_a_chunk_of_the_record_has_just_begun
     layout = JobLayout.for_job("new-chunk", str(tmp_path))
     write_steps(Path(layout.debug_output), range(25))
     record = ScalarChunkWriter(layout.debug_output, "worker_0")
-    for step in range(25):
-        record.step_written(step)
-        record.add_record(step, "TRAIN", np.array([2.0 - step / 30, 0.1, 1.0, step]))
+    keep_records(record, range(25))
     record.flush()
-    description = {
-        "TrainingJobName": "new-chunk",
-        "TrainingJobStatus": "InProgress",
-        "SecondaryStatus": "Training",
-        "DebugRuleEvaluationStatuses": [],
-    }
-    shown = JobProgress(layout).snapshot(description)
+    shown = JobProgress(layout).snapshot(running("new-chunk"))
     # From step 0 on (the newest chunk holds steps 20-24), falling as the losses fell.
     losses = shown.recent_losses
     assert len(losses) >= 24 and losses[0] == 2.0 and losses[-1] == pytest.approx(2.0 - 24 / 30)

@@ -63,13 +63,12 @@ def gradients_of(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     ]
 
 
-def _host_norms(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, list[float]]:
+def _host_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
     """The l2 norm of each of ``tensors`` (of one dtype, on the host) in its own dtype (16-bit
-    ones in float32), from one fused kernel and one stack: as a vector and read as numbers."""
+    ones in float32), from one fused kernel and one stack."""
     dtype = tensors[0].dtype
     wide = None if dtype in (torch.float32, torch.float64) else torch.float32
-    vector = torch.stack(list(torch._foreach_norm(tensors, 2, dtype=wide)))
-    return vector, cast(list[float], vector.tolist())
+    return torch.stack(list(torch._foreach_norm(tensors, 2, dtype=wide)))
 
 
 @dataclass
@@ -150,11 +149,9 @@ class UpdateSummary:
             return
         device = gradients[0].device
         parts, squares = [], []
-        for (where, dtype), group in groups.items():
+        for (where, _), group in groups.items():
             if host_reads_are_free(where):
-                wide = None if dtype in (torch.float32, torch.float64) else torch.float32
-                norms = torch._foreach_norm(group.tensors, 2, dtype=wide)
-                part = torch.stack(list(norms)).to(device, torch.float64)
+                part = _host_norms(group.tensors).to(device, torch.float64)
             else:
                 norms = torch._foreach_norm(group.tensors, 2, dtype=torch.float64)
                 part = torch.stack(list(norms)).to(device)
@@ -182,7 +179,8 @@ class UpdateSummary:
         values: list[float] = []
         squares = 0.0
         for group in groups:
-            part, norms = _host_norms(group.tensors)
+            part = _host_norms(group.tensors)
+            norms = cast(list[float], part.tolist())
             squares += math.fsum(norm * norm for norm in norms[len(norms) - group.gradients :])
             parts.append(part)
             values.extend(norms)
