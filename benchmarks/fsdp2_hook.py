@@ -1,15 +1,17 @@
 """What the hook costs a sharded training: a 2-rank FSDP2 training (gloo, CPU), steps that save
-nothing and steps that save weights, biases, gradients and losses with reductions, next to no
-hook, in the same run; and the collectives the hook adds per step.
+nothing (with the training record of every step, and without it) and steps that save weights,
+biases, gradients and losses with reductions, next to no hook, in the same run; and the
+collectives the hook adds per step.
 
-Each rank trains three identical models, each ``fully_shard``-ed per layer: one without a hook,
-one whose hook saves only every ``10**9``-th step (its steps are clean), one whose hook saves
-every step. The configurations run interleaved, a chunk of steps each in turn, on both ranks
-together. The collectives the hook adds are counted by wrapping ``torch.distributed``'s Python
-collectives, which the hook's exchange and all-reduces go through (FSDP2's own do not: they are
-not counted), while each configuration runs, less those counted with no hook. Printed on rank 0:
-steps/s, the ratio to no hook, and the collectives the hook added per step. Nothing is
-asserted::
+Each rank trains four identical models, each ``fully_shard``-ed per layer: one without a hook,
+two whose hooks save only every ``10**9``-th step (their steps are clean; one keeps the default
+training record, whose global gradient norm takes one all-reduce a step, the other
+``record_every_step=False``), one whose hook saves every step. The configurations run
+interleaved, a chunk of steps each in turn, on both ranks together. The collectives the hook
+adds are counted by wrapping ``torch.distributed``'s Python collectives, which the hook's
+exchange and all-reduces go through (FSDP2's own do not: they are not counted), while each
+configuration runs, less those counted with no hook. Printed on rank 0: steps/s, the ratio to
+no hook, and the collectives the hook added per step. Nothing is asserted::
 
     python benchmarks/fsdp2_hook.py [--layers 8] [--width 256] [--steps 120] [--chunk 10]
 """
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import trainprobe.pytorch as smd
 
-CONFIGS = ["no hook", "hook, clean steps", "hook, saving every step"]
+CONFIGS = ["no hook", "hook, clean steps", "clean steps, no record", "hook, saving every step"]
 _COUNTED = ("all_gather_into_tensor", "all_gather_single", "all_reduce", "all_gather", "broadcast")
 _calls = {"config": CONFIGS[0], "counts": {name: 0 for name in CONFIGS}}
 
@@ -82,7 +84,7 @@ def _rank(rank: int, port: int, args: argparse.Namespace, root: str) -> None:
         model = _model(args.layers, args.width)
         hook = None
         if name != CONFIGS[0]:
-            interval = 1 if name == CONFIGS[2] else 10**9
+            interval = 1 if name == CONFIGS[3] else 10**9
             hook = smd.Hook(
                 out_dir=os.path.join(root, f"{CONFIGS.index(name)}"),
                 save_config=smd.SaveConfig(save_interval=interval),
@@ -91,6 +93,7 @@ def _rank(rank: int, port: int, args: argparse.Namespace, root: str) -> None:
                 ),
                 include_collections=["weights", "biases", "gradients", "losses"],
                 include_workers="all",
+                record_every_step=name != CONFIGS[2],
             )
             hook.register_module(model)
             hook.set_mode(smd.modes.TRAIN)
@@ -116,7 +119,8 @@ def _rank(rank: int, port: int, args: argparse.Namespace, root: str) -> None:
         runs[name].update(wall=0.0, steps=0)
     _calls["counts"] = {name: 0 for name in CONFIGS}
     for index in range(max(1, args.steps // args.chunk)):
-        for name in CONFIGS[index % 3 :] + CONFIGS[: index % 3]:
+        turn = index % len(CONFIGS)
+        for name in CONFIGS[turn:] + CONFIGS[:turn]:
             train(name, args.chunk)
     if rank == 0:
         base = runs[CONFIGS[0]]["steps"] / runs[CONFIGS[0]]["wall"]
