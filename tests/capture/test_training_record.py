@@ -9,6 +9,9 @@ do their scalars' chunks; ``record_every_step=False`` keeps none.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +147,32 @@ def test_with_every_step_saved_the_last_step_of_each_chunk_keeps_its_record(
     loss = create_trial(str(tmp_path)).tensor("trainprobe/loss")
     assert loss.steps() == list(range(45))
     np.testing.assert_allclose([float(v) for v in loss.values().values()], seen["loss"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["CPU", "GPU"])
+def test_a_training_updating_by_hand_keeps_every_steps_loss_and_gradient_norm(
+    tmp_path: Path, path: str
+) -> None:
+    # Its own process: whether a training updates by hand is whether its process ever made a
+    # torch.optim optimizer.
+    script = Path(__file__).with_name("hand_update_training.py")
+    command = [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "seen.json")]
+    finished = subprocess.run(
+        command + (["--gpu-path"] if path == "GPU" else []),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 0, finished.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+
+    trial = create_trial(str(tmp_path / "out"))
+    loss = trial.tensor("trainprobe/loss")
+    assert loss.steps(mode=ModeKeys.TRAIN) == list(range(30))  # no EVAL step among them
+    recorded = loss.values(mode=ModeKeys.TRAIN)
+    np.testing.assert_allclose([float(recorded[s]) for s in range(30)], seen["loss"], rtol=1e-6)
+    # The gradients as the backward left them: the norm the clipping measured, before it.
+    norms = trial.tensor("trainprobe/gradient_norm").values(mode=ModeKeys.TRAIN)
+    np.testing.assert_allclose([float(norms[s]) for s in range(30)], seen["norm"], rtol=1e-5)
+    rates = trial.tensor("trainprobe/learning_rate").values(mode=ModeKeys.TRAIN)
+    assert all(np.isnan(float(rate)) for rate in rates.values())  # no optimizer to read it from

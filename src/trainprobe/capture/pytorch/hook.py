@@ -385,6 +385,8 @@ class Hook(SmdebugSurface, CollectionAccess, StepListener):
             flush=capture.flush,
             owns=follower.owns,
             hand_over=capture.record if record and not self.dry_run else None,
+            by_hand=follower.updates_by_hand,
+            parameters=lambda: [parameter for _, parameter in modules.parameters],
         )
         checks.arm_spikes(rules, self.out_dir, lambda: self._models)
         return checks

@@ -10,7 +10,9 @@ rules, run at the step's events.
   ends. Their spikes are written as they are found.
 
 - The **training record** (``update_record``) keeps every TRAIN step's loss, learning rate and
-  gradient norm, for the hook's writer.
+  gradient norm, for the hook's writer. In a training that updates its weights by hand it is
+  taken where the step's backward pass ends (a later backward of the step takes it again), and
+  handed over when the step ends.
 
 At an update all three read one summary of it (``update_summary``): one pass over the gradients,
 whatever is armed, one copy to the host, read a step late on a GPU.
@@ -57,7 +59,9 @@ class InTrainingChecks(StepListener):
     step in progress; ``step_loss`` its loss so far; ``run(action, *args)`` runs an action as one
     of the hook's entry points (timed as its own, failures contained); ``flush`` has what the
     hook handed its writer written (before a stop); ``owns`` says whether an optimizer updates a
-    registered model; ``hand_over`` takes each step's record (``record_steps``: keep one).
+    registered model; ``hand_over`` takes each step's record (None: keep none); ``by_hand`` says
+    whether the training updates its weights without ``torch.optim``, and ``parameters`` gives
+    the registered models' parameters then (for the record's gradient norm).
     """
 
     def __init__(
@@ -72,6 +76,8 @@ class InTrainingChecks(StepListener):
         flush: Callable[[], None],
         owns: Callable[[Any], bool],
         hand_over: Callable[[RecordedStep], None] | None = None,
+        by_hand: Callable[[], bool] = lambda: False,
+        parameters: Callable[[], list[torch.Tensor]] = list,
     ) -> None:
         self.guard = guard
         self.spikes: SpikeGuard | None = None
@@ -79,6 +85,10 @@ class InTrainingChecks(StepListener):
         self.recording = False
         """Whether the step in progress is recorded (in a worker that writes)."""
         self._hand_over = hand_over
+        self._by_hand = by_hand
+        self._parameters = parameters
+        self._taken_by_hand: RecordedStep | None = None
+        """The record of a step updated by hand, taken at its last backward so far."""
         self.strict = strict
         self.guarding = False
         """Whether the guard checks the step in progress."""
@@ -164,6 +174,9 @@ class InTrainingChecks(StepListener):
         judged; the guard checks what the step computed since its last check."""
         if loss is not None:
             self._judge_loss(loss)
+        taken, self._taken_by_hand = self._taken_by_hand, None
+        if taken is not None and self._hand_over is not None:
+            self._hand_over(taken)
         guard = self.guard
         if guard is None:
             return
@@ -177,6 +190,25 @@ class InTrainingChecks(StepListener):
         self.guarding = self.recording = False
 
     # ----- the update -----
+
+    def backward_ended(self) -> None:
+        """A backward pass of the training ended. In a training that updates its weights by
+        hand, the TRAIN step's record is taken here, from the gradients the pass left (before
+        the update and ``zero_grad()`` by hand), with no learning rate."""
+        if not self.recording or self.record is None or not self._by_hand():
+            return
+        where = self._where()
+        if where[1] not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+            return
+        gradients = [p.grad for p in self._parameters() if p.grad is not None]
+        try:
+            summary = UpdateSummary([], gradients or None, self._step_loss())
+            taken = self.record.take(None, summary, where[0], where[1], where[2], again=True)
+            summary.send()
+        except Exception as error:
+            self._record_failed(error)
+            return
+        self._taken_by_hand = taken
 
     def update_starting(
         self, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -14,6 +14,10 @@ training thread where reading would wait for the device.
   a step or more later, never the training thread. A learning rate held in a tensor on the
   device joins it too.
 
+A training that updates its weights by hand (no ``torch.optim`` optimizer) has no update to
+summarise: its record is taken where its backward pass ends, from the gradients that pass left,
+with no learning rate (``InTrainingChecks.backward_ended``).
+
 Each step's record goes to the hook's writer (``StepCapture.record``), which keeps it in the
 scalar chunks beside the step files (``storage.training_record`` names the series). A step with
 several updates (two optimizers) keeps its first.
@@ -80,10 +84,14 @@ class UpdateRecord:
         step: int,
         mode: ModeKeys,
         mode_step: int,
+        *,
+        again: bool = False,
     ) -> RecordedStep | None:
         """The record of global ``step`` (``mode_step`` of ``mode``) from the summary of its
-        update by ``optimizer``, before the summary is sent; None for a step recorded already."""
-        if step == self._last_step:
+        update by ``optimizer`` (None: an update by hand, with no learning rate), before the
+        summary is sent; None for a step recorded already, unless ``again`` (a later backward
+        pass of a step updated by hand: the one kept is the last)."""
+        if step == self._last_step and not again:
             return None
         self._last_step = step
         loss = summary.loss
