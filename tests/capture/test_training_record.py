@@ -4,7 +4,9 @@ interval: the trial reads them as ``trainprobe/loss``, ``trainprobe/learning_rat
 ``loss.item()``, its scheduler's rate, ``nn.utils.get_total_norm`` of its gradients), on the
 CPU and on the GPU path forced at the CUDA boundary (the values reach the host only through the
 summary's copy, which the writer thread waits for); the saved steps stay what they were, and so
-do their scalars' chunks; ``record_every_step=False`` keeps none.
+do their scalars' chunks; ``record_every_step=False`` keeps none. A training that updates its
+weights by hand (``hand_update_training.py``, in its own process) is recorded at its backward
+passes, with no learning rate.
 """
 
 from __future__ import annotations
